@@ -1,0 +1,7 @@
+"""`python -m crossover`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

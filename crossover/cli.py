@@ -1,0 +1,294 @@
+"""The `crossover` command: predict, hardware, models. A leaf: nothing imports it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+from .errors import CrossoverError
+
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_HARDWARE = "h100-sxm"
+DEFAULT_METHOD = "eagle"
+DEFAULT_K = 3
+DEFAULT_ACCEPTANCE = 0.7
+DEFAULT_CONTEXT = 2048
+MIN_SEQUENCES_FOR_AUTO_TP = 16
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise CrossoverError(f"{message} (see `{self.prog} --help`)")
+
+
+# ------------------------------------------------------------------------------ value parsing
+
+def _number(text: str, what: str, *, integer: bool = False, positive: bool = True) -> float:
+    try:
+        v = int(text) if integer else float(text)
+    except ValueError:
+        kind = "an integer" if integer else "a number"
+        raise CrossoverError(f"{what} must be {kind} (got {text!r})") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise CrossoverError(f"{what} must be finite (got {text!r})")
+    if positive and v <= 0:
+        raise CrossoverError(f"{what} must be > 0 (got {text})")
+    return v
+
+
+def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
+    """'1,2,4' or '1..64' (every integer) or a mix; each > 0."""
+    items: list[float] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if ".." in part:
+            a, b = part.split("..", 1)
+            lo = int(_number(a, what, integer=True))
+            hi = int(_number(b, what, integer=True))
+            if hi < lo:
+                raise CrossoverError(f"{what} range {part!r} runs backwards; write LOW..HIGH")
+            items += list(range(lo, hi + 1))
+        else:
+            items.append(_number(part, what, integer=integer))
+    if not items:
+        raise CrossoverError(f"{what} list is empty; give e.g. 1,8,64 or 1..64")
+    return items
+
+
+# ------------------------------------------------------------------------------ parser
+
+def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scenario")
+    g.add_argument("--model", default=DEFAULT_MODEL, help=f"target model name or YAML path (default {DEFAULT_MODEL})")
+    g.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"accelerator name or YAML path (default {DEFAULT_HARDWARE})")
+    g.add_argument("--tp", help="tensor-parallel degree (default: the smallest of 1,2,4,8 that holds "
+                                f"{MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context)")
+    g.add_argument("--context", default=str(DEFAULT_CONTEXT), help=f"tokens in each sequence's KV cache (default {DEFAULT_CONTEXT})")
+    g.add_argument("--weight-dtype", help="bf16, fp8, int8, int4, mxfp4 (default: the model's own)")
+    g.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype (default bf16)")
+    s = p.add_argument_group("speculation")
+    s.add_argument("--method", default=DEFAULT_METHOD, help="draft, eagle, eagle3, medusa, ngram, mtp (default eagle)")
+    s.add_argument("--draft", help="draft model for --method draft (name or path)")
+    s.add_argument("--draft-tp", help="draft model TP (default: the target's)")
+    s.add_argument("--draft-vocab", default="32000", help="eagle3 reduced draft vocabulary (default 32000)")
+    s.add_argument("--k", default=str(DEFAULT_K), help=f"draft tokens per step (default {DEFAULT_K})")
+    a = s.add_mutually_exclusive_group()
+    a.add_argument("--acceptance", help=f"i.i.d. per-token acceptance rate in [0, 1) (default {DEFAULT_ACCEPTANCE})")
+    a.add_argument("--tau", help="mean tokens per step, bonus included, as engines report it")
+    a.add_argument("--acceptance-per-position", help="per-position acceptance rates as engines print them, e.g. 0.8,0.6,0.45")
+    s.add_argument("--match-rate", default="1", help="ngram: share of steps whose context holds a match (default 1)")
+    e = p.add_argument_group("efficiency (documented defaults; see README)")
+    e.add_argument("--bandwidth-fraction", help="achieved fraction of peak memory bandwidth")
+    e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
+    e.add_argument("--step-overhead-ms", help="fixed time per engine step")
+    e.add_argument("--transition", choices=["smooth", "max", "sum"], help="memory/compute transition model")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `crossover` command."""
+    p = _Parser(prog="crossover", description="Predict where speculative decoding stops paying off.")
+    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    pr = sub.add_parser("predict", help="on/off throughput over batch and the crossover batch")
+    _add_scenario_flags(pr)
+    pr.add_argument("--batch", help="batch sizes, e.g. 1,8,64 or 1..64 (default 1..512 in steps)")
+    pr.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    hw = sub.add_parser("hardware", help="list or show accelerator specs")
+    hws = hw.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    hws.add_parser("list", help="names of all known accelerators").add_argument("--json", action="store_true")
+    s = hws.add_parser("show", help="one accelerator's spec")
+    s.add_argument("name")
+    s.add_argument("--json", action="store_true")
+    md = sub.add_parser("models", help="list, show or import model specs")
+    mds = md.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    mds.add_parser("list", help="names of all known models").add_argument("--json", action="store_true")
+    s = mds.add_parser("show", help="one model's spec")
+    s.add_argument("name")
+    s.add_argument("--json", action="store_true")
+    im = mds.add_parser("import", help="turn a Hugging Face config.json into a model spec (offline)")
+    im.add_argument("config")
+    im.add_argument("--name", help="spec name (default: the config's folder name)")
+    im.add_argument("--out", help="write the YAML here (refuses to overwrite an existing file); default stdout")
+    return p
+
+
+# ------------------------------------------------------------------------------ scenario
+
+def scenario_from_args(args: argparse.Namespace):
+    """Resolve the scenario flags into a curves.Scenario plus a dict of resolved inputs."""
+    from . import memory
+    from .curves import Scenario
+    from .speculation import Acceptance, Speculation
+    from .specs import Deployment, Efficiency, load_hardware, load_model
+
+    model = load_model(args.model)
+    hardware = load_hardware(args.hardware)
+    context = _number(args.context, "--context", integer=True, positive=False)
+    if context < 0:
+        raise CrossoverError(f"--context must be >= 0 tokens (got {args.context})")
+    k = int(_number(args.k, "--k", integer=True, positive=False))
+    if k < 1:
+        raise CrossoverError(f"--k must be >= 1 (got {args.k}); speculation off is the baseline itself")
+    eff_changes = {}
+    if args.bandwidth_fraction is not None:
+        eff_changes["bandwidth_fraction"] = _fraction(args.bandwidth_fraction, "--bandwidth-fraction")
+    if args.flops_fraction is not None:
+        eff_changes["flops_fraction"] = _fraction(args.flops_fraction, "--flops-fraction")
+    if args.step_overhead_ms is not None:
+        eff_changes["step_overhead_s"] = _number(args.step_overhead_ms, "--step-overhead-ms", positive=False) / 1e3
+        if eff_changes["step_overhead_s"] < 0:
+            raise CrossoverError("--step-overhead-ms must be >= 0")
+    if args.transition:
+        eff_changes["transition"] = args.transition
+    efficiency = Efficiency(**eff_changes)
+    common = dict(model=model, hardware=hardware, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                  efficiency=efficiency)
+    tp_auto = args.tp is None
+    if tp_auto:
+        for tp in (1, 2, 4, 8):
+            dep = Deployment(tp=tp, **common)
+            if memory.max_batch(dep, context) >= MIN_SEQUENCES_FOR_AUTO_TP:
+                break
+        else:
+            raise CrossoverError(
+                f"{model.name} does not hold {MIN_SEQUENCES_FOR_AUTO_TP} sequences of {context:g} tokens on 8 x "
+                f"{hardware.name}; set --tp, a smaller --context or --weight-dtype fp8")
+    else:
+        tp = int(_number(args.tp, "--tp", integer=True))
+        dep = Deployment(tp=tp, **common)
+    match = _number(args.match_rate, "--match-rate", positive=False)
+    if args.tau is not None:
+        acc = Acceptance.mean_length(_number(args.tau, "--tau"), match)
+    elif args.acceptance_per_position is not None:
+        rates = parse_list(args.acceptance_per_position, "--acceptance-per-position")
+        acc = Acceptance.per_position(rates, match)
+    else:
+        alpha = DEFAULT_ACCEPTANCE if args.acceptance is None else _number(args.acceptance, "--acceptance", positive=False)
+        acc = Acceptance.rate(alpha, match)
+    draft = load_model(args.draft) if args.draft else None
+    draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp else None
+    spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
+                       draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)))
+    if acc.kind == "tau" and spec.tau > k + 1:
+        raise CrossoverError(f"--tau {acc.value:g} exceeds k+1 = {k + 1}")
+    sc = Scenario(dep, spec, float(context))
+    resolved = {
+        "model": model.name, "hardware": hardware.name, "tp": tp, "tp_auto": tp_auto,
+        "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype, "context": context, "method": spec.method,
+        "draft": draft.name if draft else None, "k": k, "acceptance_kind": acc.kind,
+        "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
+        "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
+        "efficiency": dep.efficiency.model_dump(),
+    }
+    return sc, resolved
+
+
+def _fraction(text: str, what: str) -> float:
+    v = _number(text, what)
+    if v > 1:
+        raise CrossoverError(f"{what} must lie in (0, 1] (got {text})")
+    return v
+
+
+# ------------------------------------------------------------------------------ verbs
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """`crossover predict`."""
+    from .curves import DEFAULT_BATCHES, predict
+    from .report import prediction_dict, prediction_table
+
+    sc, resolved = scenario_from_args(args)
+    batches = parse_list(args.batch, "--batch") if args.batch else list(DEFAULT_BATCHES)
+    pred = predict(sc, batches)
+    if args.json:
+        out = prediction_dict(pred)
+        out["inputs"] = resolved
+        print(json.dumps(out, indent=2))
+    else:
+        print(prediction_table(pred, resolved))
+    return 0
+
+
+def cmd_hardware(args: argparse.Namespace) -> int:
+    """`crossover hardware list|show`."""
+    return _spec_verb(args, "hardware")
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """`crossover models list|show|import`."""
+    if args.action == "import":
+        import yaml
+
+        from .specs.hf_import import import_config
+
+        spec = import_config(args.config, args.name)
+        text = yaml.safe_dump(spec, sort_keys=False)
+        if args.out:
+            if os.path.exists(args.out):
+                raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")
+            with open(args.out, "x", encoding="utf-8") as fh:
+                fh.write(text)
+            print(f"wrote {args.out}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+    return _spec_verb(args, "models")
+
+
+def _spec_verb(args: argparse.Namespace, kind: str) -> int:
+    from .report import spec_listing, spec_text
+    from .specs.loader import available, resolve
+
+    if args.action == "list":
+        names = available(kind)  # type: ignore[arg-type]
+        specs = [resolve(str(path), kind) for path in names.values()]  # type: ignore[arg-type]
+        if args.json:
+            print(json.dumps([s.model_dump(mode="json") for s in specs], indent=2))
+        else:
+            print(spec_listing(specs, kind))
+        return 0
+    if args.action == "show":
+        spec = resolve(args.name, kind)  # type: ignore[arg-type]
+        print(json.dumps(spec.model_dump(mode="json"), indent=2) if args.json else spec_text(spec))
+        return 0
+    raise CrossoverError(f"`crossover {kind}` needs an action: list, show" + (", import" if kind == "models" else ""))
+
+
+def _validation_line(exc) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{field}: {msg}" if field else msg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run a verb; bad input gives one line on stderr and exit status 2."""
+    from pydantic import ValidationError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.verb is None:
+            parser.print_help()
+            return 2
+        verb = {"predict": cmd_predict, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
+        return verb(args)
+    except CrossoverError as exc:
+        print(f"crossover: error: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        print(f"crossover: error: {_validation_line(exc)}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

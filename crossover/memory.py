@@ -1,0 +1,55 @@
+"""Memory capacity: weights, KV cache per sequence, and the largest batch that fits."""
+
+from __future__ import annotations
+
+import math
+
+from .roofline import Op, model_ops
+from .specs.deployment import Deployment
+from .units import DTYPE_BYTES, GB
+
+# Activations, CUDA graphs and allocator slack that an engine keeps outside the KV pool.
+# vLLM profiles this at start-up; ~1-3 GB per GPU on 7B-70B models. Derived default.
+RESERVE_BYTES_PER_GPU = 1.5 * GB
+
+
+def weight_bytes_per_gpu(dep: Deployment, ops: list[Op] | None = None) -> float:
+    """Weight bytes one GPU holds (streamed ops plus the input embedding)."""
+    ops = model_ops(dep.model, dep.wdtype, dep.tp) if ops is None else ops
+    total = 0.0
+    for op in ops:
+        if op.kind == "gemm":
+            total += op.count * op.params * DTYPE_BYTES[op.dtype] / (dep.tp if op.sharded else 1)
+        elif op.kind == "experts":
+            total += op.count * op.num_experts * op.params * DTYPE_BYTES[op.dtype] / dep.tp
+    m = dep.model
+    if not m.tie_word_embeddings:
+        total += m.embedding_params() * DTYPE_BYTES["bf16"] / dep.tp
+    return total
+
+
+def kv_bytes_per_seq_per_gpu(dep: Deployment, ops: list[Op], length: float) -> float:
+    """KV-cache bytes one sequence of `length` tokens holds on one GPU (GQA replication, windows)."""
+    total = 0.0
+    for op in ops:
+        if op.kind != "attention":
+            continue
+        if op.kv_sharded and op.kv_heads:
+            share = max(op.kv_heads / dep.tp, 1.0) / op.kv_heads
+        else:
+            share = 1.0 / dep.tp if op.kv_sharded else 1.0
+        held = min(length, op.window) if op.window is not None else length
+        total += op.count * held * op.kv_elems * share * dep.kv_bytes
+    return total
+
+
+def max_batch(dep: Deployment, context: float, extra_weights_per_gpu: float = 0.0,
+              extra_kv_per_seq_per_gpu: float = 0.0, slack_tokens: float = 0.0) -> int:
+    """Largest batch whose KV cache (at `context` + slack tokens) fits beside the weights; 0 if none."""
+    ops = model_ops(dep.model, dep.wdtype, dep.tp)
+    budget = dep.hardware.memory_bytes * dep.memory_utilization - RESERVE_BYTES_PER_GPU
+    budget -= weight_bytes_per_gpu(dep, ops) + extra_weights_per_gpu
+    per_seq = kv_bytes_per_seq_per_gpu(dep, ops, context + slack_tokens) + extra_kv_per_seq_per_gpu
+    if budget <= 0:
+        return 0
+    return int(math.floor(budget / per_seq)) if per_seq > 0 else 1 << 30

@@ -1,0 +1,258 @@
+"""Roofline cost of one forward step, op by op, vectorised over batch, query length and context.
+
+A model is a list of ops with repeat counts (one source of truth for bytes and FLOPs), reused by
+decode (q = 1), verify (q = k + 1), prefill chunks and draft forwards. Each op's time is
+combine(bytes / achieved bandwidth, FLOPs / achieved FLOP/s); collectives and fixed overheads are
+added on top.
+
+Why the 'smooth' transition (default p = 2) and not a hard max: a GEMM or attention kernel does
+not overlap its loads and its MMAs perfectly near the ridge point; the hard max makes step time
+flat until the ridge and then bends sharply, so it puts the crossover too late. MagicDec's
+per-step tables (8xA100, 8xH100, contexts 1K-100K) are matched best by the p-norm with p = 2:
+see validation/transition.md (written by `python -m crossover.validation.transition`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .specs.deployment import Deployment
+from .specs.model import Model
+from .units import COMPUTE_DTYPE, DTYPE_BYTES
+
+OpKind = Literal["gemm", "attention", "experts", "allreduce"]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a forward pass, repeated `count` times (usually once per layer).
+
+    gemm: `params` weights (whole model, before TP sharding) applied to every new token.
+    attention: reads the KV cache; `kv_elems` per token per layer, `heads` query heads,
+      `score_dim` FLOP-relevant width per head (QK + PV), `window` caps the context.
+    experts: `params` per routed expert; `num_experts` choose `top_k` per token.
+    allreduce: a tensor-parallel all-reduce of `width` activations per token.
+    """
+
+    name: str
+    kind: OpKind
+    count: float = 1.0
+    params: float = 0.0
+    dtype: str = "bf16"
+    sharded: bool = True  # weights split across TP ranks (False: replicated on each rank)
+    in_features: float = 0.0
+    out_features: float = 0.0
+    kv_elems: float = 0.0
+    kv_sharded: bool = True  # GQA KV heads split across ranks; MLA's latent cache is replicated
+    kv_heads: float = 0.0  # for replication when kv_heads < tp
+    heads: float = 0.0
+    score_dim: float = 0.0
+    window: float | None = None
+    num_experts: int = 0
+    top_k: int = 0
+    width: float = 0.0
+
+
+@dataclass
+class OpCost:
+    """Per-op result arrays (seconds, bytes, FLOPs per GPU) and the bound each op hit."""
+
+    time: np.ndarray
+    memory_time: np.ndarray
+    compute_time: np.ndarray
+    bytes: np.ndarray
+    flops: np.ndarray
+
+    @property
+    def bound(self) -> np.ndarray:
+        """'compute' where the FLOP time exceeds the memory time, else 'memory'."""
+        return np.where(self.compute_time > self.memory_time, "compute", "memory")
+
+
+@dataclass
+class StepCost:
+    """Time of one forward (seconds per step, arrays over the broadcast inputs) and its breakdown."""
+
+    total: np.ndarray
+    ops: dict[str, OpCost] = field(default_factory=dict)
+    overhead: np.ndarray | float = 0.0
+
+    def breakdown(self) -> dict[str, np.ndarray]:
+        """Seconds per op name, plus 'overhead'."""
+        out = {name: c.time for name, c in self.ops.items()}
+        out["overhead"] = np.broadcast_to(self.overhead, np.shape(self.total))
+        return out
+
+
+def _linear_dtype(model: Model, weight_dtype: str, part: Literal["dense", "experts"]) -> str:
+    """Dtype of a layer's linear weights: mxfp4 checkpoints quantise only the experts (gpt-oss)."""
+    if weight_dtype == "mxfp4" and part == "dense":
+        return "bf16"
+    return weight_dtype
+
+
+def model_ops(model: Model, weight_dtype: str | None = None, tp: int = 1, layers: float | None = None,
+              lm_head_vocab: int | None = None, include_lm_head: bool = True) -> list[Op]:
+    """The op list of `model` (optionally a subset of `layers` layers, or another LM-head vocab)."""
+    wd = weight_dtype or model.weight_dtype
+    dd = _linear_dtype(model, wd, "dense")
+    h, nq, nkv, hd = model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.hd
+    n_layers = float(model.num_hidden_layers if layers is None else layers)
+    frac = n_layers / model.num_hidden_layers
+    ops: list[Op] = []
+    if model.mla is not None:
+        m = model.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        # Down-projections are replicated on every rank (vLLM ReplicatedLinear); up/out are sharded.
+        down = (h * m.q_lora_rank if m.q_lora_rank else 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        up = (m.q_lora_rank * nq * qk if m.q_lora_rank else h * nq * qk) + m.kv_lora_rank * nq * (
+            m.qk_nope_head_dim + m.v_head_dim)
+        ops += [
+            Op("qkv_proj", "gemm", n_layers, params=down, dtype=dd, sharded=False, in_features=h,
+               out_features=m.kv_lora_rank + m.qk_rope_head_dim + (m.q_lora_rank or 0)),
+            Op("qkv_proj", "gemm", n_layers, params=up, dtype=dd, in_features=m.kv_lora_rank,
+               out_features=nq * qk),
+            # Weight-absorbed MLA attends in the latent space: QK over (latent + rope), PV over latent.
+            Op("attention", "attention", n_layers, kv_elems=m.kv_lora_rank + m.qk_rope_head_dim,
+               kv_sharded=False, heads=nq, score_dim=2 * m.kv_lora_rank + m.qk_rope_head_dim),
+            Op("o_proj", "gemm", n_layers, params=nq * m.v_head_dim * h, dtype=dd, in_features=nq * m.v_head_dim,
+               out_features=h),
+        ]
+    else:
+        bias = (nq + 2 * nkv) * hd if model.attention_bias else 0
+        ops.append(Op("qkv_proj", "gemm", n_layers, params=h * (nq + 2 * nkv) * hd + bias, dtype=dd,
+                      in_features=h, out_features=(nq + 2 * nkv) * hd))
+        sw = model.sliding_window
+        n_sliding = 0.0 if sw is None else sw.num_layers * frac
+        if n_layers - n_sliding > 0:
+            ops.append(Op("attention", "attention", n_layers - n_sliding, kv_elems=2 * nkv * hd, kv_heads=nkv,
+                          heads=nq, score_dim=2 * hd))
+        if n_sliding > 0:
+            ops.append(Op("attention", "attention", n_sliding, kv_elems=2 * nkv * hd, kv_heads=nkv, heads=nq,
+                          score_dim=2 * hd, window=float(sw.size)))  # type: ignore[union-attr]
+        ops.append(Op("o_proj", "gemm", n_layers, params=nq * hd * h, dtype=dd, in_features=nq * hd, out_features=h))
+    dense_layers = model.num_dense_layers * frac
+    moe_layers = n_layers - dense_layers
+    if dense_layers > 0:
+        ops.append(Op("mlp", "gemm", dense_layers, params=model.dense_mlp_params(), dtype=dd, in_features=h,
+                      out_features=h + 2 * model.intermediate_size))
+    if model.moe is not None and moe_layers > 0:
+        mo = model.moe
+        ops.append(Op("router", "gemm", moe_layers, params=h * mo.num_experts, dtype="bf16", sharded=False,
+                      in_features=h, out_features=mo.num_experts))
+        ops.append(Op("experts", "experts", moe_layers, params=model.expert_params(),
+                      dtype=_linear_dtype(model, wd, "experts"), num_experts=mo.num_experts, top_k=mo.num_experts_per_tok,
+                      in_features=h, out_features=h + 2 * mo.moe_intermediate_size))
+        if mo.num_shared_experts:
+            ops.append(Op("shared_experts", "gemm", moe_layers, params=model.shared_expert_params(), dtype=dd,
+                          in_features=h, out_features=h))
+    if include_lm_head:
+        vocab = lm_head_vocab or model.vocab_size
+        # The LM head stays in bf16 in quantised checkpoints (vLLM leaves lm_head unquantised).
+        ops.append(Op("lm_head", "gemm", 1, params=vocab * h, dtype="bf16", in_features=h, out_features=vocab))
+    if tp > 1:
+        ops.append(Op("allreduce", "allreduce", 2 * n_layers, width=h))
+    return ops
+
+
+def expected_distinct_experts(tokens: np.ndarray, num_experts: int, top_k: int) -> np.ndarray:
+    """Expected distinct experts that `tokens` tokens touch, each routing uniformly to top_k of E."""
+    miss = 1.0 - top_k / num_experts
+    return num_experts * (1.0 - np.power(miss, tokens))
+
+
+def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.ndarray:
+    """Op time from its memory time and compute time under the transition model."""
+    if mode == "max":
+        return np.maximum(memory, compute)
+    if mode == "sum":
+        return memory + compute
+    big = np.maximum(memory, compute)
+    safe = np.where(big > 0, big, 1.0)
+    return big * np.power(np.power(memory / safe, p) + np.power(compute / safe, p), 1.0 / p)
+
+
+def op_costs(op: Op, dep: Deployment, tokens: np.ndarray, batch: np.ndarray, q: np.ndarray,
+             context: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes, FLOPs, memory seconds, compute seconds) of one op per GPU, over the inputs."""
+    tp = dep.tp
+    eff = dep.efficiency
+    act = dep.act_bytes
+    if op.kind == "allreduce":
+        msg = tokens * op.width * act
+        # Ring all-reduce moves 2 (tp-1)/tp of the message over each link, plus a latency.
+        t = op.count * (2.0 * (tp - 1) / tp * msg / dep.link_bandwidth + eff.collective_latency_s)
+        zero = np.zeros_like(t)
+        return op.count * msg, zero, t, zero
+    rate = dep.flops if COMPUTE_DTYPE[op.dtype] == dep.compute_dtype else (
+        dep.hardware.peak_flops(COMPUTE_DTYPE[op.dtype]) * (dep.flops / dep.hardware.peak_flops(dep.compute_dtype)))
+    if op.kind == "attention":
+        per_gpu_heads = op.heads / tp
+        kv_share = (max(op.kv_heads / tp, 1.0) / op.kv_heads) if (op.kv_sharded and op.kv_heads) else (
+            1.0 / tp if op.kv_sharded else 1.0)
+        length = context + q
+        if op.window is not None:
+            length = np.minimum(length, op.window)
+        kv_read = batch * length * op.kv_elems * kv_share * dep.kv_bytes
+        kv_write = tokens * op.kv_elems * kv_share * dep.kv_bytes
+        flops = op.count * 2.0 * tokens * length * per_gpu_heads * op.score_dim
+        nbytes = op.count * (kv_read + kv_write)
+        return nbytes, flops, nbytes / dep.kv_bandwidth, flops / rate
+    shard = tp if op.sharded else 1
+    wbytes = DTYPE_BYTES[op.dtype]
+    if op.kind == "experts":
+        distinct = expected_distinct_experts(tokens, op.num_experts, op.top_k)
+        weights = distinct * op.params * wbytes / shard
+        flops = 2.0 * tokens * op.top_k * op.params / shard
+        acts = tokens * op.top_k * (op.in_features + op.out_features) * act / shard
+    else:
+        weights = np.full_like(tokens, op.params * wbytes / shard)
+        flops = 2.0 * tokens * op.params / shard
+        acts = tokens * (op.in_features + op.out_features) * act / (shard if op.sharded else 1)
+    nbytes = op.count * (weights + acts)
+    flops = op.count * flops
+    return nbytes, flops, nbytes / dep.bandwidth, flops / rate
+
+
+def forward_cost(dep: Deployment, ops: list[Op], batch, q=1, context=0, num_layers: float | None = None) -> StepCost:
+    """Seconds for one forward of `ops` over `batch` sequences with `q` new positions and `context` cached.
+
+    Inputs broadcast against each other (numpy); the result has their broadcast shape. Fixed
+    overhead per forward: `num_layers` x layer_overhead_s (kernel gaps); engine-step overheads are
+    added by the caller once per engine step.
+    """
+    b, qq, c = np.broadcast_arrays(np.asarray(batch, float), np.asarray(q, float), np.asarray(context, float))
+    tokens = b * qq
+    eff = dep.efficiency
+    ops_out: dict[str, OpCost] = {}
+    total = np.zeros_like(tokens)
+    for op in ops:
+        nbytes, flops, tm, tc = op_costs(op, dep, tokens, b, qq, c)
+        t = tm if op.kind == "allreduce" else combine(tm, tc, eff.transition, eff.transition_p)
+        total = total + t
+        prev = ops_out.get(op.name)
+        if prev is None:
+            ops_out[op.name] = OpCost(t, tm, tc, nbytes, flops)
+        else:  # ops sharing a name (e.g. MLA's two projection groups) report as one
+            ops_out[op.name] = OpCost(prev.time + t, prev.memory_time + tm, prev.compute_time + tc,
+                                      prev.bytes + nbytes, prev.flops + flops)
+    if num_layers is None:  # kernel gaps scale with the layers this forward runs
+        num_layers = sum(op.count for op in ops if op.kind == "attention")
+    overhead = num_layers * eff.layer_overhead_s
+    return StepCost(total + overhead, ops_out, overhead)
+
+
+def target_ops(dep: Deployment) -> list[Op]:
+    """The target model's op list at the deployment's TP and weight dtype."""
+    return model_ops(dep.model, dep.wdtype, dep.tp)
+
+
+def step_time(dep: Deployment, batch, q=1, context=0) -> StepCost:
+    """One engine step of the target: a forward over `batch` x `q` new tokens plus the step overhead."""
+    cost = forward_cost(dep, target_ops(dep), batch, q, context)
+    cost.total = cost.total + dep.efficiency.step_overhead_s
+    cost.overhead = cost.overhead + dep.efficiency.step_overhead_s
+    return cost

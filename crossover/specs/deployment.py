@@ -1,0 +1,137 @@
+"""A deployment: a model on `tp` accelerators with dtypes, and the efficiency and overhead dials.
+
+Every default below is documented with where it comes from; `crossover calibrate` (later) fits
+them to a measured sweep. Pure roofline ("speed of light") is `Efficiency.speed_of_light()`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from ..errors import CrossoverError
+from ..units import COMPUTE_DTYPE, DTYPE_BYTES
+from .hardware import Hardware
+from .model import Model
+
+Transition = Literal["smooth", "max", "sum"]
+
+
+class Efficiency(BaseModel):
+    """Achieved fractions of peak and fixed overheads (seconds). None means 'the hardware's figure'."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Weight streaming reaches 0.80-0.90 of peak in copy kernels and 0.68-0.84 in real decode
+    # kernels (hardware_facts.md 9.2: H200 copy 0.90, A100 0.83, gpt-fast decode 0.69-0.82).
+    bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    # Paged KV-cache reads in decode attention run below weight streaming (Nsight on H100: 42%
+    # vs 78-84% [MIKA], MagicDec H100 tables ~0.88 at 32K); None = same as bandwidth_fraction.
+    kv_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    # Dense GEMM reaches the MAMF fraction at best (hardware_facts.md 9.1); None = hardware figure,
+    # else 0.75 (derived default for chips without a MAMF measurement).
+    flops_fraction: float | None = Field(default=None, gt=0, le=1)
+    # Ring collectives reach ~0.80 of the unidirectional link rate (hardware_facts.md 9.3).
+    interconnect_fraction: float = Field(default=0.80, gt=0, le=1)
+    # Latency of one small all-reduce. One-shot/custom all-reduce on NVLink is ~5-10 us; NCCL ring
+    # grows with the hops. Derived default, a calibration parameter.
+    collective_latency_s: float = Field(default=8e-6, ge=0)
+    # Kernel gaps inside a CUDA-graphed forward: ~10 kernels per layer x ~1.5 us each. Derived.
+    layer_overhead_s: float = Field(default=15e-6, ge=0)
+    # Per engine step: scheduling, input preparation, sampling not hidden by overlap. Modern
+    # engines with CUDA graphs and overlapped scheduling: ~1-2 ms (hardware_facts.md 10-11).
+    step_overhead_s: float = Field(default=1.0e-3, ge=0)
+    # Extra per speculative step: rejection sampling, bookkeeping, smaller CUDA-graph coverage
+    # (vLLM #49548: +6.6% TPOT with speculation enabled at k=0, concurrency 2). Derived default.
+    spec_overhead_s: float = Field(default=0.3e-3, ge=0)
+    # Extra per sequential draft forward (launch, draft sampling, tree bookkeeping). Derived default.
+    draft_step_overhead_s: float = Field(default=0.1e-3, ge=0)
+    # How op time moves from memory- to compute-bound; see roofline.combine for why 'smooth'.
+    transition: Transition = "smooth"
+    transition_p: float = Field(default=2.0, ge=1.0)
+
+    @classmethod
+    def speed_of_light(cls) -> "Efficiency":
+        """100% of peak, no overheads, a hard max: the physical bound."""
+        return cls(
+            bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
+            collective_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
+            draft_step_overhead_s=0.0, transition="max",
+        )
+
+
+class Deployment(BaseModel):
+    """A model served on `tp` accelerators of one kind."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: Model
+    hardware: Hardware
+    tp: PositiveInt = 1
+    weight_dtype: str | None = None  # None = the model's native dtype
+    kv_dtype: str = "bf16"
+    activation_dtype: str = "bf16"
+    memory_utilization: float = Field(default=0.90, gt=0, le=1)  # vLLM's gpu_memory_utilization default
+    efficiency: Efficiency = Field(default_factory=Efficiency)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Deployment":
+        for label, dt in (("weight", self.weight_dtype), ("kv", self.kv_dtype), ("activation", self.activation_dtype)):
+            if dt is not None and dt not in DTYPE_BYTES:
+                raise CrossoverError(f"unknown {label} dtype {dt!r}; expected one of {', '.join(DTYPE_BYTES)}")
+        self.hardware.peak_flops(self.compute_dtype)  # fail early if the chip lacks the rate
+        return self
+
+    @property
+    def wdtype(self) -> str:
+        """Weight dtype in effect."""
+        return self.weight_dtype or self.model.weight_dtype
+
+    @property
+    def compute_dtype(self) -> str:
+        """Tensor-core rate the GEMMs run at."""
+        return COMPUTE_DTYPE[self.wdtype]
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes per weight element."""
+        return DTYPE_BYTES[self.wdtype]
+
+    @property
+    def kv_bytes(self) -> float:
+        """Bytes per KV-cache element."""
+        return DTYPE_BYTES[self.kv_dtype]
+
+    @property
+    def act_bytes(self) -> float:
+        """Bytes per activation element."""
+        return DTYPE_BYTES[self.activation_dtype]
+
+    @property
+    def bandwidth(self) -> float:
+        """Achieved weight-streaming bandwidth per GPU, bytes/s."""
+        e = self.efficiency.bandwidth_fraction or self.hardware.achieved_bandwidth_fraction or 0.80
+        return self.hardware.bandwidth_bytes_s * e
+
+    @property
+    def kv_bandwidth(self) -> float:
+        """Achieved KV-cache read bandwidth per GPU, bytes/s."""
+        if self.efficiency.kv_bandwidth_fraction is not None:
+            return self.hardware.bandwidth_bytes_s * self.efficiency.kv_bandwidth_fraction
+        return self.bandwidth
+
+    @property
+    def flops(self) -> float:
+        """Achieved dense FLOP/s per GPU at the compute dtype."""
+        e = self.efficiency.flops_fraction or self.hardware.achieved_flops_fraction or 0.75
+        return self.hardware.peak_flops(self.compute_dtype) * e
+
+    @property
+    def link_bandwidth(self) -> float:
+        """Achieved GPU-to-GPU bandwidth per direction, bytes/s."""
+        return self.hardware.interconnect_bytes_s * self.efficiency.interconnect_fraction
+
+    def with_efficiency(self, **changes) -> "Deployment":
+        """A copy with some efficiency fields changed."""
+        return self.model_copy(update={"efficiency": self.efficiency.model_copy(update=changes)})

@@ -1,0 +1,68 @@
+"""Accelerator specs: YAML in human units (GB, GB/s, TFLOP/s), SI base units inside."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+
+from ..errors import CrossoverError
+from ..units import GB, TFLOPS
+
+_RATE_KEYS = {
+    "bf16": "bf16_dense_tflops",
+    "fp8": "fp8_dense_tflops",
+    "int8": "int8_dense_tops",
+    "fp4": "fp4_dense_tflops",
+}
+
+
+class Hardware(BaseModel):
+    """One accelerator (per chip), as written in hardware/*.yaml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    display_name: str
+    vendor: str
+    memory_gb: PositiveFloat
+    memory_bandwidth_gb_s: PositiveFloat
+    bf16_dense_tflops: PositiveFloat
+    fp8_dense_tflops: PositiveFloat | None = None
+    int8_dense_tops: PositiveFloat | None = None
+    fp4_dense_tflops: PositiveFloat | None = None
+    interconnect: str = ""
+    interconnect_gb_s: PositiveFloat
+    achieved_flops_fraction: float | None = Field(default=None, gt=0, le=1)
+    achieved_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    price_per_hour_usd: PositiveFloat | None = None
+    tdp_w: PositiveFloat | None = None
+    sources: dict[str, str] = Field(default_factory=dict)
+    unverified: list[str] = Field(default_factory=list)
+    notes: str = ""
+
+    @property
+    def memory_bytes(self) -> float:
+        """Memory capacity in bytes."""
+        return self.memory_gb * GB
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        """Peak memory bandwidth in bytes/s."""
+        return self.memory_bandwidth_gb_s * GB
+
+    @property
+    def interconnect_bytes_s(self) -> float:
+        """GPU-to-GPU bandwidth per direction in bytes/s."""
+        return self.interconnect_gb_s * GB
+
+    def peak_flops(self, compute_dtype: str) -> float:
+        """Dense peak tensor throughput in FLOP/s for `compute_dtype` (bf16, fp8, int8, fp4)."""
+        key = _RATE_KEYS.get(compute_dtype)
+        if key is None:
+            raise CrossoverError(f"unknown compute dtype {compute_dtype!r}; expected one of {', '.join(_RATE_KEYS)}")
+        value = getattr(self, key)
+        if value is None:
+            raise CrossoverError(
+                f"{self.name} has no dense {compute_dtype} tensor rate; use a weight dtype it supports "
+                f"(e.g. --weight-dtype bf16)"
+            )
+        return value * TFLOPS

@@ -1,0 +1,156 @@
+"""Find and load specs by name or path: shipped libraries, CROSSOVER_SPEC_PATH, or a file."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..errors import CrossoverError
+from .hardware import Hardware
+from .model import Model
+
+Kind = Literal["hardware", "models"]
+T = TypeVar("T", bound=BaseModel)
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+# Marker keys that tell a hardware file from a model file in a flat user directory.
+_KIND_KEY = {"hardware": "memory_bandwidth_gb_s", "models": "hidden_size"}
+
+
+def shipped_dir(kind: Kind) -> Path:
+    """The directory of shipped specs: inside the installed package, or the repository root."""
+    installed = _PACKAGE_DIR / "_data" / kind
+    if installed.is_dir() and any(installed.glob("*.yaml")):
+        return installed
+    return _PACKAGE_DIR.parent / kind
+
+
+def search_dirs(kind: Kind) -> list[Path]:
+    """Directories searched for `kind`, user directories (CROSSOVER_SPEC_PATH) first."""
+    dirs: list[Path] = []
+    for entry in os.environ.get("CROSSOVER_SPEC_PATH", "").split(os.pathsep):
+        if entry.strip():
+            base = Path(entry).expanduser()
+            dirs += [base / kind, base]
+    dirs.append(shipped_dir(kind))
+    return dirs
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml", ".json")) or os.sep in ref or "/" in ref
+
+
+def read_yaml(path: Path) -> dict:
+    """Parse a YAML (or JSON) file into a mapping; one-line errors naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CrossoverError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise CrossoverError(f"{path}: malformed YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise CrossoverError(f"{path}: expected a mapping of keys to values at the top level")
+    return data
+
+
+def validation_message(exc: ValidationError, origin: str) -> str:
+    """First validation problem as one line: where, which field, what would be right."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    if err["type"] == "missing":
+        return f"{origin}: missing required field {field!r}"
+    if err["type"] == "extra_forbidden":
+        return f"{origin}: unknown field {field!r} (check the spelling against the shipped specs)"
+    got = err.get("input")
+    got_s = f" (got {got!r})" if not isinstance(got, (dict, list)) else ""
+    return f"{origin}: field {field!r}: {err['msg']}{got_s}"
+
+
+def parse_spec(data: dict, cls: type[T], origin: str) -> T:
+    """Validate a mapping into a spec, with a one-line error naming `origin`."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise CrossoverError(validation_message(exc, origin)) from None
+
+
+@lru_cache(maxsize=256)
+def _load_file(path: str, kind: Kind, mtime: float) -> BaseModel:
+    cls = Hardware if kind == "hardware" else Model
+    data = read_yaml(Path(path))
+    data.setdefault("name", Path(path).stem)
+    return parse_spec(data, cls, path)
+
+
+def load_file(path: Path, kind: Kind) -> BaseModel:
+    """Load one spec file of `kind` (cached per path and modification time)."""
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        raise CrossoverError(f"{path}: no such file") from None
+    return _load_file(str(path), kind, mtime)
+
+
+def _flat_file_kind(path: Path) -> str | None:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    if isinstance(data, dict):
+        for kind, key in _KIND_KEY.items():
+            if key in data:
+                return kind
+    return None
+
+
+def available(kind: Kind) -> dict[str, Path]:
+    """Every spec name of `kind` that can be found, mapped to its file (user specs win)."""
+    found: dict[str, Path] = {}
+    for d in search_dirs(kind):
+        if not d.is_dir():
+            continue
+        is_flat = d.name != kind and d != shipped_dir(kind)
+        for f in sorted(d.glob("*.yaml")):
+            if is_flat and _flat_file_kind(f) != kind:
+                continue
+            found.setdefault(f.stem, f)
+    return found
+
+
+def resolve(ref: str, kind: Kind) -> BaseModel:
+    """A spec by exact name (never by substring) or by path."""
+    what = "hardware" if kind == "hardware" else "model"
+    if not ref or not ref.strip():
+        raise CrossoverError(f"empty {what} name")
+    if _looks_like_path(ref):
+        return load_file(Path(ref).expanduser(), kind)
+    names = available(kind)
+    if ref in names:
+        return load_file(names[ref], kind)
+    close = difflib.get_close_matches(ref.lower(), list(names), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    listing = f" (`crossover {'hardware' if kind == 'hardware' else 'models'} list` shows all)"
+    raise CrossoverError(f"unknown {what} {ref!r}{hint}{listing}")
+
+
+def load_hardware(ref: str | Hardware) -> Hardware:
+    """Hardware by name, path or instance."""
+    return ref if isinstance(ref, Hardware) else resolve(ref, "hardware")  # type: ignore[return-value]
+
+
+def load_model(ref: str | Model) -> Model:
+    """Model by name, path or instance."""
+    return ref if isinstance(ref, Model) else resolve(ref, "models")  # type: ignore[return-value]

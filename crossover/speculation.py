@@ -1,0 +1,251 @@
+"""Speculation: how many tokens a step yields (acceptance) and what drafting and verifying cost.
+
+Split as in the design: the cost engine (roofline) prices one iteration at width k+1; this module
+adds the tokens that iteration yields and the draft forwards, so sweeping acceptance reuses costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+from .errors import CrossoverError
+from .roofline import Op, StepCost, forward_cost, model_ops, step_time
+from .specs.deployment import Deployment
+from .specs.model import Model
+
+Method = Literal["draft", "eagle", "eagle3", "medusa", "ngram", "mtp"]
+METHODS: tuple[str, ...] = ("draft", "eagle", "eagle3", "medusa", "ngram", "mtp")
+
+
+# ----------------------------------------------------------------------------------- acceptance
+
+def tau_from_rate(alpha: float, k: int) -> float:
+    """Expected tokens per verify step, bonus included: (1 - a^(k+1)) / (1 - a) (Leviathan et al.)."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def rate_from_tau(tau: float, k: int) -> float:
+    """The i.i.d. acceptance rate whose expected tokens per step at window k is `tau`."""
+    if not 1.0 <= tau <= k + 1:
+        raise CrossoverError(f"tau {tau:g} must lie in [1, k+1] = [1, {k + 1}] for k = {k}")
+    if tau >= k + 1:
+        return 1.0
+    lo, hi = 0.0, 1.0  # tau_from_rate is increasing in alpha: bisection to 1e-12
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if tau_from_rate(mid, k) < tau:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Per-position survival: P(the first j drafted tokens are all accepted), j = 1..k.
+
+    Built from an i.i.d. rate (survival a^j), from the mean accepted length tau as engines report
+    it (bonus included; the i.i.d. rate that reproduces it), or from per-position rates as vLLM and
+    SGLang print them (the fraction of steps whose position j was accepted, i.e. survival).
+    """
+
+    kind: Literal["rate", "tau", "per_position"]
+    value: float | tuple[float, ...]
+    match_rate: float = 1.0  # n-gram: share of steps with a prompt match (else nothing is drafted)
+
+    @classmethod
+    def rate(cls, alpha: float, match_rate: float = 1.0) -> "Acceptance":
+        """I.i.d. per-token acceptance `alpha` in [0, 1)."""
+        if not 0.0 <= alpha < 1.0:
+            raise CrossoverError(f"acceptance {alpha:g} must lie in [0, 1) (a rate of 1 would never reject)")
+        return cls("rate", float(alpha), _check_match(match_rate))
+
+    @classmethod
+    def mean_length(cls, tau: float, match_rate: float = 1.0) -> "Acceptance":
+        """Mean tokens per step tau (bonus included), as engines report 'mean acceptance length'."""
+        if not tau >= 1.0:
+            raise CrossoverError(f"tau {tau:g} must be >= 1 (it counts the bonus token)")
+        return cls("tau", float(tau), _check_match(match_rate))
+
+    @classmethod
+    def per_position(cls, rates: Sequence[float], match_rate: float = 1.0) -> "Acceptance":
+        """Per-position acceptance (survival) rates, non-increasing, each in [0, 1)."""
+        r = tuple(float(x) for x in rates)
+        if not r:
+            raise CrossoverError("per-position acceptance needs at least one rate")
+        if any(not 0.0 <= x < 1.0 for x in r):
+            raise CrossoverError("per-position acceptance rates must each lie in [0, 1)")
+        if any(b > a + 1e-12 for a, b in zip(r, r[1:])):
+            raise CrossoverError(
+                "per-position acceptance rates must not increase with position (position j is accepted "
+                "only if j-1 was); give them as engines report them, e.g. 0.8,0.6,0.45")
+        return cls("per_position", r, _check_match(match_rate))
+
+    def survival(self, k: int) -> np.ndarray:
+        """P(first j drafts accepted | a draft was proposed), j = 1..k."""
+        if k < 1:
+            raise CrossoverError(f"k must be >= 1 (got {k})")
+        if self.kind == "rate":
+            return float(self.value) ** np.arange(1, k + 1)  # type: ignore[operator]
+        if self.kind == "tau":
+            return rate_from_tau(float(self.value), k) ** np.arange(1, k + 1)  # type: ignore[arg-type]
+        rates = self.value
+        assert isinstance(rates, tuple)
+        if k > len(rates):
+            raise CrossoverError(f"k = {k} but only {len(rates)} per-position rates were given; give one per position")
+        return np.asarray(rates[:k])
+
+    def tau(self, k: int) -> float:
+        """Expected tokens per verify step per sequence, bonus included, in [1, k+1]."""
+        return 1.0 + self.match_rate * float(self.survival(k).sum())
+
+    def alpha(self, k: int) -> float:
+        """The equivalent i.i.d. rate at window k."""
+        return rate_from_tau(1.0 + float(self.survival(k).sum()), k)
+
+
+def _check_match(m: float) -> float:
+    if not 0.0 <= m <= 1.0:
+        raise CrossoverError(f"match rate {m:g} must lie in [0, 1]")
+    return float(m)
+
+
+# ------------------------------------------------------------------------------------ methods
+
+@dataclass(frozen=True)
+class Speculation:
+    """A speculation method with its window k and acceptance."""
+
+    method: Method
+    k: int
+    acceptance: Acceptance
+    draft: Model | None = None  # method 'draft': the separate draft model
+    draft_tp: int | None = None  # None = the target's TP
+    draft_vocab: int = 32000  # eagle3's reduced draft vocabulary (EAGLE-3 / SpecForge configs)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise CrossoverError(f"unknown method {self.method!r}; expected one of {', '.join(METHODS)}")
+        if not isinstance(self.k, (int, np.integer)) or self.k < 1:
+            raise CrossoverError(f"k must be an integer >= 1 (got {self.k!r})")
+        if self.method == "draft" and self.draft is None:
+            raise CrossoverError("method 'draft' needs a draft model (--draft NAME, e.g. llama-3.2-1b)")
+        if self.method != "draft" and self.draft is not None:
+            raise CrossoverError(f"--draft applies to method 'draft' only (method is {self.method!r})")
+        if self.acceptance.match_rate < 1.0 and self.method != "ngram":
+            raise CrossoverError("a match rate applies to method 'ngram' only")
+        self.acceptance.survival(self.k)  # validate k against per-position rates now
+
+    @property
+    def tau(self) -> float:
+        """Expected tokens per step per sequence (bonus included)."""
+        return self.acceptance.tau(self.k)
+
+    @property
+    def verify_width(self) -> float:
+        """Mean positions verified per sequence: k+1, or 1 + match_rate k for n-gram."""
+        return 1.0 + self.acceptance.match_rate * self.k
+
+    def draft_deployment(self, target: Deployment) -> Deployment:
+        """The deployment the draft forwards run on."""
+        if self.method == "draft":
+            assert self.draft is not None
+            return Deployment(model=self.draft, hardware=target.hardware, tp=self.draft_tp or target.tp,
+                              kv_dtype=target.kv_dtype, efficiency=target.efficiency)
+        return target
+
+    def draft_ops(self, target: Deployment) -> list[Op]:
+        """Ops of ONE draft forward (per sequential draft step; Medusa's one pass covers all k)."""
+        m, tp = target.model, target.tp
+        h = m.hidden_size
+        if self.method == "draft":
+            d = self.draft_deployment(target)
+            return model_ops(d.model, d.wdtype, d.tp)
+        if self.method in ("eagle", "eagle3"):
+            # One decoder layer of the target's shape; fc fuses [embedding, hidden] (EAGLE: 2h -> h).
+            layer = model_ops(_dense_layer(m), "bf16", tp, layers=1, include_lm_head=False)
+            if self.method == "eagle":
+                fc = Op("draft_fc", "gemm", 1, params=2 * h * h, in_features=2 * h, out_features=h)
+                head = Op("draft_lm_head", "gemm", 1, params=m.vocab_size * h, in_features=h, out_features=m.vocab_size)
+            else:
+                # EAGLE-3: fc fuses three target layers (3h -> h) and q/k/v take 2h inputs; its own
+                # LM head over a reduced draft vocabulary.
+                fc = Op("draft_fc", "gemm", 1, params=3 * h * h + h * (m.num_attention_heads + 2 * m.num_key_value_heads)
+                        * m.hd, in_features=3 * h, out_features=h)
+                head = Op("draft_lm_head", "gemm", 1, params=self.draft_vocab * h, in_features=h,
+                          out_features=self.draft_vocab)
+            return [*layer, fc, head]
+        if self.method == "medusa":
+            # k heads in one pass: each a ResBlock (h x h) and its own LM head (h x vocab).
+            return [Op("medusa_resblocks", "gemm", self.k, params=h * h, in_features=h, out_features=h),
+                    Op("medusa_heads", "gemm", self.k, params=m.vocab_size * h, in_features=h, out_features=m.vocab_size)]
+        if self.method == "mtp":
+            if m.mtp_layers < 1:
+                raise CrossoverError(
+                    f"model {m.name!r} has no MTP module (mtp_layers is 0); use --method eagle, eagle3 or draft")
+            # DeepSeek-V3 MTP: eh_proj (2h -> h), one full target layer, the shared LM head.
+            layer = model_ops(m, target.wdtype, tp, layers=1, include_lm_head=True)
+            if m.moe is not None and m.moe.first_dense_layers:
+                layer = [op for op in layer if op.name != "mlp"]  # the MTP layer is an MoE layer
+            return [Op("mtp_eh_proj", "gemm", 1, params=2 * h * h, in_features=2 * h, out_features=h), *layer]
+        return []  # ngram: proposals come from the context, no forward
+
+    @property
+    def draft_forwards(self) -> int:
+        """Sequential draft forwards per speculative step."""
+        return {"medusa": 1, "ngram": 0}.get(self.method, self.k)
+
+    def draft_time(self, target: Deployment, batch, context) -> StepCost:
+        """Seconds of drafting per speculative step (all sequential draft forwards)."""
+        n = self.draft_forwards
+        b = np.asarray(batch, float)
+        if n == 0:
+            zero = np.zeros(np.broadcast(b, np.asarray(context, float)).shape)
+            return StepCost(zero, {}, 0.0)
+        dep = self.draft_deployment(target)
+        ops = self.draft_ops(target)
+        layers = None if self.method == "draft" else sum(op.count for op in ops if op.kind == "attention")
+        one = forward_cost(dep, ops, b, 1, context, num_layers=layers)
+        per_step_overhead = target.efficiency.draft_step_overhead_s
+        one.total = n * (one.total + per_step_overhead)
+        one.overhead = n * (one.overhead + per_step_overhead)
+        for c in one.ops.values():
+            c.time = n * c.time
+            c.bytes, c.flops = n * c.bytes, n * c.flops
+            c.memory_time, c.compute_time = n * c.memory_time, n * c.compute_time
+        return one
+
+
+def _dense_layer(m: Model) -> Model:
+    """The EAGLE head's decoder layer: the target's attention shape with a dense MLP of its width."""
+    return m.model_copy(update={"moe": None, "mla": None, "sliding_window": None, "num_hidden_layers": 1,
+                                "intermediate_size": m.intermediate_size})
+
+
+@dataclass
+class SpecStep:
+    """One speculative step over a batch: draft, verify, overheads and what it yields."""
+
+    draft: StepCost
+    verify: StepCost
+    total: np.ndarray
+    tau: float
+    verify_width: float
+
+    @property
+    def wasted_positions(self) -> float:
+        """Verified positions per sequence that produce no token: width - tau."""
+        return self.verify_width - self.tau
+
+
+def spec_step_time(target: Deployment, spec: Speculation, batch, context) -> SpecStep:
+    """Seconds of one speculative step: k draft forwards, one verify at width k+1, overheads."""
+    draft = spec.draft_time(target, batch, context)
+    verify = step_time(target, batch, spec.verify_width, context)
+    total = draft.total + verify.total + target.efficiency.spec_overhead_s
+    return SpecStep(draft, verify, total, spec.tau, spec.verify_width)
