@@ -133,13 +133,14 @@ def draft_memory(sc: Scenario) -> tuple[float, float]:
     """(weights per GPU, KV bytes per sequence per GPU) the speculation method adds."""
     spec, dep = sc.speculation, sc.deployment
     length = sc.context + spec.k + 1
+    draft_length = length if spec.draft_kv_budget is None else min(sc.context, spec.draft_kv_budget) + spec.k + 1
     if spec.method == "draft":
         d = spec.draft_deployment(dep)
         ops = model_ops(d.model, d.wdtype, d.tp)
         # The draft is sharded over its own TP; its share per target GPU assumes draft_tp <= tp.
         scale = d.tp / dep.tp
         return (memory.weight_bytes_per_gpu(d, ops) * scale,
-                memory.kv_bytes_per_seq_per_gpu(d, ops, length) * scale)
+                memory.kv_bytes_per_seq_per_gpu(d, ops, draft_length) * scale)
     ops = spec.draft_ops(dep)
     if not ops:
         return 0.0, 0.0
@@ -151,7 +152,7 @@ def draft_memory(sc: Scenario) -> tuple[float, float]:
             weights += op.count * op.params * 2.0 / (dep.tp if op.sharded else 1)
         elif op.kind == "experts":
             weights += op.count * op.num_experts * op.params * 2.0 / dep.tp
-    return weights, memory.kv_bytes_per_seq_per_gpu(dep, ops, length)
+    return weights, memory.kv_bytes_per_seq_per_gpu(dep, ops, draft_length)
 
 
 def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:

@@ -127,6 +127,9 @@ class Speculation:
     draft: Model | None = None  # method 'draft': the separate draft model
     draft_tp: int | None = None  # None = the target's TP
     draft_vocab: int = 32000  # eagle3's reduced draft vocabulary (EAGLE-3 / SpecForge configs)
+    # KV budget of the draft (StreamingLLM / SnapKV self-speculation as in MagicDec): the draft
+    # attends to at most this many cached tokens. None = the full context.
+    draft_kv_budget: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -135,6 +138,8 @@ class Speculation:
             raise CrossoverError(f"k must be an integer >= 1 (got {self.k!r})")
         if self.method == "draft" and self.draft is None:
             raise CrossoverError("method 'draft' needs a draft model (--draft NAME, e.g. llama-3.2-1b)")
+        if self.draft_kv_budget is not None and self.draft_kv_budget < 1:
+            raise CrossoverError(f"draft KV budget must be >= 1 token (got {self.draft_kv_budget})")
         if self.method != "draft" and self.draft is not None:
             raise CrossoverError(f"--draft applies to method 'draft' only (method is {self.method!r})")
         if self.acceptance.match_rate < 1.0 and self.method != "ngram":
@@ -210,6 +215,8 @@ class Speculation:
         dep = self.draft_deployment(target)
         ops = self.draft_ops(target)
         layers = None if self.method == "draft" else sum(op.count for op in ops if op.kind == "attention")
+        if self.draft_kv_budget is not None:
+            context = np.minimum(np.asarray(context, float), float(self.draft_kv_budget))
         one = forward_cost(dep, ops, b, 1, context, num_layers=layers)
         per_step_overhead = target.efficiency.draft_step_overhead_s
         one.total = n * (one.total + per_step_overhead)

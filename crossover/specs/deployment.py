@@ -34,9 +34,13 @@ class Efficiency(BaseModel):
     flops_fraction: float | None = Field(default=None, gt=0, le=1)
     # Ring collectives reach ~0.80 of the unidirectional link rate (hardware_facts.md 9.3).
     interconnect_fraction: float = Field(default=0.80, gt=0, le=1)
-    # Latency of one small all-reduce. One-shot/custom all-reduce on NVLink is ~5-10 us; NCCL ring
-    # grows with the hops. Derived default, a calibration parameter.
-    collective_latency_s: float = Field(default=8e-6, ge=0)
+    # A small all-reduce costs base + 2 (tp - 1) ring steps x the hardware's hop latency (NCCL's
+    # latency model: a per-call base plus per-hop terms). With 2 us per NVLink hop, TP 8 gives
+    # ~33 us per all-reduce: MagicDec's 8xH100 decode tables imply ~2.7 ms of fixed time per
+    # forward for 64 all-reduces and 32 layers. Derived default, a calibration parameter.
+    allreduce_base_latency_s: float = Field(default=5e-6, ge=0)
+    # None = the hardware's hop latency (Hardware.allreduce_hop_latency_s); 0 disables it.
+    allreduce_hop_latency_s: float | None = Field(default=None, ge=0)
     # Kernel gaps inside a CUDA-graphed forward: ~10 kernels per layer x ~1.5 us each. Derived.
     layer_overhead_s: float = Field(default=15e-6, ge=0)
     # Per engine step: scheduling, input preparation, sampling not hidden by overlap. Modern
@@ -49,14 +53,14 @@ class Efficiency(BaseModel):
     draft_step_overhead_s: float = Field(default=0.1e-3, ge=0)
     # How op time moves from memory- to compute-bound; see roofline.combine for why 'smooth'.
     transition: Transition = "smooth"
-    transition_p: float = Field(default=2.0, ge=1.0)
+    transition_p: float = Field(default=1.5, ge=1.0)
 
     @classmethod
     def speed_of_light(cls) -> "Efficiency":
         """100% of peak, no overheads, a hard max: the physical bound."""
         return cls(
             bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
-            collective_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
+            allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, transition="max",
         )
 
@@ -131,6 +135,15 @@ class Deployment(BaseModel):
     def link_bandwidth(self) -> float:
         """Achieved GPU-to-GPU bandwidth per direction, bytes/s."""
         return self.hardware.interconnect_bytes_s * self.efficiency.interconnect_fraction
+
+    @property
+    def allreduce_latency(self) -> float:
+        """Seconds of latency of one small all-reduce across the TP group (0 at TP 1)."""
+        if self.tp == 1:
+            return 0.0
+        hop = self.efficiency.allreduce_hop_latency_s
+        hop = self.hardware.allreduce_hop_latency_s if hop is None else hop
+        return self.efficiency.allreduce_base_latency_s + 2 * (self.tp - 1) * hop
 
     def with_efficiency(self, **changes) -> "Deployment":
         """A copy with some efficiency fields changed."""

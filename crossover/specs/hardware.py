@@ -31,6 +31,8 @@ class Hardware(BaseModel):
     fp4_dense_tflops: PositiveFloat | None = None
     interconnect: str = ""
     interconnect_gb_s: PositiveFloat
+    # Per ring step of a small all-reduce. None = by link class (see allreduce_hop_latency_s).
+    allreduce_hop_latency_us: PositiveFloat | None = None
     achieved_flops_fraction: float | None = Field(default=None, gt=0, le=1)
     achieved_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     price_per_hour_usd: PositiveFloat | None = None
@@ -53,6 +55,24 @@ class Hardware(BaseModel):
     def interconnect_bytes_s(self) -> float:
         """GPU-to-GPU bandwidth per direction in bytes/s."""
         return self.interconnect_gb_s * GB
+
+    @property
+    def is_pcie(self) -> bool:
+        """Whether GPU-to-GPU traffic goes over PCIe (no NVLink/Infinity Fabric/ICI)."""
+        return self.interconnect.lower().startswith("pcie")
+
+    @property
+    def allreduce_hop_latency_s(self) -> float:
+        """Seconds per ring step of a small all-reduce.
+
+        NCCL's latency model (src/graph/tuning.cc) is a base latency plus a per-hop latency that
+        is higher over PCIe than over NVLink; with peer-to-peer over a PCIe switch and host-side
+        proxy work, a step costs several times an NVLink step. Derived defaults: 2 us on
+        NVLink-class links, 8 us over PCIe; a YAML may set its own with a source.
+        """
+        if self.allreduce_hop_latency_us is not None:
+            return self.allreduce_hop_latency_us * 1e-6
+        return 8e-6 if self.is_pcie else 2e-6
 
     def peak_flops(self, compute_dtype: str) -> float:
         """Dense peak tensor throughput in FLOP/s for `compute_dtype` (bf16, fp8, int8, fp4)."""

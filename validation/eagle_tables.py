@@ -1,0 +1,81 @@
+"""The EAGLE-3 paper's batch tables (rows E3-T3-*, E3-T5-*) as crossover scenarios.
+
+Protocol (the same for every series): acceptance is not published per batch, so tau is calibrated
+on the lowest-batch point of each series, then the rest of the series is predicted.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# MT-bench: prompts of ~100 tokens and answers of a few hundred; the mean KV length over a decode
+# is about 512 tokens. An assumption (the paper does not state it), the same for both tables.
+MT_BENCH_CONTEXT = 512.0
+SETUPS = {"E3-T3": ("h100-sxm", 3), "E3-T5": ("rtx-3090", 2)}
+
+
+@dataclass(frozen=True)
+class Series:
+    """One method on one device: batches and published speedups."""
+
+    name: str
+    hardware: str
+    method: str
+    k: int
+    batches: tuple[float, ...]
+    speedups: tuple[float, ...]
+
+
+def series(path: Path = HERE / "published_points.csv") -> list[Series]:
+    """The four EAGLE/EAGLE-3 x H100/RTX 3090 series."""
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            prefix = r["id"][:5]
+            if prefix not in SETUPS:
+                continue
+            method = "eagle3" if "EAGLE-3" in r["method"] else "eagle"
+            groups.setdefault((prefix, method), []).append((float(r["load_value"]), float(r["speedup"])))
+    out = []
+    for (prefix, method), pts in sorted(groups.items()):
+        pts.sort()
+        hw, k = SETUPS[prefix]
+        out.append(Series(f"{prefix} {method}", hw, method, k, tuple(p[0] for p in pts), tuple(p[1] for p in pts)))
+    return out
+
+
+def scenario(s: Series, tau: float, efficiency=None):
+    """The crossover scenario of a series at a given tau."""
+    from crossover.curves import Scenario
+    from crossover.speculation import Acceptance, Speculation
+    from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware(s.hardware), tp=1,
+                     efficiency=efficiency or Efficiency())
+    return Scenario(dep, Speculation(s.method, s.k, Acceptance.mean_length(tau)), MT_BENCH_CONTEXT)
+
+
+def calibrate_tau(s: Series, efficiency=None) -> float:
+    """The tau that reproduces the lowest-batch speedup of the series (bisection on [1, k+1])."""
+    from crossover.curves import speedup
+
+    lo, hi = 1.0, float(s.k + 1)
+    target = s.speedups[0]
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        if float(speedup(scenario(s, mid, efficiency), [s.batches[0]])[0]) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def predict_series(s: Series, efficiency=None) -> tuple[float, list[float]]:
+    """(calibrated tau, predicted speedups at the series' batches)."""
+    from crossover.curves import speedup
+
+    tau = calibrate_tau(s, efficiency)
+    return tau, [float(x) for x in speedup(scenario(s, tau, efficiency), list(s.batches))]
