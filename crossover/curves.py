@@ -8,8 +8,8 @@ from typing import Literal
 import numpy as np
 
 from . import memory
-from .roofline import model_ops, step_time
-from .speculation import Speculation, spec_step_time
+from .roofline import Plan, engine_step, model_ops, target_plan
+from .speculation import Speculation
 from .specs.deployment import Deployment
 
 Regime = Literal["crosses", "always_faster", "never_faster"]
@@ -45,17 +45,37 @@ class Curves:
         return self.batch * tau / self.step_on
 
 
-def evaluate(sc: Scenario, batch) -> Curves:
+@dataclass(frozen=True)
+class Plans:
+    """The compiled target and draft op lists of a scenario, built once per prediction."""
+
+    target: Plan
+    draft: Plan | None
+
+    @classmethod
+    def of(cls, sc: Scenario) -> "Plans":
+        """Compile the scenario's forwards."""
+        return cls(target_plan(sc.deployment), sc.speculation.draft_plan(sc.deployment))
+
+
+def evaluate(sc: Scenario, batch, plans: Plans | None = None) -> Curves:
     """Step times off and on at each batch (batch may be fractional: the curve is continuous)."""
+    plans = plans or Plans.of(sc)
+    dep, spec = sc.deployment, sc.speculation
     b = np.asarray(batch, float)
-    off = step_time(sc.deployment, b, 1, sc.context)
-    on = spec_step_time(sc.deployment, sc.speculation, b, sc.context)
-    return Curves(b, off.total, on.total, on.draft.total, on.verify.total)
+    n = b.size
+    # Decode (q = 1) and verify (q = k + 1) of the same batches in one pass over the target's ops.
+    both = engine_step(plans.target, dep, np.concatenate([b.ravel(), b.ravel()]),
+                       np.repeat([1.0, spec.verify_width], n), sc.context).total
+    off, verify = both[:n].reshape(b.shape), both[n:].reshape(b.shape)
+    draft = spec.draft_time(dep, b, sc.context, plans.draft).total
+    on = draft + verify + dep.efficiency.spec_overhead_s
+    return Curves(b, off, on, np.broadcast_to(draft, b.shape), verify)
 
 
-def speedup(sc: Scenario, batch) -> np.ndarray:
+def speedup(sc: Scenario, batch, plans: Plans | None = None) -> np.ndarray:
     """Throughput ratio on / off at each batch."""
-    c = evaluate(sc, batch)
+    c = evaluate(sc, batch, plans)
     return sc.speculation.tau * c.step_off / c.step_on
 
 
@@ -67,12 +87,14 @@ class Crossing:
     direction: Literal["down", "up"]
 
 
-def find_crossings(sc: Scenario, b_max: float, grid: int = 48, rounds: int = 4, width: int = 12) -> list[Crossing]:
+def find_crossings(sc: Scenario, b_max: float, plans: Plans | None = None, grid: int = 48, rounds: int = 2,
+                   width: int = 24) -> list[Crossing]:
     """Roots of speedup(batch) = 1 on [1, b_max]: bracketed on a log grid, refined by vectorised bisection."""
     if b_max <= 1:
         return []
+    plans = plans or Plans.of(sc)
     xs = np.geomspace(1.0, b_max, grid)
-    f = speedup(sc, xs) - 1.0
+    f = speedup(sc, xs, plans) - 1.0
     idx = np.nonzero(np.signbit(f[:-1]) != np.signbit(f[1:]))[0]
     if idx.size == 0:
         return []
@@ -80,12 +102,12 @@ def find_crossings(sc: Scenario, b_max: float, grid: int = 48, rounds: int = 4, 
     flo = f[idx]
     for _ in range(rounds):  # each round narrows every bracket `width - 1` fold in one call
         pts = np.linspace(lo, hi, width).T  # (n_brackets, width)
-        fv = (speedup(sc, pts.ravel()) - 1.0).reshape(pts.shape)
+        fv = (speedup(sc, pts.ravel(), plans) - 1.0).reshape(pts.shape)
         sign_change = np.signbit(fv[:, :-1]) != np.signbit(fv[:, 1:])
         j = np.argmax(sign_change, axis=1)
         rows = np.arange(len(lo))
         lo, hi, flo = pts[rows, j], pts[rows, j + 1], fv[rows, j]
-    fhi = speedup(sc, hi) - 1.0
+    fhi = speedup(sc, hi, plans) - 1.0
     root = lo - flo * (hi - lo) / np.where(fhi != flo, fhi - flo, 1.0)  # final secant step
     return [Crossing(float(r), "down" if fl > 0 else "up") for r, fl in zip(root, flo)]
 
@@ -159,10 +181,11 @@ def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
     """Curves at `batches`, the crossover root on [1, max(batches)], and the memory limits."""
     b = np.asarray(batches, float)
     dep, spec = sc.deployment, sc.speculation
-    curves = evaluate(sc, b)
+    plans = Plans.of(sc)
+    curves = evaluate(sc, b, plans)
     max_off = memory.max_batch(dep, sc.context, slack_tokens=1)
     w, kv = draft_memory(sc)
     max_on = memory.max_batch(dep, sc.context, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
                               slack_tokens=spec.k + 1)
-    crossings = find_crossings(sc, float(b.max()))
+    crossings = find_crossings(sc, float(b.max()), plans)
     return Prediction(sc, curves, spec.tau, max_off, max_on, crossings)

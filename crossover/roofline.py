@@ -19,7 +19,7 @@ Numbers: validation/transition.md, written by `python validation/transition.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -79,11 +79,33 @@ class OpCost:
 
 @dataclass
 class StepCost:
-    """Time of one forward (seconds per step, arrays over the broadcast inputs) and its breakdown."""
+    """Time of one forward (seconds, arrays over the broadcast inputs) and its per-op breakdown.
+
+    `rows` holds (time, memory time, compute time, bytes, FLOPs) per op row, shape (rows, ...);
+    `names` labels the rows; ops sharing a name are reported as one.
+    """
 
     total: np.ndarray
-    ops: dict[str, OpCost] = field(default_factory=dict)
+    names: tuple[str, ...] = ()
+    rows: tuple[np.ndarray, ...] | None = None  # (time, memory time, compute time, bytes, FLOPs) per row
     overhead: np.ndarray | float = 0.0
+
+    @property
+    def ops(self) -> dict[str, OpCost]:
+        """Per-op costs keyed by op name (rows sharing a name summed)."""
+        out: dict[str, OpCost] = {}
+        if self.rows is None:
+            return out
+        shape = np.shape(self.total)
+        for name in dict.fromkeys(self.names):
+            sel = [i for i, n in enumerate(self.names) if n == name]
+            out[name] = OpCost(*(np.broadcast_to(r[sel].sum(axis=0), shape) for r in self.rows))
+        return out
+
+    def scaled(self, n: float, extra_overhead: float = 0.0) -> "StepCost":
+        """The cost of `n` identical forwards, each with `extra_overhead` seconds added."""
+        rows = None if self.rows is None else tuple(r * n for r in self.rows)
+        return StepCost(n * (self.total + extra_overhead), self.names, rows, n * (self.overhead + extra_overhead))
 
     def breakdown(self) -> dict[str, np.ndarray]:
         """Seconds per op name, plus 'overhead'."""
@@ -180,75 +202,110 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
     return big * np.power(np.power(memory / safe, p) + np.power(compute / safe, p), 1.0 / p)
 
 
-def op_costs(op: Op, dep: Deployment, tokens: np.ndarray, batch: np.ndarray, q: np.ndarray,
-             context: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(bytes, FLOPs, memory seconds, compute seconds) of one op per GPU, over the inputs."""
-    tp = dep.tp
-    eff = dep.efficiency
-    act = dep.act_bytes
-    if op.kind == "allreduce":
-        msg = tokens * op.width * act
-        # Ring all-reduce: 2 (tp-1) steps, each moving 1/tp of the message over a link, plus the
-        # call's latency (base + per-hop).
-        t = op.count * (2.0 * (tp - 1) * msg / tp / dep.link_bandwidth + dep.allreduce_latency)
-        zero = np.zeros_like(t)
-        return op.count * msg, zero, t, zero
-    rate = dep.flops if COMPUTE_DTYPE[op.dtype] == dep.compute_dtype else (
-        dep.hardware.peak_flops(COMPUTE_DTYPE[op.dtype]) * (dep.flops / dep.hardware.peak_flops(dep.compute_dtype)))
-    if op.kind == "attention":
-        per_gpu_heads = op.heads / tp
-        kv_share = (max(op.kv_heads / tp, 1.0) / op.kv_heads) if (op.kv_sharded and op.kv_heads) else (
-            1.0 / tp if op.kv_sharded else 1.0)
-        length = context + q
-        if op.window is not None:
-            length = np.minimum(length, op.window)
-        kv_read = batch * length * op.kv_elems * kv_share * dep.kv_bytes
-        kv_write = tokens * op.kv_elems * kv_share * dep.kv_bytes
-        flops = op.count * 2.0 * tokens * length * per_gpu_heads * op.score_dim
-        nbytes = op.count * (kv_read + kv_write)
-        return nbytes, flops, nbytes / dep.kv_bandwidth, flops / rate
-    shard = tp if op.sharded else 1
-    wbytes = DTYPE_BYTES[op.dtype]
-    if op.kind == "experts":
-        distinct = expected_distinct_experts(tokens, op.num_experts, op.top_k)
-        weights = distinct * op.params * wbytes / shard
-        flops = 2.0 * tokens * op.top_k * op.params / shard
-        acts = tokens * op.top_k * (op.in_features + op.out_features) * act / shard
-    else:
-        weights = np.full_like(tokens, op.params * wbytes / shard)
-        flops = 2.0 * tokens * op.params / shard
-        acts = tokens * (op.in_features + op.out_features) * act / (shard if op.sharded else 1)
-    nbytes = op.count * (weights + acts)
-    flops = op.count * flops
-    return nbytes, flops, nbytes / dep.bandwidth, flops / rate
+@dataclass(frozen=True)
+class Plan:
+    """An op list compiled against a deployment: per-row coefficients, so one step is a few array ops."""
+
+    names: tuple[str, ...]
+    weight_bytes: np.ndarray  # bytes streamed per step regardless of tokens (dense weights)
+    expert_bytes: np.ndarray  # bytes per distinct routed expert touched
+    num_experts: np.ndarray
+    top_k: np.ndarray
+    act_bytes_per_token: np.ndarray
+    flops_per_token: np.ndarray
+    kv_bytes_per_attended: np.ndarray  # per sequence per attended cached token
+    kv_write_per_token: np.ndarray
+    flops_per_query_attended: np.ndarray
+    window: np.ndarray  # attended-context cap (inf: none)
+    bandwidth: np.ndarray
+    rate: np.ndarray
+    allreduce_s_per_token: float
+    allreduce_latency_s: float
+    has_allreduce: bool
+    overhead_s: float
+    transition: str
+    p: float
+
+    def cost(self, batch, q=1, context=0) -> StepCost:
+        """Seconds for one forward over `batch` sequences, `q` new positions each, `context` cached."""
+        b, qq, c = np.asarray(batch, float), np.asarray(q, float), np.asarray(context, float)
+        shape = np.broadcast_shapes(b.shape, qq.shape, c.shape)
+        tokens = b * qq
+        col = (slice(None),) + (None,) * len(shape)  # row coefficients against the input shape
+        length = np.minimum(c + qq, self.window[col])
+        distinct = self.num_experts[col] * (1.0 - np.power(1.0 - self.top_k[col] / self.num_experts[col], tokens))
+        nbytes = (self.weight_bytes[col] + self.expert_bytes[col] * distinct + self.act_bytes_per_token[col] * tokens
+                  + self.kv_bytes_per_attended[col] * b * length + self.kv_write_per_token[col] * tokens)
+        flops = self.flops_per_token[col] * tokens + self.flops_per_query_attended[col] * tokens * length
+        tm = nbytes / self.bandwidth[col]
+        tc = flops / self.rate[col]
+        t = combine(tm, tc, self.transition, self.p)
+        total = np.broadcast_to(t.sum(axis=0) + self.overhead_s, shape)
+        names = self.names
+        rows = [t, tm, tc, nbytes, flops]
+        if self.has_allreduce:
+            ar = np.broadcast_to(self.allreduce_s_per_token * tokens + self.allreduce_latency_s, shape)
+            total = total + ar
+            names = names + ("allreduce",)
+            zero = np.zeros(shape)
+            rows = [np.concatenate([r, np.broadcast_to(x, shape)[None]]) for r, x in zip(rows, (ar, ar, zero, zero, zero))]
+        return StepCost(total, names, tuple(rows), self.overhead_s)
+
+
+def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:
+    """Per-GPU coefficients of each op at the deployment's TP, dtypes and efficiencies.
+
+    Fixed overhead per forward: `num_layers` (default: the layers with attention) x
+    layer_overhead_s, for kernel gaps; engine-step overheads are added once per engine step.
+    """
+    tp, eff, act = dep.tp, dep.efficiency, dep.act_bytes
+    rows = [op for op in ops if op.kind != "allreduce"]
+    n = len(rows)
+    z = lambda: np.zeros(n)  # noqa: E731
+    wb, eb, ne, tk, ab, fpt, kva, kvw, fqa = z(), z(), np.ones(n), np.ones(n), z(), z(), z(), z(), z()
+    win, bw, rate = np.full(n, np.inf), np.full(n, dep.bandwidth), np.full(n, dep.flops)
+    # Fraction of peak reached, applied to other dtypes' peaks too (e.g. a bf16 LM head in an fp8 model).
+    flops_frac = dep.flops / dep.hardware.peak_flops(dep.compute_dtype)
+    for i, op in enumerate(rows):
+        cdt = COMPUTE_DTYPE[op.dtype]
+        rate[i] = dep.flops if cdt == dep.compute_dtype else dep.hardware.peak_flops(cdt) * flops_frac
+        if op.kind == "attention":
+            if op.kv_sharded and op.kv_heads:  # GQA: KV heads split over ranks, replicated when fewer than tp
+                share = max(op.kv_heads / tp, 1.0) / op.kv_heads
+            else:
+                share = 1.0 / tp if op.kv_sharded else 1.0
+            kva[i] = op.count * op.kv_elems * share * dep.kv_bytes
+            kvw[i] = kva[i]
+            fqa[i] = op.count * 2.0 * (op.heads / tp) * op.score_dim
+            win[i] = np.inf if op.window is None else op.window
+            bw[i] = dep.kv_bandwidth
+            continue
+        shard = tp if op.sharded else 1
+        wbytes = DTYPE_BYTES[op.dtype]
+        if op.kind == "experts":
+            eb[i] = op.count * op.params * wbytes / shard
+            ne[i], tk[i] = op.num_experts, op.top_k
+            fpt[i] = op.count * 2.0 * op.top_k * op.params / shard
+            ab[i] = op.count * op.top_k * (op.in_features + op.out_features) * act / shard
+        else:
+            wb[i] = op.count * op.params * wbytes / shard
+            fpt[i] = op.count * 2.0 * op.params / shard
+            ab[i] = op.count * (op.in_features + op.out_features) * act / shard
+    ar_count = sum(op.count for op in ops if op.kind == "allreduce")
+    ar_width = max((op.width for op in ops if op.kind == "allreduce"), default=0.0)
+    # Ring all-reduce: 2 (tp-1) steps, each moving 1/tp of the message over a link, plus the
+    # call's latency (base + per hop).
+    ar_per_token = ar_count * 2.0 * (tp - 1) / tp * ar_width * act / dep.link_bandwidth if tp > 1 else 0.0
+    if num_layers is None:
+        num_layers = sum(op.count for op in ops if op.kind == "attention")
+    return Plan(tuple(op.name for op in rows), wb, eb, ne, tk, ab, fpt, kva, kvw, fqa, win, bw, rate,
+                ar_per_token, ar_count * dep.allreduce_latency, ar_count > 0 and tp > 1,
+                num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p)
 
 
 def forward_cost(dep: Deployment, ops: list[Op], batch, q=1, context=0, num_layers: float | None = None) -> StepCost:
-    """Seconds for one forward of `ops` over `batch` sequences with `q` new positions and `context` cached.
-
-    Inputs broadcast against each other (numpy); the result has their broadcast shape. Fixed
-    overhead per forward: `num_layers` x layer_overhead_s (kernel gaps); engine-step overheads are
-    added by the caller once per engine step.
-    """
-    b, qq, c = np.broadcast_arrays(np.asarray(batch, float), np.asarray(q, float), np.asarray(context, float))
-    tokens = b * qq
-    eff = dep.efficiency
-    ops_out: dict[str, OpCost] = {}
-    total = np.zeros_like(tokens)
-    for op in ops:
-        nbytes, flops, tm, tc = op_costs(op, dep, tokens, b, qq, c)
-        t = tm if op.kind == "allreduce" else combine(tm, tc, eff.transition, eff.transition_p)
-        total = total + t
-        prev = ops_out.get(op.name)
-        if prev is None:
-            ops_out[op.name] = OpCost(t, tm, tc, nbytes, flops)
-        else:  # ops sharing a name (e.g. MLA's two projection groups) report as one
-            ops_out[op.name] = OpCost(prev.time + t, prev.memory_time + tm, prev.compute_time + tc,
-                                      prev.bytes + nbytes, prev.flops + flops)
-    if num_layers is None:  # kernel gaps scale with the layers this forward runs
-        num_layers = sum(op.count for op in ops if op.kind == "attention")
-    overhead = num_layers * eff.layer_overhead_s
-    return StepCost(total + overhead, ops_out, overhead)
+    """Seconds for one forward of `ops` over `batch` sequences with `q` new positions and `context` cached."""
+    return compile_ops(dep, ops, num_layers).cost(batch, q, context)
 
 
 def target_ops(dep: Deployment) -> list[Op]:
@@ -256,9 +313,19 @@ def target_ops(dep: Deployment) -> list[Op]:
     return model_ops(dep.model, dep.wdtype, dep.tp)
 
 
-def step_time(dep: Deployment, batch, q=1, context=0) -> StepCost:
-    """One engine step of the target: a forward over `batch` x `q` new tokens plus the step overhead."""
-    cost = forward_cost(dep, target_ops(dep), batch, q, context)
+def target_plan(dep: Deployment) -> Plan:
+    """The target's compiled op list."""
+    return compile_ops(dep, target_ops(dep))
+
+
+def engine_step(plan: Plan, dep: Deployment, batch, q=1, context=0) -> StepCost:
+    """One engine step: a forward of `plan` plus the per-step overhead."""
+    cost = plan.cost(batch, q, context)
     cost.total = cost.total + dep.efficiency.step_overhead_s
     cost.overhead = cost.overhead + dep.efficiency.step_overhead_s
     return cost
+
+
+def step_time(dep: Deployment, batch, q=1, context=0) -> StepCost:
+    """One engine step of the target: a forward over `batch` x `q` new tokens plus the step overhead."""
+    return engine_step(target_plan(dep), dep, batch, q, context)

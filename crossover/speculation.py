@@ -12,7 +12,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from .errors import CrossoverError
-from .roofline import Op, StepCost, forward_cost, model_ops, step_time
+from .roofline import Op, Plan, StepCost, compile_ops, engine_step, model_ops, target_ops
 from .specs.deployment import Deployment
 from .specs.model import Model
 
@@ -205,27 +205,26 @@ class Speculation:
         """Sequential draft forwards per speculative step."""
         return {"medusa": 1, "ngram": 0}.get(self.method, self.k)
 
-    def draft_time(self, target: Deployment, batch, context) -> StepCost:
-        """Seconds of drafting per speculative step (all sequential draft forwards)."""
-        n = self.draft_forwards
-        b = np.asarray(batch, float)
-        if n == 0:
-            zero = np.zeros(np.broadcast(b, np.asarray(context, float)).shape)
-            return StepCost(zero, {}, 0.0)
-        dep = self.draft_deployment(target)
+    def draft_plan(self, target: Deployment) -> Plan | None:
+        """The compiled op list of one draft forward (None for n-gram: no forward)."""
+        if self.draft_forwards == 0:
+            return None
         ops = self.draft_ops(target)
         layers = None if self.method == "draft" else sum(op.count for op in ops if op.kind == "attention")
+        return compile_ops(self.draft_deployment(target), ops, num_layers=layers)
+
+    def draft_time(self, target: Deployment, batch, context, plan: Plan | None = None) -> StepCost:
+        """Seconds of drafting per speculative step (all sequential draft forwards)."""
+        n = self.draft_forwards
+        if n == 0:
+            zero = np.zeros(np.broadcast(np.asarray(batch, float), np.asarray(context, float)).shape)
+            return StepCost(zero, (), None, 0.0)
+        plan = plan or self.draft_plan(target)
+        assert plan is not None
         if self.draft_kv_budget is not None:
             context = np.minimum(np.asarray(context, float), float(self.draft_kv_budget))
-        one = forward_cost(dep, ops, b, 1, context, num_layers=layers)
-        per_step_overhead = target.efficiency.draft_step_overhead_s
-        one.total = n * (one.total + per_step_overhead)
-        one.overhead = n * (one.overhead + per_step_overhead)
-        for c in one.ops.values():
-            c.time = n * c.time
-            c.bytes, c.flops = n * c.bytes, n * c.flops
-            c.memory_time, c.compute_time = n * c.memory_time, n * c.compute_time
-        return one
+        one = plan.cost(batch, 1, context)
+        return one.scaled(n, target.efficiency.draft_step_overhead_s)
 
 
 def _dense_layer(m: Model) -> Model:
@@ -250,9 +249,11 @@ class SpecStep:
         return self.verify_width - self.tau
 
 
-def spec_step_time(target: Deployment, spec: Speculation, batch, context) -> SpecStep:
+def spec_step_time(target: Deployment, spec: Speculation, batch, context, target_plan: Plan | None = None,
+                   draft_plan: Plan | None = None) -> SpecStep:
     """Seconds of one speculative step: k draft forwards, one verify at width k+1, overheads."""
-    draft = spec.draft_time(target, batch, context)
-    verify = step_time(target, batch, spec.verify_width, context)
+    draft = spec.draft_time(target, batch, context, draft_plan)
+    verify = engine_step(target_plan or compile_ops(target, target_ops(target)), target, batch,
+                         spec.verify_width, context)
     total = draft.total + verify.total + target.efficiency.spec_overhead_s
     return SpecStep(draft, verify, total, spec.tau, spec.verify_width)

@@ -1,0 +1,69 @@
+"""Speed of the core predictor: in-process full prediction and CLI cold start.
+
+Run: python benchmarks/bench_predict.py   (prints medians; goals: <= 1 ms, <= 0.5 s)
+A full prediction is 64 batch points plus the crossover root, as `crossover predict` does it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def in_process(repeats: int = 300) -> dict[str, float]:
+    """Median and p90 milliseconds of predict() over 64 batches, for a crossing and a non-crossing case."""
+    import numpy as np
+
+    from crossover.curves import Scenario, predict
+    from crossover.speculation import Acceptance, Speculation
+    from crossover.specs import Deployment, load_hardware, load_model
+
+    out = {}
+    cases = {
+        "default (70B, 4xH100, EAGLE k=3, no crossing)": (
+            Deployment(model=load_model("llama-3.1-70b"), hardware=load_hardware("h100-sxm"), tp=4),
+            Speculation("eagle", 3, Acceptance.rate(0.7)), 2048),
+        "8B on RTX 4090, EAGLE k=3 (crosses)": (
+            Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("rtx-4090"), tp=1),
+            Speculation("eagle", 3, Acceptance.rate(0.6)), 512),
+    }
+    batches = np.arange(1, 65) * 8
+    for name, (dep, spec, ctx) in cases.items():
+        sc = Scenario(dep, spec, ctx)
+        predict(sc, batches)  # warm caches
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            predict(sc, batches)
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        out[name] = (statistics.median(times) * 1e3, times[int(0.9 * len(times))] * 1e3)
+    return out
+
+
+def cold_start(repeats: int = 7) -> tuple[float, float]:
+    """Median and min seconds of `python -m crossover predict --json` in a fresh interpreter."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "crossover", "predict", "--json"], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times)
+
+
+def main() -> None:
+    for name, (med, p90) in in_process().items():
+        print(f"full prediction, {name}: median {med:.3f} ms, p90 {p90:.3f} ms (goal <= 1 ms)")
+    med, best = cold_start()
+    print(f"cold start `crossover predict --json`: median {med:.3f} s, best {best:.3f} s (goal <= 0.5 s)")
+
+
+if __name__ == "__main__":
+    main()

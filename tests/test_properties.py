@@ -1,0 +1,99 @@
+"""Invariants that must hold for any input (hypothesis)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crossover.curves import Scenario, find_crossings, predict, speedup
+from crossover.roofline import step_time
+from crossover.speculation import Acceptance, Speculation, tau_from_rate
+from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+
+MODELS = ["llama-3.1-8b", "llama-2-7b", "mixtral-8x7b", "qwen2.5-7b"]
+HW = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090"]
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def deployment(model, hw, tp=1, **hw_scale):
+    h = load_hardware(hw)
+    if hw_scale:
+        h = h.model_copy(update={k: getattr(h, k) * v for k, v in hw_scale.items()})
+    return Deployment(model=load_model(model), hardware=h, tp=tp)
+
+
+batches = st.floats(min_value=1, max_value=1024)
+contexts = st.floats(min_value=0, max_value=32768)
+
+
+@FAST
+@given(st.sampled_from(MODELS), st.sampled_from(HW), batches, contexts, st.integers(1, 8),
+       st.floats(min_value=1.0, max_value=4.0))
+def test_more_bandwidth_is_never_slower(model, hw, b, ctx, q, scale):
+    slow = step_time(deployment(model, hw), [b], q, ctx).total[0]
+    fast = step_time(deployment(model, hw, memory_bandwidth_gb_s=scale), [b], q, ctx).total[0]
+    assert fast <= slow * (1 + 1e-12)
+
+
+@FAST
+@given(st.sampled_from(MODELS), st.sampled_from(HW), batches, contexts, st.integers(1, 8),
+       st.floats(min_value=1.0, max_value=4.0))
+def test_more_flops_is_never_slower(model, hw, b, ctx, q, scale):
+    slow = step_time(deployment(model, hw), [b], q, ctx).total[0]
+    fast = step_time(deployment(model, hw, bf16_dense_tflops=scale), [b], q, ctx).total[0]
+    assert fast <= slow * (1 + 1e-12)
+
+
+@FAST
+@given(st.sampled_from(MODELS), batches, contexts, st.integers(1, 7))
+def test_step_time_never_falls_with_batch_or_q(model, b, ctx, q):
+    d = deployment(model, "h100-sxm")
+    t = step_time(d, [b, b + 1], q, ctx).total
+    assert t[1] >= t[0]
+    assert step_time(d, [b], q + 1, ctx).total[0] >= step_time(d, [b], q, ctx).total[0]
+
+
+@given(st.floats(min_value=0, max_value=0.999), st.integers(1, 12))
+def test_tau_lies_in_1_to_k_plus_1(alpha, k):
+    tau = tau_from_rate(alpha, k)
+    assert 1.0 <= tau <= k + 1
+    assert 1.0 <= Acceptance.rate(alpha).tau(k) <= k + 1
+
+
+@given(st.lists(st.floats(min_value=0, max_value=0.999), min_size=1, max_size=10),
+       st.floats(min_value=0, max_value=1))
+def test_tau_of_per_position_rates_lies_in_range(rates, match):
+    rates = sorted(rates, reverse=True)
+    k = len(rates)
+    tau = Acceptance.per_position(rates, match).tau(k)
+    assert 1.0 <= tau <= k + 1
+
+
+@FAST
+@given(st.sampled_from(["eagle", "eagle3", "medusa", "ngram"]), st.integers(1, 6),
+       st.floats(min_value=0.0, max_value=0.97), st.floats(min_value=0.0, max_value=0.02), batches, contexts)
+def test_higher_acceptance_never_lowers_speedup(method, k, a, da, b, ctx):
+    d = deployment("llama-3.1-8b", "h100-sxm")
+    lo = Scenario(d, Speculation(method, k, Acceptance.rate(a)), ctx)
+    hi = Scenario(d, Speculation(method, k, Acceptance.rate(min(a + da, 0.99))), ctx)
+    assert speedup(hi, [b])[0] >= speedup(lo, [b])[0] * (1 - 1e-12)
+
+
+@FAST
+@given(st.sampled_from(MODELS), st.sampled_from(HW), st.integers(1, 6), st.floats(min_value=0.3, max_value=0.9),
+       st.sampled_from([256.0, 2048.0, 16384.0]))
+def test_speedup_at_the_crossover_is_one(model, hw, k, a, ctx):
+    d = deployment(model, hw)
+    sc = Scenario(d, Speculation("eagle", k, Acceptance.rate(a)), ctx)
+    for c in find_crossings(sc, 4096.0):
+        assert speedup(sc, [c.batch])[0] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_regimes_are_all_reachable():
+    d = deployment("llama-3.1-8b", "rtx-4090")
+    crosses = predict(Scenario(d, Speculation("eagle", 3, Acceptance.rate(0.6)), 512), [1, 512])
+    assert crosses.regime == "crosses" and crosses.crossings[0].direction == "down"
+    always = predict(Scenario(d, Speculation("eagle3", 2, Acceptance.rate(0.8)), 512), [1, 8])
+    assert always.regime == "always_faster"
+    never = predict(Scenario(d, Speculation("eagle", 5, Acceptance.rate(0.05)), 512), [1, 64])
+    assert never.regime == "never_faster"

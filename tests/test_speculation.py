@@ -1,0 +1,119 @@
+"""Acceptance formulas and the cost structure of each speculation method."""
+
+import numpy as np
+import pytest
+
+from crossover.errors import CrossoverError
+from crossover.roofline import step_time
+from crossover.speculation import Acceptance, Speculation, rate_from_tau, spec_step_time, tau_from_rate
+from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+
+
+def dep(model="llama-3.1-8b", hw="h100-sxm", tp=1, eff=None):
+    return Deployment(model=load_model(model), hardware=load_hardware(hw), tp=tp, efficiency=eff or Efficiency())
+
+
+def test_tau_formula_reaches_k_plus_1():
+    assert tau_from_rate(0.7, 3) == pytest.approx((1 - 0.7**4) / 0.3)
+    assert tau_from_rate(0.7, 3) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
+    assert tau_from_rate(0.0, 5) == 1.0
+    assert tau_from_rate(0.999999, 4) == pytest.approx(5.0, rel=1e-5)  # k+1, not k
+
+
+def test_rate_from_tau_inverts():
+    for a in (0.1, 0.5, 0.8, 0.95):
+        assert rate_from_tau(tau_from_rate(a, 4), 4) == pytest.approx(a, abs=1e-9)
+    with pytest.raises(CrossoverError):
+        rate_from_tau(4.5, 3)
+
+
+def test_acceptance_kinds_agree():
+    k = 4
+    by_rate = Acceptance.rate(0.6)
+    by_tau = Acceptance.mean_length(by_rate.tau(k))
+    by_pos = Acceptance.per_position([0.6**j for j in range(1, k + 1)])
+    assert by_tau.tau(k) == pytest.approx(by_rate.tau(k))
+    assert by_pos.tau(k) == pytest.approx(by_rate.tau(k))
+    assert by_tau.alpha(k) == pytest.approx(0.6, abs=1e-9)
+
+
+def test_per_position_rates_are_validated():
+    with pytest.raises(CrossoverError, match="must not increase"):
+        Acceptance.per_position([0.5, 0.7])
+    with pytest.raises(CrossoverError, match="only 2"):
+        Acceptance.per_position([0.8, 0.6]).survival(3)
+    with pytest.raises(CrossoverError):
+        Acceptance.rate(1.0)
+    with pytest.raises(CrossoverError):
+        Acceptance.rate(-0.1)
+
+
+def test_ngram_match_rate_scales_drafted_positions():
+    s = Speculation("ngram", 4, Acceptance.rate(0.5, match_rate=0.25))
+    assert s.verify_width == pytest.approx(1 + 0.25 * 4)
+    assert s.tau == pytest.approx(1 + 0.25 * (0.5 + 0.25 + 0.125 + 0.0625))
+    assert s.draft_forwards == 0
+
+
+def test_verify_with_q1_and_no_draft_equals_decode():
+    eff = Efficiency(spec_overhead_s=0.0)
+    d = dep(eff=eff)
+    s = Speculation("ngram", 3, Acceptance.rate(0.5, match_rate=0.0))
+    b = np.array([1.0, 16.0, 128.0])
+    on = spec_step_time(d, s, b, 2048)
+    off = step_time(d, b, 1, 2048)
+    np.testing.assert_allclose(on.total, off.total, rtol=1e-12)
+
+
+def test_draft_model_pays_k_sequential_forwards():
+    eff = Efficiency(draft_step_overhead_s=0.0)
+    d = dep("llama-3.1-70b", tp=4, eff=eff)
+    draft = load_model("llama-3.2-1b")
+    s = Speculation("draft", 4, Acceptance.rate(0.7), draft=draft, draft_tp=1)
+    dd = Deployment(model=draft, hardware=d.hardware, tp=1, efficiency=eff)
+    one = step_time(dd, [8], 1, 2048).total[0] - eff.step_overhead_s  # a draft forward, no engine step cost
+    assert float(s.draft_time(d, [8], 2048).total[0]) == pytest.approx(4 * one, rel=1e-9)
+
+
+def test_eagle_head_is_one_layer_plus_lm_head_and_eagle3_is_cheaper_per_step():
+    d = dep("llama-3.1-8b")
+    e1 = Speculation("eagle", 3, Acceptance.rate(0.7)).draft_time(d, [1], 512)
+    e3 = Speculation("eagle3", 3, Acceptance.rate(0.7)).draft_time(d, [1], 512)
+    # EAGLE reuses the 128,256-token LM head; EAGLE-3 reads a 32,000-token draft head instead
+    assert float(e1.ops["draft_lm_head"].bytes[0]) == pytest.approx(3 * 128256 * 4096 * 2, rel=1e-3)
+    assert float(e3.ops["draft_lm_head"].bytes[0]) == pytest.approx(3 * 32000 * 4096 * 2, rel=1e-2)
+    assert float(e3.total[0]) < float(e1.total[0])
+    # one decoder layer of the target's shape per draft step
+    assert float(e1.ops["mlp"].bytes[0]) == pytest.approx(3 * 3 * 4096 * 14336 * 2, rel=1e-3)
+
+
+def test_medusa_is_one_pass_and_mtp_needs_a_module():
+    d = dep("vicuna-7b", "a100-80gb-sxm")
+    m = Speculation("medusa", 4, Acceptance.rate(0.6))
+    assert m.draft_forwards == 1
+    t = m.draft_time(d, [1], 512)
+    assert float(t.ops["medusa_heads"].bytes[0]) == pytest.approx(4 * 32000 * 4096 * 2, rel=1e-3)
+    with pytest.raises(CrossoverError, match="no MTP module"):
+        Speculation("mtp", 2, Acceptance.rate(0.8)).draft_ops(d)
+    ds = dep("deepseek-v3", "h200", tp=8)
+    mtp = Speculation("mtp", 2, Acceptance.rate(0.8))
+    assert float(mtp.draft_time(ds, [1], 1000).total[0]) > 0
+
+
+def test_method_arguments_are_validated():
+    with pytest.raises(CrossoverError, match="needs a draft model"):
+        Speculation("draft", 3, Acceptance.rate(0.7))
+    with pytest.raises(CrossoverError, match="unknown method"):
+        Speculation("lookahead", 3, Acceptance.rate(0.7))  # type: ignore[arg-type]
+    with pytest.raises(CrossoverError, match="k must be"):
+        Speculation("eagle", 0, Acceptance.rate(0.7))
+
+
+def test_spec_step_shows_its_parts():
+    d = dep()
+    s = Speculation("eagle", 3, Acceptance.rate(0.7))
+    st = spec_step_time(d, s, np.array([4.0]), 1024)
+    assert st.verify_width == 4
+    assert st.wasted_positions == pytest.approx(4 - s.tau)
+    assert float(st.total[0]) == pytest.approx(
+        float(st.draft.total[0] + st.verify.total[0]) + d.efficiency.spec_overhead_s)
