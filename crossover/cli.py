@@ -161,6 +161,12 @@ def scenario_from_args(args: argparse.Namespace):
     else:
         tp = int(_number(args.tp, "--tp", integer=True))
         dep = Deployment(tp=tp, **common)
+        if memory.max_batch(dep, context) < 1:
+            need = memory.weight_bytes_per_gpu(dep) / 1e9
+            raise CrossoverError(
+                f"{model.name} does not fit on {tp} x {hardware.name}: {need:.1f} GB of weights per GPU plus one "
+                f"sequence of {context:g} tokens exceed {hardware.memory_gb:g} GB x {dep.memory_utilization:g}; "
+                f"use a larger --tp, a smaller --context or --weight-dtype fp8")
     match = _number(args.match_rate, "--match-rate", positive=False)
     if args.tau is not None:
         acc = Acceptance.mean_length(_number(args.tau, "--tau"), match)
@@ -171,7 +177,7 @@ def scenario_from_args(args: argparse.Namespace):
         alpha = DEFAULT_ACCEPTANCE if args.acceptance is None else _number(args.acceptance, "--acceptance", positive=False)
         acc = Acceptance.rate(alpha, match)
     draft = load_model(args.draft) if args.draft else None
-    draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp else None
+    draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp is not None else None
     spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
                        draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)))
     if acc.kind == "tau" and spec.tau > k + 1:
@@ -203,7 +209,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .report import prediction_dict, prediction_table
 
     sc, resolved = scenario_from_args(args)
-    batches = parse_list(args.batch, "--batch") if args.batch else list(DEFAULT_BATCHES)
+    batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
     pred = predict(sc, batches)
     if args.json:
         out = prediction_dict(pred)
@@ -231,8 +237,11 @@ def cmd_models(args: argparse.Namespace) -> int:
         if args.out:
             if os.path.exists(args.out):
                 raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")
-            with open(args.out, "x", encoding="utf-8") as fh:
-                fh.write(text)
+            try:
+                with open(args.out, "x", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise CrossoverError(f"cannot write {args.out}: {exc.strerror}") from None
             print(f"wrote {args.out}", file=sys.stderr)
         else:
             sys.stdout.write(text)

@@ -307,11 +307,12 @@ def test_bad_user_spec_in_spec_path_named_in_error(tmp_path, monkeypatch):
     _one_line_naming(exc, tmp_path / "hardware" / "bad-chip.yaml")
 
 
-@pytest.mark.xfail(reason="BUG: read_yaml catches OSError only; a non-UTF-8 spec file raises a raw "
-                          "UnicodeDecodeError instead of a one-line CrossoverError naming the file", strict=True)
 def test_non_utf8_spec_file_is_a_one_line_error(tmp_path):
     p = tmp_path / "latin1.yaml"
-    p.write_bytes(_model_yaml("latin1", display_name="caf\u00e9").encode("latin-1"))
+    data = yaml.safe_load((REPO / "models" / "llama-3.1-8b.yaml").read_text())
+    data.update(name="latin1", display_name="caf\u00e9")
+    p.write_bytes(yaml.safe_dump(data, allow_unicode=True).encode("latin-1"))
+    assert b"caf\xe9" in p.read_bytes()
     with pytest.raises(CrossoverError) as exc:
         load_model(str(p))
     _one_line_naming(exc, p)
@@ -463,9 +464,6 @@ def test_import_multimodal_text_config():
     assert m.hidden_size == 4096 and m.num_hidden_layers == 32 and m.vocab_size == 128256
 
 
-@pytest.mark.xfail(reason="BUG: config_to_spec replaces a multimodal config by its text_config and keeps only "
-                          "'architectures', so a top-level quantization_config (where HF stores it) is dropped "
-                          "and an FP8 checkpoint imports as bf16", strict=True)
 def test_import_multimodal_keeps_top_level_quantization():
     cfg = json.loads((FIXTURES / "llama-3.1-8b.config.json").read_text())
     mm = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava", "torch_dtype": "bfloat16",
@@ -473,8 +471,6 @@ def test_import_multimodal_keeps_top_level_quantization():
     assert config_to_spec(mm, "mm")["weight_dtype"] == "fp8"
 
 
-@pytest.mark.xfail(reason="BUG: config_to_spec computes hidden_size // num_attention_heads before validation; "
-                          "num_attention_heads 0 raises ZeroDivisionError instead of CrossoverError", strict=True)
 def test_import_zero_heads_is_a_crossover_error():
     cfg = json.loads((FIXTURES / "llama-3.1-8b.config.json").read_text())
     cfg.pop("head_dim", None)

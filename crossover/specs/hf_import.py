@@ -23,11 +23,15 @@ def _get(cfg: dict, *keys: str, default=None):
 def config_to_spec(cfg: dict, name: str, origin: str = "config.json") -> dict:
     """A models/*.yaml mapping from a parsed HF config (text_config of multimodal configs used)."""
     if isinstance(cfg.get("text_config"), dict):
-        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "architectures"}}
+        # Multimodal configs nest the language model; quantisation and dtype stay at the top.
+        top = {k: v for k, v in cfg.items() if k in ("architectures", "quantization_config", "torch_dtype", "dtype")}
+        cfg = {**top, **cfg["text_config"]}
     required = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     for key in required:
         if key not in cfg:
             raise CrossoverError(f"{origin}: missing required key {key!r}; is this a decoder LLM config.json?")
+        if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] <= 0:
+            raise CrossoverError(f"{origin}: {key} must be a positive integer (got {cfg[key]!r})")
     spec: dict = {
         "name": name,
         "display_name": name,
@@ -46,7 +50,7 @@ def config_to_spec(cfg: dict, name: str, origin: str = "config.json") -> dict:
         spec["max_position_embeddings"] = cfg["max_position_embeddings"]
     quant = cfg.get("quantization_config") or {}
     qmethod = str(quant.get("quant_method", "")).lower()
-    if qmethod == "fp8":
+    if "fp8" in qmethod or (qmethod == "compressed-tensors" and "fp8" in json.dumps(quant).lower()):
         spec["weight_dtype"] = "fp8"
     elif qmethod == "mxfp4":
         spec["weight_dtype"] = "mxfp4"
@@ -102,6 +106,12 @@ def import_config(path: str | Path, name: str | None = None) -> dict:
         cfg = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CrossoverError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise CrossoverError(f"{p}: is a directory; give the path of its config.json") from None
+    except OSError as exc:
+        raise CrossoverError(f"{p}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise CrossoverError(f"{p}: not a UTF-8 text file; expected a Hugging Face config.json") from None
     except json.JSONDecodeError as exc:
         raise CrossoverError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     if not isinstance(cfg, dict):

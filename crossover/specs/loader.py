@@ -54,6 +54,8 @@ def read_yaml(path: Path) -> dict:
         raise CrossoverError(f"{path}: no such file") from None
     except OSError as exc:
         raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise CrossoverError(f"{path}: not a UTF-8 text file; expected a YAML spec") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -1,0 +1,115 @@
+"""Build a wheel, install it into a fresh venv and use it from outside the repository.
+
+The shipped spec libraries live at the top of the repository (hardware/, models/) and are mapped
+into the wheel as crossover/_data/{hardware,models}; this checks an installed copy finds them.
+The build runs on a copy of the sources in tmp_path so no build/ or *.egg-info lands in the repo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = ("pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE", "MANIFEST.in",
+           "crossover", "hardware", "models")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "CROSSOVER_SPEC_PATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSAFEPATH")}
+    env["PIP_NO_INPUT"] = "1"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _run(cmd, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], cwd=str(cwd), env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _bin(venv: Path, name: str) -> Path:
+    return venv / ("Scripts" if os.name == "nt" else "bin") / (name + (".exe" if os.name == "nt" else ""))
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(venv dir, wheel path, scratch cwd): crossover built from the repo and installed into a new venv."""
+    root = tmp_path_factory.mktemp("wheel")
+    src = root / "src"
+    src.mkdir()
+    for name in SOURCES:
+        p = REPO / name
+        if p.is_dir():
+            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_data"))
+        elif p.is_file():
+            shutil.copy2(p, src / name)
+    dist = root / "dist"
+    base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist]
+    # Fast path: the running interpreter's setuptools; fall back to an isolated build when it is too old
+    # (pyproject asks setuptools>=68) or lacks the `wheel` package.
+    build = _run([*base, "--no-build-isolation", src], root, timeout=120)
+    if build.returncode != 0:
+        build = _run([*base, src], root, timeout=180)
+    assert build.returncode == 0, f"wheel build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
+    wheels = sorted(dist.glob("crossover-*.whl"))
+    assert len(wheels) == 1, wheels
+
+    venv = root / "venv"
+    made = _run([sys.executable, "-m", "venv", "--system-site-packages", venv], root)
+    assert made.returncode == 0, made.stderr
+    py = _bin(venv, "python")
+    if sys.prefix != sys.base_prefix:
+        # Running inside a venv: --system-site-packages reaches the base interpreter only, so expose
+        # this interpreter's site-packages (numpy, pydantic, pyyaml) after the new venv's own.
+        purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], root).stdout.strip()
+        import site
+        paths = [p for p in site.getsitepackages() if Path(p).resolve() != REPO]
+        Path(purelib, "_outer_site.pth").write_text("\n".join(paths) + "\n")
+    inst = _run([py, "-m", "pip", "install", "--no-deps", "--no-index", wheels[0]], root)
+    assert inst.returncode == 0, f"{inst.stdout[-2000:]}\n{inst.stderr[-2000:]}"
+    cwd = root / "elsewhere"
+    cwd.mkdir()
+    return venv, wheels[0], cwd
+
+
+def test_wheel_ships_the_spec_libraries(installed):
+    _, wheel, _ = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    for kind in ("hardware", "models"):
+        shipped = {Path(n).stem for n in names if n.startswith(f"crossover/_data/{kind}/") and n.endswith(".yaml")}
+        assert shipped == {p.stem for p in (REPO / kind).glob("*.yaml")}, kind
+    assert "crossover/cli.py" in names and "crossover/specs/loader.py" in names
+
+
+def test_installed_package_is_used_and_finds_all_specs(installed):
+    venv, _, cwd = installed
+    code = ("import crossover, crossover.specs.loader as L; print(crossover.__file__); "
+            "print(len(L.available('hardware')), len(L.available('models'))); print(L.shipped_dir('models'))")
+    proc = _run([_bin(venv, "python"), "-c", code], cwd)
+    assert proc.returncode == 0, proc.stderr
+    file, counts, shipped = proc.stdout.strip().splitlines()
+    assert Path(file).resolve().is_relative_to(venv.resolve()), f"imported {file}, not the installed copy"
+    assert not Path(file).resolve().is_relative_to(REPO)
+    assert Path(shipped).resolve().is_relative_to(venv.resolve())
+    n_hw = len(list((REPO / "hardware").glob("*.yaml")))
+    n_models = len(list((REPO / "models").glob("*.yaml")))
+    assert counts.split() == [str(n_hw), str(n_models)]
+
+
+def test_installed_console_script_predicts(installed):
+    venv, _, cwd = installed
+    proc = _run([_bin(venv, "crossover"), "predict", "--json"], cwd)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["inputs"]["model"] == "llama-3.1-70b" and d["inputs"]["hardware"] == "h100-sxm"
+    assert d["regime"] in {"crosses", "always_faster", "never_faster"} and d["points"]
+    show = _run([_bin(venv, "crossover"), "hardware", "show", "h100-sxm", "--json"], cwd)
+    assert show.returncode == 0 and json.loads(show.stdout)["memory_bandwidth_gb_s"] == 3350
