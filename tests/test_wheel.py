@@ -73,7 +73,7 @@ def installed(tmp_path_factory):
         import site
         paths = [p for p in site.getsitepackages() if Path(p).resolve() != REPO]
         Path(purelib, "_outer_site.pth").write_text("\n".join(paths) + "\n")
-    inst = _run([py, "-m", "pip", "install", "--no-deps", "--no-index", wheels[0]], root)
+    inst = _run([py, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", wheels[0]], root)
     assert inst.returncode == 0, f"{inst.stdout[-2000:]}\n{inst.stderr[-2000:]}"
     cwd = root / "elsewhere"
     cwd.mkdir()
