@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from ..errors import CrossoverError
-from .loader import parse_spec
+from .loader import parse_spec, read_text
 from .model import Model
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -102,16 +102,9 @@ def config_to_spec(cfg: dict, name: str, origin: str = "config.json") -> dict:
 def import_config(path: str | Path, name: str | None = None) -> dict:
     """Read a config.json file and return the spec mapping (the input file is only read)."""
     p = Path(path).expanduser()
+    text = read_text(p, "a Hugging Face config.json")
     try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CrossoverError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise CrossoverError(f"{p}: is a directory; give the path of its config.json") from None
-    except OSError as exc:
-        raise CrossoverError(f"{p}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise CrossoverError(f"{p}: not a UTF-8 text file; expected a Hugging Face config.json") from None
+        cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CrossoverError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     if not isinstance(cfg, dict):

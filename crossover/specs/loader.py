@@ -46,16 +46,23 @@ def _looks_like_path(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml", ".json")) or os.sep in ref or "/" in ref
 
 
-def read_yaml(path: Path) -> dict:
-    """Parse a YAML (or JSON) file into a mapping; one-line errors naming the file."""
+def read_text(path: Path, expected: str) -> str:
+    """A UTF-8 text file's contents; one-line errors naming the file and what was `expected`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CrossoverError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CrossoverError(f"{path}: is a directory; expected {expected}") from None
     except OSError as exc:
         raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise CrossoverError(f"{path}: not a UTF-8 text file; expected a YAML spec") from None
+        raise CrossoverError(f"{path}: not a UTF-8 text file; expected {expected}") from None
+
+
+def read_yaml(path: Path) -> dict:
+    """Parse a YAML (or JSON) file into a mapping; one-line errors naming the file."""
+    text = read_text(path, "a YAML spec")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
