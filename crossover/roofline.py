@@ -198,8 +198,9 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
     if mode == "sum":
         return memory + compute
     big = np.maximum(memory, compute)
-    safe = np.where(big > 0, big, 1.0)
-    return big * np.power(np.power(memory / safe, p) + np.power(compute / safe, p), 1.0 / p)
+    small = np.minimum(memory, compute)
+    ratio = np.divide(small, big, out=np.zeros_like(big), where=big > 0)
+    return big * np.power(1.0 + np.power(ratio, p), 1.0 / p)
 
 
 @dataclass(frozen=True)
@@ -230,25 +231,48 @@ class Plan:
         """Seconds for one forward over `batch` sequences, `q` new positions each, `context` cached."""
         b, qq, c = np.asarray(batch, float), np.asarray(q, float), np.asarray(context, float)
         shape = np.broadcast_shapes(b.shape, qq.shape, c.shape)
-        tokens = b * qq
         col = (slice(None),) + (None,) * len(shape)  # row coefficients against the input shape
-        length = np.minimum(c + qq, self.window[col])
-        distinct = self.num_experts[col] * (1.0 - np.power(1.0 - self.top_k[col] / self.num_experts[col], tokens))
-        nbytes = (self.weight_bytes[col] + self.expert_bytes[col] * distinct + self.act_bytes_per_token[col] * tokens
-                  + self.kv_bytes_per_attended[col] * b * length + self.kv_write_per_token[col] * tokens)
-        flops = self.flops_per_token[col] * tokens + self.flops_per_query_attended[col] * tokens * length
+        w = self.window[col]
+        kv_len = b * np.minimum(c + qq, w)
+        # Causal: query j of the q new positions attends to context + j tokens (capped by the window).
+        qk_len = b * qq * np.minimum(c + (qq + 1.0) / 2.0, w)
+        return self.from_sums(np.broadcast_to(b * qq, shape), kv_len, qk_len)
+
+    def attention_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-row (KV tokens read, query x key pairs) summed over sequences with their own q and context.
+
+        q, context: arrays over sequences (last axis); the result has the row axis first.
+        """
+        w = self.window.reshape((-1,) + (1,) * np.ndim(context))
+        kv_len = np.minimum(context + q, w).sum(axis=-1)
+        qk_len = (q * np.minimum(context + (q + 1.0) / 2.0, w)).sum(axis=-1)
+        return kv_len, qk_len
+
+    def from_sums(self, tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray) -> StepCost:
+        """Seconds for a forward of `tokens` new tokens whose attention reads `kv_len` cached tokens
+        and scores `qk_len` query-key pairs per row (row axis first): mixed batches of decode,
+        verify and prefill chunks cost the same way as a uniform batch."""
+        tokens = np.asarray(tokens, float)
+        shape = tokens.shape
+        col = (slice(None),) + (None,) * len(shape)
+        nbytes = (self.weight_bytes[col] + self.act_bytes_per_token[col] * tokens
+                  + self.kv_bytes_per_attended[col] * kv_len + self.kv_write_per_token[col] * tokens)
+        if self.expert_bytes.any():  # distinct experts touched by `tokens` tokens, uniform top-k routing
+            nbytes = nbytes + self.expert_bytes[col] * self.num_experts[col] * (
+                1.0 - np.power(1.0 - self.top_k[col] / self.num_experts[col], tokens))
+        flops = self.flops_per_token[col] * tokens + self.flops_per_query_attended[col] * qk_len
         tm = nbytes / self.bandwidth[col]
         tc = flops / self.rate[col]
         t = combine(tm, tc, self.transition, self.p)
-        total = np.broadcast_to(t.sum(axis=0) + self.overhead_s, shape)
+        total = t.sum(axis=0) + self.overhead_s
         names = self.names
         rows = [t, tm, tc, nbytes, flops]
         if self.has_allreduce:
-            ar = np.broadcast_to(self.allreduce_s_per_token * tokens + self.allreduce_latency_s, shape)
+            ar = self.allreduce_s_per_token * tokens + self.allreduce_latency_s
             total = total + ar
             names = names + ("allreduce",)
             zero = np.zeros(shape)
-            rows = [np.concatenate([r, np.broadcast_to(x, shape)[None]]) for r, x in zip(rows, (ar, ar, zero, zero, zero))]
+            rows = [np.concatenate([r, x[None]]) for r, x in zip(rows, (ar, ar, zero, zero, zero))]
         return StepCost(total, names, tuple(rows), self.overhead_s)
 
 
@@ -313,9 +337,25 @@ def target_ops(dep: Deployment) -> list[Op]:
     return model_ops(dep.model, dep.wdtype, dep.tp)
 
 
+_PLANS: dict[tuple, tuple[tuple, Plan]] = {}
+
+
+def cached_plan(key: tuple, owners: tuple, build) -> Plan:
+    """A compiled plan memoised by the ids of immutable (frozen) inputs; holding `owners` keeps the
+    ids from being reused, and checking identity guards against a stale entry."""
+    hit = _PLANS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], owners)):
+        return hit[1]
+    if len(_PLANS) > 256:
+        _PLANS.clear()
+    plan = build()
+    _PLANS[key] = (owners, plan)
+    return plan
+
+
 def target_plan(dep: Deployment) -> Plan:
     """The target's compiled op list."""
-    return compile_ops(dep, target_ops(dep))
+    return cached_plan(("target", id(dep)), (dep,), lambda: compile_ops(dep, target_ops(dep)))
 
 
 def engine_step(plan: Plan, dep: Deployment, batch, q=1, context=0) -> StepCost:

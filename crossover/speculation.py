@@ -12,7 +12,8 @@ from typing import Literal, Sequence
 import numpy as np
 
 from .errors import CrossoverError
-from .roofline import Op, Plan, StepCost, compile_ops, engine_step, model_ops, target_ops
+from .roofline import Op, Plan, StepCost, cached_plan, compile_ops, engine_step, model_ops
+from .roofline import target_plan as plan_of_target
 from .specs.deployment import Deployment
 from .specs.model import Model
 
@@ -209,9 +210,13 @@ class Speculation:
         """The compiled op list of one draft forward (None for n-gram: no forward)."""
         if self.draft_forwards == 0:
             return None
-        ops = self.draft_ops(target)
-        layers = None if self.method == "draft" else sum(op.count for op in ops if op.kind == "attention")
-        return compile_ops(self.draft_deployment(target), ops, num_layers=layers)
+
+        def build() -> Plan:
+            ops = self.draft_ops(target)
+            layers = None if self.method == "draft" else sum(op.count for op in ops if op.kind == "attention")
+            return compile_ops(self.draft_deployment(target), ops, num_layers=layers)
+
+        return cached_plan(("draft", id(target), id(self)), (target, self), build)
 
     def draft_time(self, target: Deployment, batch, context, plan: Plan | None = None) -> StepCost:
         """Seconds of drafting per speculative step (all sequential draft forwards)."""
@@ -253,7 +258,7 @@ def spec_step_time(target: Deployment, spec: Speculation, batch, context, target
                    draft_plan: Plan | None = None) -> SpecStep:
     """Seconds of one speculative step: k draft forwards, one verify at width k+1, overheads."""
     draft = spec.draft_time(target, batch, context, draft_plan)
-    verify = engine_step(target_plan or compile_ops(target, target_ops(target)), target, batch,
+    verify = engine_step(target_plan or plan_of_target(target), target, batch,
                          spec.verify_width, context)
     total = draft.total + verify.total + target.efficiency.spec_overhead_s
     return SpecStep(draft, verify, total, spec.tau, spec.verify_width)

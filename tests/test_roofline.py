@@ -43,8 +43,9 @@ def test_attention_flops_and_verify_reads_kv_once():
     d = dep()
     b, ctx, q = 4, 1000, 4
     att = step_time(d, [b], q, ctx).ops["attention"]
-    # 2 FLOPs per MAC x (QK + PV: 2 x head_dim) per query head per attended token
-    flops = 32 * 2 * (b * q) * (ctx + q) * 32 * (2 * 128)
+    # 2 FLOPs per MAC x (QK + PV: 2 x head_dim) per query head per attended token; causal: the j-th
+    # of the q new positions attends to ctx + j tokens, q * ctx + q (q + 1) / 2 pairs per sequence
+    flops = 32 * 2 * b * (q * ctx + q * (q + 1) / 2) * 32 * (2 * 128)
     assert float(att.flops[0]) == pytest.approx(flops, rel=1e-9)
     # the cache is read once per step, at its current length, whatever q is
     read = b * (ctx + q) * 32 * 2 * 8 * 128 * 2
