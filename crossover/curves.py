@@ -9,6 +9,7 @@ import numpy as np
 
 from . import memory
 from .roofline import Plan, engine_step, model_ops, target_plan
+from .errors import CrossoverError
 from .speculation import Speculation
 from .specs.deployment import Deployment
 
@@ -18,31 +19,48 @@ DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192
 
 @dataclass(frozen=True)
 class Scenario:
-    """What to predict: a deployment, a speculation method and the context length (tokens in cache)."""
+    """What to predict: a deployment, a speculation method and the context length (tokens in cache).
+
+    With `prompt_len` and `output_len` (means, tokens) the curves carry the prefill share too: every
+    step also prefills the prompts of the requests that replace the finished ones, and `batch` is the
+    number of requests in flight (the concurrency). Without them, every step is pure decode.
+    """
 
     deployment: Deployment
     speculation: Speculation
     context: float = 2048.0
+    prompt_len: float | None = None
+    output_len: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.prompt_len is None) != (self.output_len is None):
+            raise CrossoverError("give both prompt and output lengths, or neither")
+        if self.prompt_len is not None and (self.prompt_len < 1 or self.output_len < 1):  # type: ignore[operator]
+            raise CrossoverError(f"prompt and output lengths must be >= 1 token (got {self.prompt_len:g}, "
+                                 f"{self.output_len:g})")
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the prefill/decode mix is modelled."""
+        return self.prompt_len is not None
 
 
 @dataclass
 class Curves:
-    """Arrays over batch: step seconds, tokens/s and the speedup (on / off)."""
+    """Arrays over batch: mean step seconds, output tokens/s, draft and verify seconds."""
 
     batch: np.ndarray
     step_off: np.ndarray
     step_on: np.ndarray
     draft: np.ndarray
     verify: np.ndarray
+    tokens_per_s_off: np.ndarray
+    tokens_per_s_on: np.ndarray
 
     @property
-    def tokens_per_s_off(self) -> np.ndarray:
-        """Output tokens/s without speculation: batch / step."""
-        return self.batch / self.step_off
-
-    def tokens_per_s_on(self, tau: float) -> np.ndarray:
-        """Output tokens/s with speculation: batch x tau / step."""
-        return self.batch * tau / self.step_on
+    def speedup(self) -> np.ndarray:
+        """Output throughput on / off."""
+        return self.tokens_per_s_on / self.tokens_per_s_off
 
 
 @dataclass(frozen=True)
@@ -58,11 +76,74 @@ class Plans:
         return cls(target_plan(sc.deployment), sc.speculation.draft_plan(sc.deployment))
 
 
+def _mixed_forward(plan: Plan, dec: np.ndarray, q: float, ctx: float, prompts: np.ndarray, p_len: float,
+                   window_cap: float | None = None) -> np.ndarray:
+    """Seconds of one forward: `dec` sequences at width q over `ctx` cached tokens plus `prompts`
+    whole prompts of `p_len` tokens prefilled in the same step (causal attention within each)."""
+    w = plan.window[:, None]
+    c = ctx if window_cap is None else min(ctx, window_cap)
+    pc = p_len if window_cap is None else min(p_len, window_cap)
+    kv = dec * np.minimum(c + q, w) + prompts * np.minimum(pc, w)
+    qk = dec * q * np.minimum(c + (q + 1.0) / 2.0, w) + prompts * p_len * np.minimum((pc + 1.0) / 2.0, w)
+    return plan.from_sums(dec * q + prompts * p_len, kv, qk).total
+
+
+def _mixed_curves(sc: Scenario, b: np.ndarray, plans: Plans) -> Curves:
+    """Closed form with the prefill share: prompts arrive in whole-prompt lumps, as an engine with
+    chunked prefill schedules them when a prompt fits the step's token budget.
+
+    At `batch` requests in flight yielding y tokens per step each, r = batch y / output_len requests
+    finish (and new prompts are prefilled) per step; a step carries floor(r) or ceil(r) prompts
+    (fraction r - floor(r) of the steps the higher). A request spends one prefill step (its first
+    token) and (output_len - 1) / y decode steps: throughput = batch x output_len / that time.
+    Speculation speeds up only the decode part (Amdahl), and the prompts in a step spend FLOPs that
+    verification would have used.
+    """
+    dep, spec = sc.deployment, sc.speculation
+    eff = dep.efficiency
+    p_len, o_len = float(sc.prompt_len), float(sc.output_len)  # type: ignore[arg-type]
+    ctx = sc.context
+    budget = spec.draft_kv_budget
+
+    def arm(y: float, width: float, speculate: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        r = np.minimum(b * y / o_len, b)
+        lo = np.floor(r)
+        frac = r - lo
+
+        def step(n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            dec = np.maximum(b - n, 0.0)
+            verify = _mixed_forward(plans.target, dec, width, ctx, n, p_len) + eff.step_overhead_s
+            draft = np.zeros_like(b)
+            if speculate:
+                if plans.draft is not None:
+                    one = _mixed_forward(plans.draft, dec, 1.0, ctx, np.zeros_like(n), p_len, budget)
+                    draft = np.where(dec > 0, spec.draft_forwards * (one + eff.draft_step_overhead_s), 0.0)
+                    if spec.method not in ("ngram", "medusa"):  # the draft reads the prompts too
+                        pre = _mixed_forward(plans.draft, np.zeros_like(n), 1.0, 0.0, n, p_len, budget)
+                        draft = draft + np.where(n > 0, pre - plans.draft.overhead_s, 0.0)
+                draft = draft + np.where(dec > 0, eff.spec_overhead_s, 0.0)
+            return verify + draft, draft, verify
+
+        t_lo, d_lo, v_lo = step(lo)
+        t_hi, d_hi, v_hi = step(lo + 1.0)
+        mean = (1.0 - frac) * t_lo + frac * t_hi
+        prefill_step = np.where(lo >= 1, t_lo, t_hi)  # a step that carries at least one prompt
+        e2e = prefill_step + (o_len - 1.0) / y * mean
+        tput = b * o_len / e2e
+        return mean, (1.0 - frac) * d_lo + frac * d_hi, (1.0 - frac) * v_lo + frac * v_hi, tput
+
+    off, _, _, tput_off = arm(1.0, 1.0, False)
+    on, draft, verify, tput_on = arm(spec.tau, spec.verify_width, True)
+    return Curves(b, off, on, draft, verify, tput_off, tput_on)
+
+
 def evaluate(sc: Scenario, batch, plans: Plans | None = None) -> Curves:
-    """Step times off and on at each batch (batch may be fractional: the curve is continuous)."""
+    """Step times and throughputs off and on at each batch (fractional batches: the curve is continuous)."""
     plans = plans or Plans.of(sc)
     dep, spec = sc.deployment, sc.speculation
     b = np.asarray(batch, float)
+    if sc.mixed:
+        return _mixed_curves(sc, b, plans)
     n = b.size
     # Decode (q = 1) and verify (q = k + 1) of the same batches in one pass over the target's ops.
     both = engine_step(plans.target, dep, np.concatenate([b.ravel(), b.ravel()]),
@@ -70,13 +151,12 @@ def evaluate(sc: Scenario, batch, plans: Plans | None = None) -> Curves:
     off, verify = both[:n].reshape(b.shape), both[n:].reshape(b.shape)
     draft = spec.draft_time(dep, b, sc.context, plans.draft).total
     on = draft + verify + dep.efficiency.spec_overhead_s
-    return Curves(b, off, on, np.broadcast_to(draft, b.shape), verify)
+    return Curves(b, off, on, np.broadcast_to(draft, b.shape), verify, b / off, b * spec.tau / on)
 
 
 def speedup(sc: Scenario, batch, plans: Plans | None = None) -> np.ndarray:
     """Throughput ratio on / off at each batch."""
-    c = evaluate(sc, batch, plans)
-    return sc.speculation.tau * c.step_off / c.step_on
+    return evaluate(sc, batch, plans).speedup
 
 
 @dataclass
@@ -126,7 +206,7 @@ class Prediction:
     @property
     def speedup(self) -> np.ndarray:
         """On / off throughput ratio at each requested batch."""
-        return self.tau * self.curves.step_off / self.curves.step_on
+        return self.curves.speedup
 
     @property
     def crossover_batch(self) -> float | None:
@@ -154,8 +234,9 @@ class Prediction:
 def draft_memory(sc: Scenario) -> tuple[float, float]:
     """(weights per GPU, KV bytes per sequence per GPU) the speculation method adds."""
     spec, dep = sc.speculation, sc.deployment
-    length = sc.context + spec.k + 1
-    draft_length = length if spec.draft_kv_budget is None else min(sc.context, spec.draft_kv_budget) + spec.k + 1
+    held = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
+    length = held + spec.k + 1
+    draft_length = length if spec.draft_kv_budget is None else min(held, spec.draft_kv_budget) + spec.k + 1
     if spec.method == "draft":
         d = spec.draft_deployment(dep)
         ops = model_ops(d.model, d.wdtype, d.tp)
@@ -183,9 +264,11 @@ def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
     dep, spec = sc.deployment, sc.speculation
     plans = Plans.of(sc)
     curves = evaluate(sc, b, plans)
-    max_off = memory.max_batch(dep, sc.context, slack_tokens=1)
+    # Memory holds each request's KV at its longest: the whole prompt + output when those are given.
+    peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
+    max_off = memory.max_batch(dep, peak, slack_tokens=1)
     w, kv = draft_memory(sc)
-    max_on = memory.max_batch(dep, sc.context, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
+    max_on = memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
                               slack_tokens=spec.k + 1)
     crossings = find_crossings(sc, float(b.max()), plans)
     return Prediction(sc, curves, spec.tau, max_off, max_on, crossings)

@@ -15,7 +15,7 @@ def prediction_dict(pred: Prediction) -> dict[str, Any]:
     """The JSON contract of `crossover predict --json` (inputs added by the caller)."""
     c = pred.curves
     tau = pred.tau
-    on_tps = c.tokens_per_s_on(tau)
+    on_tps = c.tokens_per_s_on
     points = []
     for i, b in enumerate(c.batch):
         points.append({

@@ -20,6 +20,7 @@ Numbers: validation/transition.md, written by `python validation/transition.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -227,6 +228,16 @@ class Plan:
     transition: str
     p: float
 
+    @cached_property
+    def windows(self) -> tuple[float, ...]:
+        """Distinct attention windows of the rows (inf: the whole context)."""
+        return tuple(np.unique(self.window).tolist())
+
+    @cached_property
+    def window_index(self) -> np.ndarray:
+        """For each row, the index of its window in `windows`."""
+        return np.searchsorted(np.asarray(self.windows), self.window)
+
     def cost(self, batch, q=1, context=0) -> StepCost:
         """Seconds for one forward over `batch` sequences, `q` new positions each, `context` cached."""
         b, qq, c = np.asarray(batch, float), np.asarray(q, float), np.asarray(context, float)
@@ -243,10 +254,42 @@ class Plan:
 
         q, context: arrays over sequences (last axis); the result has the row axis first.
         """
-        w = self.window.reshape((-1,) + (1,) * np.ndim(context))
-        kv_len = np.minimum(context + q, w).sum(axis=-1)
-        qk_len = (q * np.minimum(context + (q + 1.0) / 2.0, w)).sum(axis=-1)
-        return kv_len, qk_len
+        kv, qk = self.window_sums(q, context)
+        return kv[self.window_index], qk[self.window_index]
+
+    def window_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(KV tokens read, query x key pairs) summed over sequences (last axis), per distinct window."""
+        kv = []
+        qk = []
+        for w in self.windows:
+            length = context + q
+            half = context + (q + 1.0) / 2.0
+            if np.isfinite(w):
+                length = np.minimum(length, w)
+                half = np.minimum(half, w)
+            kv.append(length.sum(axis=-1))
+            qk.append((q * half).sum(axis=-1))
+        return np.asarray(kv), np.asarray(qk)
+
+    def timer(self, max_tokens: int) -> "StepTimer":
+        """A fast evaluator for integer token counts up to `max_tokens`: everything that depends only on
+        the step's token count (GEMMs, experts, all-reduces, overheads) is tabulated once."""
+        att = self.kv_bytes_per_attended > 0
+        tokens = np.arange(max_tokens + 1, dtype=float)
+        sub = {f: getattr(self, f)[~att] for f in ("weight_bytes", "expert_bytes", "num_experts", "top_k",
+                                                   "act_bytes_per_token", "flops_per_token", "bandwidth", "rate")}
+        n = int((~att).sum())
+        zeros = np.zeros(n)
+        gemm_plan = Plan(tuple(np.asarray(self.names)[~att]), sub["weight_bytes"], sub["expert_bytes"],
+                         sub["num_experts"], sub["top_k"], sub["act_bytes_per_token"], sub["flops_per_token"],
+                         zeros, zeros, zeros, np.full(n, np.inf), sub["bandwidth"], sub["rate"],
+                         self.allreduce_s_per_token, self.allreduce_latency_s, self.has_allreduce, self.overhead_s,
+                         self.transition, self.p)
+        table = gemm_plan.from_sums(tokens, np.zeros((n, tokens.size)), np.zeros((n, tokens.size))).total
+        wi = self.window_index[att]
+        return StepTimer(table, wi, self.kv_bytes_per_attended[att], self.kv_write_per_token[att],
+                         self.flops_per_query_attended[att], self.bandwidth[att], self.rate[att],
+                         self.transition, self.p)
 
     def from_sums(self, tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray) -> StepCost:
         """Seconds for a forward of `tokens` new tokens whose attention reads `kv_len` cached tokens
@@ -274,6 +317,35 @@ class Plan:
             zero = np.zeros(shape)
             rows = [np.concatenate([r, x[None]]) for r, x in zip(rows, (ar, ar, zero, zero, zero))]
         return StepCost(total, names, tuple(rows), self.overhead_s)
+
+
+@dataclass(frozen=True)
+class StepTimer:
+    """Step seconds from (integer tokens, per-window attention sums): a table lookup for the
+    token-count-only part plus the attention rows. Same numbers as Plan.from_sums."""
+
+    table: np.ndarray
+    window_index: np.ndarray
+    kv_bytes_per_attended: np.ndarray
+    kv_write_per_token: np.ndarray
+    flops_per_query_attended: np.ndarray
+    bandwidth: np.ndarray
+    rate: np.ndarray
+    transition: str
+    p: float
+
+    def __call__(self, tokens, kv_win: np.ndarray, qk_win: np.ndarray) -> np.ndarray:
+        """Seconds; `tokens` integer(s), sums per window with the window axis first."""
+        t = np.asarray(tokens)
+        if t.size and (t.max() >= self.table.size or t.min() < 0):
+            raise ValueError("token count outside the tabulated range")
+        base = self.table[t.astype(np.int64)]
+        col = (slice(None),) + (None,) * t.ndim
+        kv = kv_win[self.window_index]
+        qk = qk_win[self.window_index]
+        tm = (self.kv_bytes_per_attended[col] * kv + self.kv_write_per_token[col] * t) / self.bandwidth[col]
+        tc = self.flops_per_query_attended[col] * qk / self.rate[col]
+        return base + combine(tm, tc, self.transition, self.p).sum(axis=0)
 
 
 def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:

@@ -15,12 +15,12 @@ from ..errors import CrossoverError
 from .hardware import Hardware
 from .model import Model
 
-Kind = Literal["hardware", "models"]
+Kind = Literal["hardware", "models", "workloads"]
 T = TypeVar("T", bound=BaseModel)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # Marker keys that tell a hardware file from a model file in a flat user directory.
-_KIND_KEY = {"hardware": "memory_bandwidth_gb_s", "models": "hidden_size"}
+_KIND_KEY = {"hardware": "memory_bandwidth_gb_s", "models": "hidden_size", "workloads": "output_len"}
 
 
 def shipped_dir(kind: Kind) -> Path:
@@ -96,9 +96,17 @@ def parse_spec(data: dict, cls: type[T], origin: str) -> T:
         raise CrossoverError(validation_message(exc, origin)) from None
 
 
+def _spec_class(kind: Kind) -> type[BaseModel]:
+    if kind == "workloads":
+        from ..workload import Workload
+
+        return Workload
+    return Hardware if kind == "hardware" else Model
+
+
 @lru_cache(maxsize=256)
 def _load_file(path: str, kind: Kind, mtime: float) -> BaseModel:
-    cls = Hardware if kind == "hardware" else Model
+    cls = _spec_class(kind)
     data = read_yaml(Path(path))
     data.setdefault("name", Path(path).stem)
     return parse_spec(data, cls, path)
@@ -139,20 +147,30 @@ def available(kind: Kind) -> dict[str, Path]:
     return found
 
 
-def resolve(ref: str, kind: Kind) -> BaseModel:
-    """A spec by exact name (never by substring) or by path."""
-    what = "hardware" if kind == "hardware" else "model"
+_WHAT = {"hardware": "hardware", "models": "model", "workloads": "workload"}
+
+
+def resolve_path(ref: str, kind: Kind) -> tuple[BaseModel, Path]:
+    """A spec and its file, by exact name (never by substring) or by path."""
+    what = _WHAT[kind]
     if not ref or not ref.strip():
         raise CrossoverError(f"empty {what} name")
     if _looks_like_path(ref):
-        return load_file(Path(ref).expanduser(), kind)
+        path = Path(ref).expanduser()
+        return load_file(path, kind), path
     names = available(kind)
     if ref in names:
-        return load_file(names[ref], kind)
+        return load_file(names[ref], kind), names[ref]
     close = difflib.get_close_matches(ref.lower(), list(names), n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    listing = f" (`crossover {'hardware' if kind == 'hardware' else 'models'} list` shows all)"
+    listing = f" (`crossover {kind} list` shows all)" if kind != "workloads" else (
+        f" (known: {', '.join(sorted(names))})")
     raise CrossoverError(f"unknown {what} {ref!r}{hint}{listing}")
+
+
+def resolve(ref: str, kind: Kind) -> BaseModel:
+    """A spec by exact name (never by substring) or by path."""
+    return resolve_path(ref, kind)[0]
 
 
 def load_hardware(ref: str | Hardware) -> Hardware:

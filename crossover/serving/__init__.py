@@ -1,0 +1,1 @@
+"""Serving: a discrete-event simulation of a continuous-batching engine, and load sweeps."""

@@ -1,0 +1,82 @@
+"""Benchmark statistics of a simulated run, named as vLLM's serving benchmark names them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .simulator import RunLog
+
+PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+def weighted_percentile(values: np.ndarray, weights: np.ndarray, pct: float) -> float:
+    """The `pct` percentile (0-100) of values with integer-like weights (inverted CDF)."""
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    if values.size == 0:
+        return float("nan")
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    cum = np.cumsum(w)
+    idx = int(np.searchsorted(cum, pct / 100.0 * cum[-1], side="left"))
+    return float(v[min(idx, len(v) - 1)])
+
+
+def _stats(name: str, values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
+    w = np.ones_like(values) if weights is None else weights
+    if values.size == 0 or w.sum() == 0:
+        nan = float("nan")
+        return {f"mean_{name}_ms": nan, f"median_{name}_ms": nan, f"std_{name}_ms": nan, f"p99_{name}_ms": nan}
+    mean = float(np.average(values, weights=w))
+    std = float(np.sqrt(np.average((values - mean) ** 2, weights=w)))
+    return {
+        f"mean_{name}_ms": mean * 1e3,
+        f"median_{name}_ms": weighted_percentile(values, w, 50) * 1e3,
+        f"std_{name}_ms": std * 1e3,
+        f"p99_{name}_ms": weighted_percentile(values, w, 99) * 1e3,
+    }
+
+
+def summarize(log: RunLog, measure_from: int, closed: bool) -> dict[str, float]:
+    """vLLM-style results: throughputs over the steady window, latency statistics over measured requests."""
+    n = len(log.arrival)
+    idx = np.arange(n)
+    measured = idx >= measure_from
+    ends = np.concatenate(log.step_end)
+    toks = np.concatenate(log.step_tokens)
+    pre = np.concatenate(log.step_prefill)
+    # Steady window: from the first measured request's arrival to the last arrival (after it the
+    # offered load drains away: closed-loop clients stop refilling, open-loop arrivals stop).
+    t0 = float(log.arrival[measure_from])
+    t1 = float(np.max(log.arrival[np.isfinite(log.arrival)]))
+    if t1 - t0 <= 0:  # too few requests for a steady window: use the whole measured run
+        t1 = float(np.nanmax(log.finish))
+    in_win = (ends > t0) & (ends <= t1)
+    span = max(t1 - t0, 1e-12)
+    fin_in = np.count_nonzero((log.finish > t0) & (log.finish <= t1))
+    out_tokens = float(toks[in_win].sum())
+    in_tokens = float(pre[in_win].sum())
+    ttft = (log.first_token - log.arrival)[measured]
+    e2el = (log.finish - log.arrival)[measured]
+    multi = measured & (log.output > 1)
+    tpot = ((log.finish - log.first_token) / np.maximum(log.output - 1, 1))[multi]
+    itl_v = np.concatenate(log.itl_values) if log.itl_values else np.zeros(0)
+    itl_w = np.concatenate(log.itl_counts) if log.itl_counts else np.zeros(0)
+    res: dict[str, float] = {
+        "completed": int(measured.sum()),
+        "duration": float(np.nanmax(log.finish)),
+        "window_s": span,
+        "request_throughput": fin_in / span,
+        "output_throughput": out_tokens / span,
+        "total_token_throughput": (out_tokens + in_tokens) / span,
+        "total_input_tokens": int(log.prompt[measured].sum()),
+        "total_output_tokens": int(log.output[measured].sum()),
+    }
+    res.update(_stats("ttft", ttft))
+    res.update(_stats("tpot", tpot))
+    res.update(_stats("itl", itl_v, itl_w))
+    res.update(_stats("e2el", e2el))
+    if log.verify_steps:
+        res["spec_decode_acceptance_length"] = 1.0 + log.drafts_accepted / log.verify_steps
+        res["spec_decode_acceptance_rate"] = 100.0 * log.drafts_accepted / max(log.drafts_proposed, 1e-12)
+    return res
