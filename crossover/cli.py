@@ -69,7 +69,8 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"accelerator name or YAML path (default {DEFAULT_HARDWARE})")
     g.add_argument("--tp", help="tensor-parallel degree (default: the smallest of 1,2,4,8 that holds "
                                 f"{MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context)")
-    g.add_argument("--context", default=str(DEFAULT_CONTEXT), help=f"tokens in each sequence's KV cache (default {DEFAULT_CONTEXT})")
+    g.add_argument("--context", help=f"tokens in each sequence's KV cache (default {DEFAULT_CONTEXT}, or "
+                                     "prompt + output/2 when the lengths are known)")
     g.add_argument("--weight-dtype", help="bf16, fp8, int8, int4, mxfp4 (default: the model's own)")
     g.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype (default bf16)")
     s = p.add_argument_group("speculation")
@@ -82,7 +83,7 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     a.add_argument("--acceptance", help=f"i.i.d. per-token acceptance rate in [0, 1) (default {DEFAULT_ACCEPTANCE})")
     a.add_argument("--tau", help="mean tokens per step, bonus included, as engines report it")
     a.add_argument("--acceptance-per-position", help="per-position acceptance rates as engines print them, e.g. 0.8,0.6,0.45")
-    s.add_argument("--match-rate", default="1", help="ngram: share of steps whose context holds a match (default 1)")
+    s.add_argument("--match-rate", help="ngram: share of steps whose context holds a match (default 1)")
     e = p.add_argument_group("efficiency (documented defaults; see README)")
     e.add_argument("--bandwidth-fraction", help="achieved fraction of peak memory bandwidth")
     e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
@@ -97,7 +98,26 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="on/off throughput over batch and the crossover batch")
     _add_scenario_flags(pr)
     pr.add_argument("--batch", help="batch sizes, e.g. 1,8,64 or 1..64 (default 1..512 in steps)")
+    pr.add_argument("--prompt-len", help="mean prompt tokens: the curves carry the prefill share (with --output-len)")
+    pr.add_argument("--output-len", help="mean output tokens per request (with --prompt-len)")
     pr.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    pr.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and speedup against batch")
+    sm = sub.add_parser("simulate", help="simulate a serving benchmark sweep, speculation off and on")
+    sm.add_argument("--workload", required=True, help="workload preset or YAML path (sharegpt, cnn-dailymail, "
+                                                       "gsm8k, instructcoder, long-context, random-1024-128)")
+    load = sm.add_mutually_exclusive_group(required=True)
+    load.add_argument("--concurrency", help="closed-loop concurrency levels, e.g. 1,4,16,64")
+    load.add_argument("--request-rate", help="open-loop Poisson request rates (req/s), e.g. 1,2,4,8")
+    _add_scenario_flags(sm)
+    sm.add_argument("--num-prompts", default="1000", help="requests per level (default 1000)")
+    sm.add_argument("--seed", default="0", help="random seed (default 0)")
+    sm.add_argument("--burstiness", default="1", help="gamma shape of inter-arrival times, 1 = Poisson (default 1)")
+    sm.add_argument("--max-num-seqs", default="256", help="engine limit on running sequences (default 256)")
+    sm.add_argument("--max-num-batched-tokens", default="8192", help="engine token budget per step (default 8192)")
+    out = sm.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    out.add_argument("--csv", help="write one row per level and arm to this file")
+    sm.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and latency against load")
     hw = sub.add_parser("hardware", help="list or show accelerator specs")
     hws = hw.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     hws.add_parser("list", help="names of all known accelerators").add_argument("--json", action="store_true")
@@ -119,8 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------------ scenario
 
-def scenario_from_args(args: argparse.Namespace):
-    """Resolve the scenario flags into a curves.Scenario plus a dict of resolved inputs."""
+def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None, output_len: float | None = None,
+                       workload_acceptance=None):
+    """Resolve the scenario flags into a curves.Scenario plus a dict of resolved inputs.
+
+    With mean prompt and output lengths the scenario carries the prefill share, and the context
+    defaults to prompt + output / 2 (the mean KV length over a request's decode).
+    """
     from . import memory
     from .curves import Scenario
     from .speculation import Acceptance, Speculation
@@ -128,9 +153,15 @@ def scenario_from_args(args: argparse.Namespace):
 
     model = load_model(args.model)
     hardware = load_hardware(args.hardware)
-    context = _number(args.context, "--context", integer=True, positive=False)
-    if context < 0:
-        raise CrossoverError(f"--context must be >= 0 tokens (got {args.context})")
+    if args.context is not None:
+        context = _number(args.context, "--context", integer=True, positive=False)
+        if context < 0:
+            raise CrossoverError(f"--context must be >= 0 tokens (got {args.context})")
+    elif prompt_len is not None:
+        context = prompt_len + output_len / 2.0  # type: ignore[operator]
+    else:
+        context = DEFAULT_CONTEXT
+    peak = context if prompt_len is None else max(context, prompt_len + output_len)  # type: ignore[operator]
     k = int(_number(args.k, "--k", integer=True, positive=False))
     if k < 1:
         raise CrossoverError(f"--k must be >= 1 (got {args.k}); speculation off is the baseline itself")
@@ -152,7 +183,7 @@ def scenario_from_args(args: argparse.Namespace):
     if tp_auto:
         for tp in (1, 2, 4, 8):
             dep = Deployment(tp=tp, **common)
-            if memory.max_batch(dep, context) >= MIN_SEQUENCES_FOR_AUTO_TP:
+            if memory.max_batch(dep, peak) >= MIN_SEQUENCES_FOR_AUTO_TP:
                 break
         else:
             raise CrossoverError(
@@ -161,31 +192,45 @@ def scenario_from_args(args: argparse.Namespace):
     else:
         tp = int(_number(args.tp, "--tp", integer=True))
         dep = Deployment(tp=tp, **common)
-        if memory.max_batch(dep, context) < 1:
+        if memory.max_batch(dep, peak) < 1:
             need = memory.weight_bytes_per_gpu(dep) / 1e9
             raise CrossoverError(
                 f"{model.name} does not fit on {tp} x {hardware.name}: {need:.1f} GB of weights per GPU plus one "
                 f"sequence of {context:g} tokens exceed {hardware.memory_gb:g} GB x {dep.memory_utilization:g}; "
                 f"use a larger --tp, a smaller --context or --weight-dtype fp8")
-    match = _number(args.match_rate, "--match-rate", positive=False)
+    wa = workload_acceptance
+    if args.match_rate is not None:
+        match = _number(args.match_rate, "--match-rate", positive=False)
+    elif wa is not None and wa.ngram_match_rate is not None and args.method == "ngram":
+        match = wa.ngram_match_rate
+    else:
+        match = 1.0
     if args.tau is not None:
         acc = Acceptance.mean_length(_number(args.tau, "--tau"), match)
     elif args.acceptance_per_position is not None:
         rates = parse_list(args.acceptance_per_position, "--acceptance-per-position")
         acc = Acceptance.per_position(rates, match)
+    elif args.acceptance is not None:
+        acc = Acceptance.rate(_number(args.acceptance, "--acceptance", positive=False), match)
+    elif wa is not None and wa.tau is not None:
+        acc = Acceptance.mean_length(wa.tau, match)
+    elif wa is not None and wa.per_position is not None:
+        acc = Acceptance.per_position(wa.per_position, match)
+    elif wa is not None and wa.rate is not None:
+        acc = Acceptance.rate(wa.rate, match)
     else:
-        alpha = DEFAULT_ACCEPTANCE if args.acceptance is None else _number(args.acceptance, "--acceptance", positive=False)
-        acc = Acceptance.rate(alpha, match)
+        acc = Acceptance.rate(DEFAULT_ACCEPTANCE, match)
     draft = load_model(args.draft) if args.draft else None
     draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp is not None else None
     spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
                        draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)))
     if acc.kind == "tau" and spec.tau > k + 1:
         raise CrossoverError(f"--tau {acc.value:g} exceeds k+1 = {k + 1}")
-    sc = Scenario(dep, spec, float(context))
+    sc = Scenario(dep, spec, float(context), prompt_len, output_len)
     resolved = {
         "model": model.name, "hardware": hardware.name, "tp": tp, "tp_auto": tp_auto,
-        "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype, "context": context, "method": spec.method,
+        "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype, "context": context, "prompt_len": prompt_len,
+        "output_len": output_len, "method": spec.method,
         "draft": draft.name if draft else None, "k": k, "acceptance_kind": acc.kind,
         "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
         "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
@@ -208,15 +253,71 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .curves import DEFAULT_BATCHES, predict
     from .report import prediction_dict, prediction_table
 
-    sc, resolved = scenario_from_args(args)
+    if (args.prompt_len is None) != (args.output_len is None):
+        raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
+    p_len = _number(args.prompt_len, "--prompt-len") if args.prompt_len is not None else None
+    o_len = _number(args.output_len, "--output-len") if args.output_len is not None else None
+    sc, resolved = scenario_from_args(args, p_len, o_len)
     batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
     pred = predict(sc, batches)
+    if args.plot:
+        from .plots import plot_prediction
+
+        plot_prediction(pred, resolved, args.plot)
     if args.json:
         out = prediction_dict(pred)
         out["inputs"] = resolved
         print(json.dumps(out, indent=2))
     else:
         print(prediction_table(pred, resolved))
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """`crossover simulate`."""
+    from .report import simulation_dict, simulation_rows, simulation_table
+    from .serving.engine import EngineLimits
+    from .serving.sweep import sweep
+    from .workload import load_workload
+
+    workload, base = load_workload(args.workload)
+    p_mean, o_mean = workload.means(base=base)
+    sc, resolved = scenario_from_args(args, p_mean, o_mean, workload.acceptance)
+    axis = "concurrency" if args.concurrency is not None else "request_rate"
+    flag = "--concurrency" if axis == "concurrency" else "--request-rate"
+    raw = args.concurrency if axis == "concurrency" else args.request_rate
+    levels = parse_list(raw, flag, integer=axis == "concurrency")
+    limits = EngineLimits(int(_number(args.max_num_seqs, "--max-num-seqs", integer=True)),
+                          int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens", integer=True)))
+    num_prompts = int(_number(args.num_prompts, "--num-prompts", integer=True))
+    seed = int(_number(args.seed, "--seed", integer=True, positive=False))
+    burst = _number(args.burstiness, "--burstiness")
+    res = sweep(sc, workload, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burst, limits=limits,
+                base=base)
+    resolved.update({"workload": workload.name, "num_prompts": num_prompts, "seed": seed, "burstiness": burst,
+                     "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens})
+    if args.plot:
+        from .plots import plot_simulation
+
+        plot_simulation(res, resolved, args.plot)
+    if args.csv:
+        import csv
+
+        rows = simulation_rows(res)
+        try:
+            with open(args.csv, "w", newline="", encoding="utf-8") as fh:
+                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+        except OSError as exc:
+            raise CrossoverError(f"cannot write {args.csv}: {exc.strerror}") from None
+        print(f"wrote {args.csv}", file=sys.stderr)
+    if args.json:
+        out = simulation_dict(res)
+        out["inputs"] = resolved
+        print(json.dumps(out, indent=2))
+    elif not args.csv:
+        print(simulation_table(res, resolved))
     return 0
 
 
@@ -285,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verb is None:
             parser.print_help()
             return 2
-        verb = {"predict": cmd_predict, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
+        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "hardware": cmd_hardware,
+                "models": cmd_models}[args.verb]
         return verb(args)
     except CrossoverError as exc:
         print(f"crossover: error: {exc}", file=sys.stderr)

@@ -54,9 +54,12 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     acc_label = {"rate": "acceptance", "tau": "tau", "per_position": "acceptance per position"}[inputs["acceptance_kind"]]
     draft = f" ({inputs['draft']})" if inputs["draft"] else ""
     tp_note = " (auto)" if inputs["tp_auto"] else ""
+    mix = ""
+    if inputs.get("prompt_len") is not None:
+        mix = f" (prompt {inputs['prompt_len']:g} + output {inputs['output_len']:g} tokens: prefill share included)"
     lines = [
         f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}{tp_note}, {inputs['weight_dtype']} weights, "
-        f"context {inputs['context']:g}",
+        f"context {inputs['context']:g}{mix}",
         f"speculation: {inputs['method']}{draft}, k={inputs['k']}, {acc_label} {acc_s} -> tau {d['tau']:.3f} "
         f"tokens/step, {d['wasted_positions_per_step']:.2f} wasted verify positions/step",
         "",
@@ -104,3 +107,77 @@ def spec_text(spec) -> str:
     import yaml
 
     return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False).rstrip()
+
+
+def _clean(x: float) -> float | None:
+    """JSON-safe number: NaN becomes null."""
+    x = float(x)
+    return None if x != x else round(x, 4)
+
+
+def simulation_dict(res) -> dict[str, Any]:
+    """The JSON contract of `crossover simulate --json` (inputs added by the caller)."""
+    key = res.axis
+    levels = []
+    for lv, ratio in zip(res.levels, res.ratios):
+        levels.append({
+            key: int(lv.value) if key == "concurrency" else float(lv.value),
+            "off": {k: _clean(v) for k, v in lv.off.items()},
+            "on": {k: _clean(v) for k, v in lv.on.items()},
+            "speedup": _clean(ratio),
+        })
+    return {
+        "load_axis": key,
+        "speedup_metric": "output_throughput on/off" if key == "concurrency" else "mean_e2el_ms off/on",
+        "levels": levels,
+        f"crossover_{key}": None if res.crossover is None else round(res.crossover, 4),
+        "crossover_side": res.side,
+    }
+
+
+def simulation_rows(res) -> list[dict[str, Any]]:
+    """One flat row per level and arm, for CSV."""
+    rows = []
+    for lv in res.levels:
+        for arm in ("off", "on"):
+            row: dict[str, Any] = {res.axis: lv.value, "arm": arm}
+            row.update({k: _clean(v) for k, v in getattr(lv, arm).items()})
+            rows.append(row)
+    keys: dict[str, None] = {}
+    for r in rows:
+        keys.update(dict.fromkeys(r))
+    return [{k: r.get(k) for k in keys} for r in rows]
+
+
+def simulation_table(res, inputs: dict[str, Any]) -> str:
+    """Side-by-side off / on / ratio per level, and the crossover."""
+    axis = res.axis
+    label = "conc" if axis == "concurrency" else "req/s"
+    lines = [
+        f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, workload {inputs['workload']} "
+        f"(mean prompt {inputs['prompt_len']:.0f}, output {inputs['output_len']:.0f} tokens), "
+        f"{inputs['num_prompts']} requests per level, seed {inputs['seed']}",
+        f"speculation: {inputs['method']}, k={inputs['k']}, tau {inputs['tau']:.3f} tokens/step",
+        "",
+        f"{label:>7} | {'output tok/s':^26} | {'TTFT p50 ms':^15} | {'TPOT p50 ms':^15} | {'TPOT p99 ms':^15} "
+        f"| {'E2E p99 s':^13}",
+        f"{'':>7} | {'off':>8} {'on':>8} {'ratio':>8} | {'off':>7} {'on':>7} | {'off':>7} {'on':>7} | "
+        f"{'off':>7} {'on':>7} | {'off':>6} {'on':>6}",
+    ]
+    for lv, ratio in zip(res.levels, res.ratios):
+        f, n = lv.off, lv.on
+        lines.append(
+            f"{lv.value:>7g} | {f['output_throughput']:>8.0f} {n['output_throughput']:>8.0f} {ratio:>8.3f} | "
+            f"{f['median_ttft_ms']:>7.1f} {n['median_ttft_ms']:>7.1f} | {f['median_tpot_ms']:>7.2f} "
+            f"{n['median_tpot_ms']:>7.2f} | {f['p99_tpot_ms']:>7.2f} {n['p99_tpot_ms']:>7.2f} | "
+            f"{f['p99_e2el_ms'] / 1e3:>6.2f} {n['p99_e2el_ms'] / 1e3:>6.2f}")
+    lines.append("")
+    metric = "output throughput on/off" if axis == "concurrency" else "mean end-to-end latency off/on"
+    what = "concurrency" if axis == "concurrency" else "request rate"
+    if res.crossover is None:
+        side = "faster" if res.side == "on" else "slower"
+        lines.append(f"crossover: not reached in {what} {res.levels[0].value:g}..{res.levels[-1].value:g}; "
+                     f"speculation stayed {side} ({metric})")
+    else:
+        lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1)")
+    return "\n".join(lines)

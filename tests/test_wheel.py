@@ -1,7 +1,7 @@
 """Build a wheel, install it into a fresh venv and use it from outside the repository.
 
-The shipped spec libraries live at the top of the repository (hardware/, models/) and are mapped
-into the wheel as crossover/_data/{hardware,models}; this checks an installed copy finds them.
+The shipped spec libraries live at the top of the repository (hardware/, models/, workloads/) and
+are mapped into the wheel as crossover/_data/<kind>; this checks an installed copy finds them.
 The build runs on a copy of the sources in tmp_path so no build/ or *.egg-info lands in the repo.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE", "MANIFEST.in",
-           "crossover", "hardware", "models")
+           "crossover", "hardware", "models", "workloads")
 
 
 def _env() -> dict[str, str]:
@@ -83,7 +83,7 @@ def installed(tmp_path_factory):
 def test_wheel_ships_the_spec_libraries(installed):
     _, wheel, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
-    for kind in ("hardware", "models"):
+    for kind in ("hardware", "models", "workloads"):
         shipped = {Path(n).stem for n in names if n.startswith(f"crossover/_data/{kind}/") and n.endswith(".yaml")}
         assert shipped == {p.stem for p in (REPO / kind).glob("*.yaml")}, kind
     assert "crossover/cli.py" in names and "crossover/specs/loader.py" in names

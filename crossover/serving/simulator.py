@@ -163,11 +163,15 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         # ---- this step's prefill chunks: the token budget left after decodes/verifies, in FIFO order
         budget = max(max_tokens - nd * width, 0.0)
         pre_idx = np.nonzero(~decoding)[0]
-        left = pre_left[pre_idx]
-        chunk = np.clip(budget - (np.cumsum(left) - left), 0.0, left)
-        if nd == 0 and len(pre_idx) and chunk.sum() == 0:
-            chunk[0] = min(left[0], max_tokens)  # a prompt longer than the budget still progresses
-        simple = bool(np.all(chunk == left))  # every pending prompt finishes prefill this step
+        if len(pre_idx):
+            left = pre_left[pre_idx]
+            chunk = np.clip(budget - (np.cumsum(left) - left), 0.0, left)
+            if nd == 0 and chunk.sum() == 0:
+                chunk[0] = min(left[0], max_tokens)  # a prompt longer than the budget still progresses
+            simple = bool(np.all(chunk == left))  # every pending prompt finishes prefill this step
+        else:
+            left = chunk = np.zeros(0)
+            simple = True
         next_arrival = arr[next_req] if next_req < issued else np.inf
         admissible = (next_req < issued and m < limits.max_num_seqs and kv_used + need[next_req] <= kv_capacity)
 
@@ -180,32 +184,38 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         q, emit = draws(horizon, m)
         prefilling = ~decoding
         adv = emit.copy()  # context advance per step
-        q[0, prefilling] = 0.0
-        emit[0, prefilling] = 0.0
-        adv[0, prefilling] = 0.0
-        q[0, pre_idx] = chunk
-        adv[0, pre_idx] = chunk
-        first = pre_idx[chunk == left]
-        emit[0, first] = 1.0  # a prompt's last chunk samples its first token
-        if horizon > 1:
-            q[1:, prefilling] = np.where(q[1:, prefilling] > 0, q[1:, prefilling], 1.0)
+        if len(pre_idx):
+            q[0, pre_idx] = chunk  # prefilling sequences process their chunk, emit nothing ...
+            emit[0, pre_idx] = 0.0
+            adv[0, pre_idx] = chunk
+            first = pre_idx[chunk == left]
+            emit[0, first] = 1.0  # ... except the first token, sampled when a prompt's last chunk runs
+        else:
+            first = pre_idx
         cum = np.cumsum(emit, axis=0)
         fin_any = (cum >= remaining).any(axis=1)
         steps = int(np.argmax(fin_any)) + 1 if fin_any.any() else horizon
-        q, emit, adv = q[:steps], emit[:steps], adv[:steps]
-        before = np.vstack([np.zeros(m), np.cumsum(emit, axis=0)[:-1]]) if steps > 1 else np.zeros((1, m))
-        emit = np.maximum(np.minimum(emit, remaining - before), 0.0)
-        ctx_t = ctx + (np.vstack([np.zeros(m), np.cumsum(adv, axis=0)[:-1]]) if steps > 1 else np.zeros((1, m)))
+        q, emit, adv, cum = q[:steps], emit[:steps], adv[:steps], cum[:steps]
+        emit = np.maximum(np.minimum(emit, remaining - (cum - emit)), 0.0)  # no tokens past the output length
+        ctx_t = ctx + (np.cumsum(adv, axis=0) - adv)  # context at the start of each step
         live = q > 0
-        kv_w, qk_w = target.window_sums(np.where(live, q, 0.0), np.where(live, ctx_t, -q))
+        if live.all():
+            kv_w, qk_w = target.window_sums(q, ctx_t)
+        else:  # a prompt waiting for budget: nothing to attend this step
+            kv_w, qk_w = target.window_sums(np.where(live, q, 0.0), np.where(live, ctx_t, -q))
         dt = ttime(q.sum(axis=1).astype(np.int64), kv_w, qk_w) + step_overhead
         if speculate:
             n_dec = np.full(steps, float(m))
             n_dec[0] = nd
-            dec = np.ones((steps, m))
-            dec[0, prefilling] = 0.0
+            if len(pre_idx):
+                dec = np.ones((steps, m))
+                dec[0, prefilling] = 0.0
+                dec_ctx = np.where(dec > 0, draft_ctx(ctx_t), -1.0)
+                proposed = np.where(dec > 0, q - 1.0, 0.0)
+            else:
+                dec, dec_ctx, proposed = None, draft_ctx(ctx_t), q - 1.0
             if dtime is not None and n_draft_fwd:
-                dkv, dqk = draft.window_sums(dec, np.where(dec > 0, draft_ctx(ctx_t), -1.0))
+                dkv, dqk = draft.window_sums(np.ones((steps, m)) if dec is None else dec, dec_ctx)
                 dt = dt + np.where(n_dec > 0, n_draft_fwd * (dtime(n_dec.astype(np.int64), dkv, dqk)
                                                              + draft_step_overhead), 0.0)
             if dtime is not None and draft_prefills and len(pre_idx) and chunk.sum():
@@ -214,9 +224,9 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
                 pkv, pqk = draft.window_sums(chunk, draft_ctx(ctx[pre_idx]))
                 dt[0] += float(dtime(int(chunk.sum()), pkv, pqk)) - (draft.overhead_s if nd else 0.0)
             dt = dt + np.where(n_dec > 0, spec_overhead, 0.0)
-            proposed = np.where(dec > 0, q - 1.0, 0.0)
+            accepted = np.minimum(emit - 1.0, proposed).clip(0)
             log.drafts_proposed += float(proposed.sum())
-            log.drafts_accepted += float(np.minimum(emit - 1.0, proposed).clip(0)[dec > 0].sum())
+            log.drafts_accepted += float(accepted.sum() if dec is None else accepted[dec > 0].sum())
             log.verify_steps += float(n_dec.sum())
         ends = now + np.cumsum(dt)
         if admissible and steps > 1 and ends[-1] > next_arrival:

@@ -1,0 +1,103 @@
+"""Figures (matplotlib, imported only here and only when a figure is asked for). A leaf module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import CrossoverError
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a screen
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: str) -> None:
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".png", ".svg", ".pdf"):
+        raise CrossoverError(f"--plot {path}: use a .png, .svg or .pdf file name")
+    try:
+        fig.savefig(path, dpi=130, bbox_inches="tight")
+    except OSError as exc:
+        raise CrossoverError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _title(inputs: dict[str, Any]) -> str:
+    acc = f"tau {inputs['tau']:.2f}"
+    return (f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} k={inputs['k']} "
+            f"({acc}), context {inputs['context']:.0f}")
+
+
+def plot_prediction(pred, inputs: dict[str, Any], path: str) -> None:
+    """Throughput on/off against batch, with the crossover and the memory limits marked."""
+    import numpy as np
+
+    from .curves import evaluate
+
+    plt = _pyplot()
+    b_max = float(pred.curves.batch.max())
+    xs = np.geomspace(1.0, b_max, 200)
+    c = evaluate(pred.scenario, xs)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    ax.plot(xs, c.tokens_per_s_off, label="speculation off", color="tab:blue")
+    ax.plot(xs, c.tokens_per_s_on, label="speculation on", color="tab:orange")
+    ax.set_ylabel("output tokens/s")
+    ax2.plot(xs, c.speedup, color="tab:green")
+    ax2.axhline(1.0, color="grey", lw=0.8)
+    ax2.set_ylabel("speedup (on / off)")
+    ax2.set_xlabel("batch (sequences in flight)")
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.grid(alpha=0.3)
+        for lim, style, label in ((pred.max_batch_off, ":", "memory limit, off"),
+                                  (pred.max_batch_on, "--", "memory limit, on")):
+            if 1 <= lim <= b_max:
+                a.axvline(lim, color="grey", ls=style, lw=0.8, label=label if a is ax else None)
+    for x in pred.crossings:
+        ax2.axvline(x.batch, color="red", lw=1)
+        ax2.annotate(f"crossover {x.batch:.0f}", (x.batch, 1.0), textcoords="offset points", xytext=(5, 8),
+                     color="red")
+    ax.legend()
+    ax.set_title(_title(inputs), fontsize=10)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_simulation(res, inputs: dict[str, Any], path: str) -> None:
+    """Output throughput and p50/p99 latency against load, both arms, the crossover marked."""
+    import numpy as np
+
+    plt = _pyplot()
+    x = np.array([lv.value for lv in res.levels])
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for arm, color in (("off", "tab:blue"), ("on", "tab:orange")):
+        ax.plot(x, [getattr(lv, arm)["output_throughput"] for lv in res.levels], "o-", color=color,
+                label=f"speculation {arm}")
+        metric = "tpot" if res.axis == "concurrency" else "e2el"
+        ax2.plot(x, [getattr(lv, arm)[f"median_{metric}_ms"] for lv in res.levels], "o-", color=color,
+                 label=f"{arm} p50 {metric.upper()}")
+        ax2.plot(x, [getattr(lv, arm)[f"p99_{metric}_ms"] for lv in res.levels], "s--", color=color, alpha=0.7,
+                 label=f"{arm} p99 {metric.upper()}")
+    xlabel = "concurrency" if res.axis == "concurrency" else "request rate (req/s)"
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.set_xlabel(xlabel)
+        a.grid(alpha=0.3)
+        if res.crossover is not None:
+            a.axvline(res.crossover, color="red", lw=1)
+    ax.set_ylabel("output tokens/s")
+    ax2.set_ylabel("latency (ms)")
+    ax2.set_yscale("log")
+    ax.legend()
+    ax2.legend(fontsize=8)
+    title = _title(inputs) + f", workload {inputs['workload']}"
+    if res.crossover is not None:
+        title += f"\ncrossover at {xlabel} {res.crossover:.1f}"
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+    plt.close(fig)
