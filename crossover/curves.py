@@ -121,7 +121,7 @@ def _mixed_curves(sc: Scenario, b: np.ndarray, plans: Plans) -> Curves:
                     if spec.method not in ("ngram", "medusa"):  # the draft reads the prompts too
                         pre = _mixed_forward(plans.draft, np.zeros_like(n), 1.0, 0.0, n, p_len, budget)
                         draft = draft + np.where(n > 0, pre - plans.draft.overhead_s, 0.0)
-                draft = draft + np.where(dec > 0, eff.spec_overhead_s, 0.0)
+                draft = draft + np.where(dec > 0, eff.spec_overhead_s + dec * eff.spec_overhead_per_seq_s, 0.0)
             return verify + draft, draft, verify
 
         t_lo, d_lo, v_lo = step(lo)
@@ -150,7 +150,8 @@ def evaluate(sc: Scenario, batch, plans: Plans | None = None) -> Curves:
                        np.repeat([1.0, spec.verify_width], n), sc.context).total
     off, verify = both[:n].reshape(b.shape), both[n:].reshape(b.shape)
     draft = spec.draft_time(dep, b, sc.context, plans.draft).total
-    on = draft + verify + dep.efficiency.spec_overhead_s
+    eff = dep.efficiency
+    on = draft + verify + eff.spec_overhead_s + b * eff.spec_overhead_per_seq_s
     return Curves(b, off, on, np.broadcast_to(draft, b.shape), verify, b / off, b * spec.tau / on)
 
 

@@ -227,6 +227,7 @@ class Plan:
     overhead_s: float
     transition: str
     p: float
+    ep_groups: int = 1  # expert parallelism: routed experts split whole over this many GPUs
 
     @cached_property
     def windows(self) -> tuple[float, ...]:
@@ -284,7 +285,7 @@ class Plan:
                          sub["num_experts"], sub["top_k"], sub["act_bytes_per_token"], sub["flops_per_token"],
                          zeros, zeros, zeros, np.full(n, np.inf), sub["bandwidth"], sub["rate"],
                          self.allreduce_s_per_token, self.allreduce_latency_s, self.has_allreduce, self.overhead_s,
-                         self.transition, self.p)
+                         self.transition, self.p, self.ep_groups)
         table = gemm_plan.from_sums(tokens, np.zeros((n, tokens.size)), np.zeros((n, tokens.size))).total
         wi = self.window_index[att]
         return StepTimer(table, wi, self.kv_bytes_per_attended[att], self.kv_write_per_token[att],
@@ -300,10 +301,26 @@ class Plan:
         col = (slice(None),) + (None,) * len(shape)
         nbytes = (self.weight_bytes[col] + self.act_bytes_per_token[col] * tokens
                   + self.kv_bytes_per_attended[col] * kv_len + self.kv_write_per_token[col] * tokens)
-        if self.expert_bytes.any():  # distinct experts touched by `tokens` tokens, uniform top-k routing
-            nbytes = nbytes + self.expert_bytes[col] * self.num_experts[col] * (
-                1.0 - np.power(1.0 - self.top_k[col] / self.num_experts[col], tokens))
         flops = self.flops_per_token[col] * tokens + self.flops_per_query_attended[col] * qk_len
+        if self.expert_bytes.any():
+            e, k = self.num_experts[col], self.top_k[col]
+            distinct = e * (1.0 - np.power(1.0 - k / e, tokens))  # uniform top-k routing
+            if self.ep_groups > 1:
+                # Expert parallelism: each GPU holds E/G whole experts and the step waits for the
+                # busiest one. Its distinct experts ~ mean + sd x sqrt(2 ln G) (Gaussian maximum of G),
+                # capped at E/G; its tokens likewise. With TP-sharded experts every GPU reads 1/tp of
+                # every touched expert and the load is even.
+                g = float(self.ep_groups)
+                z = np.sqrt(2.0 * np.log(g))
+                local = e / g
+                mu = distinct / g
+                busiest = np.minimum(mu + z * np.sqrt(mu * np.clip(1.0 - mu / local, 0.0, 1.0)), local)
+                routed = tokens * k / g
+                imbalance = np.where(routed > 0, (routed + z * np.sqrt(routed * (1.0 - 1.0 / g))) / np.maximum(routed, 1e-12), 1.0)
+                nbytes = nbytes + self.expert_bytes[col] * busiest
+                flops = flops + (imbalance - 1.0) * np.where(self.expert_bytes[col] > 0, self.flops_per_token[col], 0.0) * tokens
+            else:
+                nbytes = nbytes + self.expert_bytes[col] * distinct
         tm = nbytes / self.bandwidth[col]
         tc = flops / self.rate[col]
         t = combine(tm, tc, self.transition, self.p)
@@ -377,7 +394,9 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
         shard = tp if op.sharded else 1
         wbytes = DTYPE_BYTES[op.dtype]
         if op.kind == "experts":
-            eb[i] = op.count * op.params * wbytes / shard
+            # per distinct expert touched: a 1/tp slice of it (TP-sharded) or, under expert
+            # parallelism, the whole expert on the GPU that holds it
+            eb[i] = op.count * op.params * wbytes / (1 if dep.expert_parallel else shard)
             ne[i], tk[i] = op.num_experts, op.top_k
             fpt[i] = op.count * 2.0 * op.top_k * op.params / shard
             ab[i] = op.count * op.top_k * (op.in_features + op.out_features) * act / shard
@@ -394,7 +413,8 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
         num_layers = sum(op.count for op in ops if op.kind == "attention")
     return Plan(tuple(op.name for op in rows), wb, eb, ne, tk, ab, fpt, kva, kvw, fqa, win, bw, rate,
                 ar_per_token, ar_count * dep.allreduce_latency, ar_count > 0 and tp > 1,
-                num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p)
+                num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p,
+                tp if dep.expert_parallel else 1)
 
 
 def forward_cost(dep: Deployment, ops: list[Op], batch, q=1, context=0, num_layers: float | None = None) -> StepCost:

@@ -260,5 +260,6 @@ def spec_step_time(target: Deployment, spec: Speculation, batch, context, target
     draft = spec.draft_time(target, batch, context, draft_plan)
     verify = engine_step(target_plan or plan_of_target(target), target, batch,
                          spec.verify_width, context)
-    total = draft.total + verify.total + target.efficiency.spec_overhead_s
+    eff = target.efficiency
+    total = draft.total + verify.total + eff.spec_overhead_s + np.asarray(batch, float) * eff.spec_overhead_per_seq_s
     return SpecStep(draft, verify, total, spec.tau, spec.verify_width)

@@ -56,7 +56,7 @@ def test_ngram_match_rate_scales_drafted_positions():
 
 
 def test_verify_with_q1_and_no_draft_equals_decode():
-    eff = Efficiency(spec_overhead_s=0.0)
+    eff = Efficiency(spec_overhead_s=0.0, spec_overhead_per_seq_s=0.0)
     d = dep(eff=eff)
     s = Speculation("ngram", 3, Acceptance.rate(0.5, match_rate=0.0))
     b = np.array([1.0, 16.0, 128.0])
@@ -116,4 +116,5 @@ def test_spec_step_shows_its_parts():
     assert st.verify_width == 4
     assert st.wasted_positions == pytest.approx(4 - s.tau)
     assert float(st.total[0]) == pytest.approx(
-        float(st.draft.total[0] + st.verify.total[0]) + d.efficiency.spec_overhead_s)
+        float(st.draft.total[0] + st.verify.total[0]) + d.efficiency.spec_overhead_s
+        + 4 * d.efficiency.spec_overhead_per_seq_s)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-HARDWARE = {"NVIDIA A100 (8x)": "a100-80gb-sxm", "NVIDIA L40 (8x)": "l40", "NVIDIA H100 (8x)": "h100-sxm",
+HARDWARE = {"NVIDIA A100 (8x)": "a100-80gb-pcie", "NVIDIA L40 (8x)": "l40", "NVIDIA H100 (8x)": "h100-sxm",
             "NVIDIA H100 (4x)": "h100-sxm"}
 MODELS = {"llama-2-7b-32k": "llama-2-7b-32k", "llama2-7b-32k": "llama-2-7b-32k", "llama-3.1-8b": "llama-3.1-8b",
           "llama3.1-8b": "llama-3.1-8b", "mistral-7b-v0.3": "mistral-7b", "qwen-2.5-32b": "qwen2.5-32b"}

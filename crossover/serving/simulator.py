@@ -223,7 +223,7 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
                 # draft forward when there is one, so no second launch overhead then
                 pkv, pqk = draft.window_sums(chunk, draft_ctx(ctx[pre_idx]))
                 dt[0] += float(dtime(int(chunk.sum()), pkv, pqk)) - (draft.overhead_s if nd else 0.0)
-            dt = dt + np.where(n_dec > 0, spec_overhead, 0.0)
+            dt = dt + np.where(n_dec > 0, spec_overhead + n_dec * eff.spec_overhead_per_seq_s, 0.0)
             accepted = np.minimum(emit - 1.0, proposed).clip(0)
             log.drafts_proposed += float(proposed.sum())
             log.drafts_accepted += float(accepted.sum() if dec is None else accepted[dec > 0].sum())

@@ -46,9 +46,15 @@ class Efficiency(BaseModel):
     # Per engine step: scheduling, input preparation, sampling not hidden by overlap. Modern
     # engines with CUDA graphs and overlapped scheduling: ~1-2 ms (hardware_facts.md 10-11).
     step_overhead_s: float = Field(default=1.0e-3, ge=0)
-    # Extra per speculative step: rejection sampling, bookkeeping, smaller CUDA-graph coverage
-    # (vLLM #49548: +6.6% TPOT with speculation enabled at k=0, concurrency 2). Derived default.
-    spec_overhead_s: float = Field(default=0.3e-3, ge=0)
+    # Extra per speculative step, fixed and per sequence: rejection sampling, draft bookkeeping,
+    # KV slot rewinds, smaller CUDA-graph coverage. vLLM #49548 (H100 NVL, Gemma-4-31B FP8, dynamic
+    # speculation enabled at k = 0) measured +6.6% TPOT at concurrency 2 and +21.6% at 189. With
+    # TPOT ~12 ms at 2 and ~40 ms at 189 (a 31 GB model streamed at ~3 TB/s; KV-heavy at 189) that
+    # is ~0.8 ms fixed plus ~40 us per sequence. Derived defaults (the TPOTs are our estimates),
+    # calibration parameters. The per-sequence term is what makes speculation lose ground with
+    # load in measured engines (EAGLE-3 SGLang and DSpark tables) beyond the roofline.
+    spec_overhead_s: float = Field(default=0.8e-3, ge=0)
+    spec_overhead_per_seq_s: float = Field(default=40e-6, ge=0)
     # Extra per sequential draft forward (launch, draft sampling, tree bookkeeping). Derived default.
     draft_step_overhead_s: float = Field(default=0.1e-3, ge=0)
     # How op time moves from memory- to compute-bound; see roofline.combine for why 'smooth'.
@@ -61,7 +67,7 @@ class Efficiency(BaseModel):
         return cls(
             bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
-            draft_step_overhead_s=0.0, transition="max",
+            draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, transition="max",
         )
 
 
@@ -77,6 +83,9 @@ class Deployment(BaseModel):
     kv_dtype: str = "bf16"
     activation_dtype: str = "bf16"
     memory_utilization: float = Field(default=0.90, gt=0, le=1)  # vLLM's gpu_memory_utilization default
+    # Routed experts split whole across the TP group (vLLM --enable-expert-parallel) instead of
+    # every expert sharded over it: the step then waits for the GPU holding the most touched experts.
+    expert_parallel: bool = False
     efficiency: Efficiency = Field(default_factory=Efficiency)
 
     @model_validator(mode="after")
