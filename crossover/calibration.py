@@ -57,13 +57,20 @@ class Fit:
     fixed: dict[str, float] = field(default_factory=dict)
     cost: float = 0.0
 
-    def parameters(self) -> dict[str, dict[str, float]]:
-        """name -> {value, stderr} (overheads in ms)."""
-        return {n: {"value": float(v), "stderr": float(e)} for n, v, e in zip(self.names, self.values, self.stderr)}
+    def parameters(self) -> dict[str, dict[str, Any]]:
+        """name -> {value, stderr, at_bound} (overheads in ms); at_bound: the data pushed it to a limit."""
+        out = {}
+        for n, v, e in zip(self.names, self.values, self.stderr):
+            lo, hi = PARAMETERS[n][1:]
+            at = bool(abs(v - lo) <= 1e-6 * max(1.0, abs(lo)) or abs(v - hi) <= 1e-6 * max(1.0, abs(hi)))
+            out[n] = {"value": float(v), "stderr": float(e), "at_bound": at}
+        return out
 
     def to_yaml_dict(self) -> dict[str, Any]:
         """What `--calibration FILE` reads back."""
-        out: dict[str, Any] = {"crossover_calibration": 1, "parameters": self.parameters()}
+        out: dict[str, Any] = {"crossover_calibration": 1,
+                               "parameters": {n: {"value": p["value"], "stderr": p["stderr"]}
+                                              for n, p in self.parameters().items()}}
         out["fixed"] = dict(self.fixed)
         out["scenario"] = {
             "model": self.scenario.deployment.model.name, "hardware": self.scenario.deployment.hardware.name,
@@ -175,10 +182,10 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
             bx = _solve(base, sample, names, x, lo, hi).x
             c = find_crossings(apply(base, names, bx), b_max)
             draws.append(c[0].batch if c else np.inf)
-        finite = np.asarray(draws, float)
-        if finite.size:
-            lo_q, hi_q = np.percentile(finite, [5, 95])
-            interval = (float(lo_q), float(hi_q))
+        d = np.sort(np.asarray(draws, float))  # inf = no crossover in that refit
+        if d.size:
+            pick = lambda q: float(d[min(int(round(q * (d.size - 1))), d.size - 1)])  # noqa: E731
+            interval = (pick(0.05), pick(0.95))
     off, on, tp_off, tp_on = _predict(fitted, obs)
     residuals = []
     for i, o in enumerate(obs):

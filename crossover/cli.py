@@ -89,6 +89,17 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
     e.add_argument("--step-overhead-ms", help="fixed time per engine step")
     e.add_argument("--transition", choices=["smooth", "max", "sum"], help="memory/compute transition model")
+    e.add_argument("--expert-parallel", action="store_true", help="MoE: experts split whole over the TP group")
+    e.add_argument("--calibration", help="apply a fit saved by `crossover calibrate` (flags set here still win)")
+
+
+def _add_measured_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--on", nargs="+", metavar="FILE", help="result files or folders, speculation on")
+    p.add_argument("--off", nargs="+", metavar="FILE", help="result files or folders, speculation off")
+    p.add_argument("--files", nargs="+", metavar="FILE", help="files whose own fields say the arm (a CSV with an "
+                                                               "`arm` column, SGLang JSONL)")
+    p.add_argument("--load-axis", choices=["concurrency", "request_rate", "batch"],
+                   help="force the load axis (default: from the files)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,6 +129,24 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="one JSON object on stdout")
     out.add_argument("--csv", help="write one row per level and arm to this file")
     sm.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and latency against load")
+    me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
+    _add_measured_flags(me)
+    me.add_argument("--model", help="with --hardware: check every point against the physical bound")
+    me.add_argument("--hardware", help="accelerator of the measurement (name or path)")
+    me.add_argument("--tp", help="tensor-parallel degree of the measurement")
+    me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
+    me.add_argument("--draft", help="draft model for --method draft")
+    me.add_argument("--k", default=str(DEFAULT_K), help="draft tokens per step")
+    me.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    me.add_argument("--plot", help="write a figure of the measured points (over the predicted curves with --model)")
+    ca = sub.add_parser("calibrate", help="fit efficiencies, overheads and acceptance to a measured sweep")
+    _add_measured_flags(ca)
+    _add_scenario_flags(ca)
+    ca.add_argument("--out", help="write the fit here as YAML (never overwrites; default: print only)")
+    ca.add_argument("--prompt-len", help="mean prompt tokens, when the files do not record total_input_tokens")
+    ca.add_argument("--output-len", help="mean output tokens, when the files do not record total_output_tokens")
+    ca.add_argument("--bootstrap", default="60", help="bootstrap refits for the crossover interval (default 60)")
+    ca.add_argument("--json", action="store_true", help="one JSON object on stdout")
     hw = sub.add_parser("hardware", help="list or show accelerator specs")
     hws = hw.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     hws.add_parser("list", help="names of all known accelerators").add_argument("--json", action="store_true")
@@ -176,9 +205,18 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
             raise CrossoverError("--step-overhead-ms must be >= 0")
     if args.transition:
         eff_changes["transition"] = args.transition
+    calibrated: dict[str, float] = {}
+    if getattr(args, "calibration", None):
+        from .calibration import PARAMETERS, load_calibration
+
+        calibrated = load_calibration(args.calibration)
+        for name, value in calibrated.items():
+            field = PARAMETERS[name][0]
+            if field != "acceptance" and field not in eff_changes:
+                eff_changes[field] = value / 1e3 if name.endswith("_ms") else value
     efficiency = Efficiency(**eff_changes)
     common = dict(model=model, hardware=hardware, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
-                  efficiency=efficiency)
+                  efficiency=efficiency, expert_parallel=bool(getattr(args, "expert_parallel", False)))
     tp_auto = args.tp is None
     if tp_auto:
         for tp in (1, 2, 4, 8):
@@ -212,6 +250,8 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
         acc = Acceptance.per_position(rates, match)
     elif args.acceptance is not None:
         acc = Acceptance.rate(_number(args.acceptance, "--acceptance", positive=False), match)
+    elif "acceptance" in calibrated:
+        acc = Acceptance.rate(calibrated["acceptance"], match)
     elif wa is not None and wa.tau is not None:
         acc = Acceptance.mean_length(wa.tau, match)
     elif wa is not None and wa.per_position is not None:
@@ -321,6 +361,99 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_arms(args: argparse.Namespace):
+    from .measurements import MeasuredTable, read_measurements
+
+    if not args.files and not (args.on and args.off):
+        raise CrossoverError("give --on FILES and --off FILES (or --files whose own fields name the arm)")
+    points = read_measurements(args.off, arm="off", load_axis=args.load_axis) if args.off else []
+    points += read_measurements(args.on, arm="on", load_axis=args.load_axis) if args.on else []
+    points += read_measurements(args.files, arm=None, load_axis=args.load_axis) if args.files else []
+    table = MeasuredTable(points)
+    if not table.pairs():
+        raise CrossoverError("no load level is measured in both arms; give --on and --off files of the same sweep")
+    return table
+
+
+def _measured_scenario(args: argparse.Namespace, table):
+    """A scenario for the bound check and overlay of `crossover measured` (None without --model)."""
+    if not args.model:
+        return None
+    if not args.hardware:
+        raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
+    ns = argparse.Namespace(model=args.model, hardware=args.hardware, tp=args.tp, context=None, weight_dtype=None,
+                            kv_dtype="bf16", method=args.method, draft=args.draft, draft_tp=None, draft_vocab="32000",
+                            k=args.k, acceptance=None, tau=None, acceptance_per_position=None, match_rate=None,
+                            bandwidth_fraction=None, flops_fraction=None, step_overhead_ms=None, transition=None,
+                            expert_parallel=False, calibration=None)
+    p_len, o_len = table.mean_lengths()
+    return scenario_from_args(ns, p_len, o_len)
+
+
+def cmd_measured(args: argparse.Namespace) -> int:
+    """`crossover measured`."""
+    from .physics import LIKELY_CAUSES, check
+    from .report import measured_dict, measured_table
+
+    table = _read_arms(args)
+    scenario = _measured_scenario(args, table)
+    checks = check(scenario[0], table.points) if scenario else []
+    if args.plot:
+        from .plots import plot_measured
+
+        plot_measured(table, scenario, args.plot)
+    if args.json:
+        out = measured_dict(table, checks)
+        print(json.dumps(out, indent=2))
+    else:
+        print(measured_table(table, checks, LIKELY_CAUSES))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """`crossover calibrate`."""
+    import yaml
+
+    from .calibration import Observation, calibrate
+    from .report import calibration_dict, calibration_table
+
+    table = _read_arms(args)
+    if table.load_axis == "request_rate":
+        raise CrossoverError("calibrate needs a concurrency or batch sweep: at a fixed request rate both arms deliver "
+                             "the offered load (use --load-axis concurrency when the files record it)")
+    p_len, o_len = table.mean_lengths()
+    if args.prompt_len is not None or args.output_len is not None:
+        if args.prompt_len is None or args.output_len is None:
+            raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
+        p_len, o_len = _number(args.prompt_len, "--prompt-len"), _number(args.output_len, "--output-len")
+    taus = [p.acceptance_length for p in table.arm("on") if p.acceptance_length]
+    fit_acc = not taus and args.acceptance is None and args.tau is None and args.acceptance_per_position is None
+    if taus and args.tau is None and args.acceptance is None and args.acceptance_per_position is None:
+        args.tau = str(sum(taus) / len(taus))  # the files report it: use it, do not fit it
+    sc, resolved = scenario_from_args(args, p_len, o_len)
+    obs = [Observation(load, off.output_throughput, on.output_throughput, off.metrics.get("mean_tpot_ms"),
+                       on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
+           for load, off, on in table.pairs()]
+    fit = calibrate(sc, obs, fit_acceptance=fit_acc, load_axis=table.load_axis,
+                    bootstrap=int(_number(args.bootstrap, "--bootstrap", integer=True, positive=False)))
+    if args.out:
+        if os.path.exists(args.out):
+            raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")
+        try:
+            with open(args.out, "x", encoding="utf-8") as fh:
+                yaml.safe_dump(fit.to_yaml_dict(), fh, sort_keys=False)
+        except OSError as exc:
+            raise CrossoverError(f"cannot write {args.out}: {exc.strerror}") from None
+        print(f"wrote {args.out}", file=sys.stderr)
+    if args.json:
+        out = calibration_dict(fit)
+        out["inputs"] = resolved
+        print(json.dumps(out, indent=2))
+    else:
+        print(calibration_table(fit, resolved))
+    return 0
+
+
 def cmd_hardware(args: argparse.Namespace) -> int:
     """`crossover hardware list|show`."""
     return _spec_verb(args, "hardware")
@@ -386,8 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verb is None:
             parser.print_help()
             return 2
-        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "hardware": cmd_hardware,
-                "models": cmd_models}[args.verb]
+        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "measured": cmd_measured,
+                "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
         return verb(args)
     except CrossoverError as exc:
         print(f"crossover: error: {exc}", file=sys.stderr)

@@ -109,28 +109,29 @@ def _mixed_curves(sc: Scenario, b: np.ndarray, plans: Plans) -> Curves:
         r = np.minimum(b * y / o_len, b)
         lo = np.floor(r)
         frac = r - lo
-
-        def step(n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            dec = np.maximum(b - n, 0.0)
-            verify = _mixed_forward(plans.target, dec, width, ctx, n, p_len) + eff.step_overhead_s
-            draft = np.zeros_like(b)
-            if speculate:
-                if plans.draft is not None:
-                    one = _mixed_forward(plans.draft, dec, 1.0, ctx, np.zeros_like(n), p_len, budget)
-                    draft = np.where(dec > 0, spec.draft_forwards * (one + eff.draft_step_overhead_s), 0.0)
-                    if spec.method not in ("ngram", "medusa"):  # the draft reads the prompts too
-                        pre = _mixed_forward(plans.draft, np.zeros_like(n), 1.0, 0.0, n, p_len, budget)
-                        draft = draft + np.where(n > 0, pre - plans.draft.overhead_s, 0.0)
-                draft = draft + np.where(dec > 0, eff.spec_overhead_s + dec * eff.spec_overhead_per_seq_s, 0.0)
-            return verify + draft, draft, verify
-
-        t_lo, d_lo, v_lo = step(lo)
-        t_hi, d_hi, v_hi = step(lo + 1.0)
+        # steps carrying floor(r) and ceil(r) prompts, evaluated together in one pass
+        n = np.concatenate([lo, lo + 1.0])
+        bb = np.concatenate([b, b])
+        dec = np.maximum(bb - n, 0.0)
+        verify = _mixed_forward(plans.target, dec, width, ctx, n, p_len) + eff.step_overhead_s
+        draft = np.zeros_like(bb)
+        if speculate:
+            if plans.draft is not None:
+                one = _mixed_forward(plans.draft, dec, 1.0, ctx, np.zeros_like(n), p_len, budget)
+                draft = np.where(dec > 0, spec.draft_forwards * (one + eff.draft_step_overhead_s), 0.0)
+                if spec.method not in ("ngram", "medusa"):  # the draft reads the prompts too
+                    pre = _mixed_forward(plans.draft, np.zeros_like(n), 1.0, 0.0, n, p_len, budget)
+                    draft = draft + np.where(n > 0, pre - plans.draft.overhead_s, 0.0)
+            draft = draft + np.where(dec > 0, eff.spec_overhead_s + dec * eff.spec_overhead_per_seq_s, 0.0)
+        t = verify + draft
+        m = b.size
+        t_lo, t_hi = t[:m], t[m:]
         mean = (1.0 - frac) * t_lo + frac * t_hi
         prefill_step = np.where(lo >= 1, t_lo, t_hi)  # a step that carries at least one prompt
         e2e = prefill_step + (o_len - 1.0) / y * mean
         tput = b * o_len / e2e
-        return mean, (1.0 - frac) * d_lo + frac * d_hi, (1.0 - frac) * v_lo + frac * v_hi, tput
+        return (mean, (1.0 - frac) * draft[:m] + frac * draft[m:], (1.0 - frac) * verify[:m] + frac * verify[m:],
+                tput)
 
     off, _, _, tput_off = arm(1.0, 1.0, False)
     on, draft, verify, tput_on = arm(spec.tau, spec.verify_width, True)
@@ -191,6 +192,20 @@ def find_crossings(sc: Scenario, b_max: float, plans: Plans | None = None, grid:
     fhi = speedup(sc, hi, plans) - 1.0
     root = lo - flo * (hi - lo) / np.where(fhi != flo, fhi - flo, 1.0)  # final secant step
     return [Crossing(float(r), "down" if fl > 0 else "up") for r, fl in zip(root, flo)]
+
+
+def crossing_between_levels(loads, ratios) -> float | None:
+    """First load where a measured or simulated ratio passes through 1, interpolated linearly in
+    log(load) between the two bracketing levels; None when no pair of levels brackets 1."""
+    x = np.asarray(loads, float)
+    r = np.asarray(ratios, float) - 1.0
+    for i in range(len(r)):
+        if r[i] == 0:
+            return float(x[i])
+        if i + 1 < len(r) and np.sign(r[i]) != np.sign(r[i + 1]) and r[i + 1] != 0:
+            lx = np.log(x[i]) + (np.log(x[i + 1]) - np.log(x[i])) * r[i] / (r[i] - r[i + 1])
+            return float(np.exp(lx))
+    return None
 
 
 @dataclass

@@ -101,3 +101,34 @@ def plot_simulation(res, inputs: dict[str, Any], path: str) -> None:
     fig.suptitle(title, fontsize=10)
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_measured(table, scenario, path: str) -> None:
+    """Measured on/off points, over the predicted curves when a scenario is given."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for arm, color in (("off", "tab:blue"), ("on", "tab:orange")):
+        pts = table.arm(arm)
+        ax.plot([p.load for p in pts], [p.output_throughput for p in pts], "o", color=color,
+                label=f"measured, speculation {arm}")
+    title = f"measured sweep ({table.load_axis})"
+    if scenario is not None and table.load_axis != "request_rate":
+        from .curves import evaluate
+
+        sc, inputs = scenario
+        loads = [p.load for p in table.points]
+        xs = np.geomspace(max(min(loads), 1.0), max(loads), 100)
+        c = evaluate(sc, xs)
+        ax.plot(xs, c.tokens_per_s_off, "-", color="tab:blue", alpha=0.6, label="predicted, off")
+        ax.plot(xs, c.tokens_per_s_on, "-", color="tab:orange", alpha=0.6, label="predicted, on")
+        title = _title(inputs) + "\n" + title
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(table.load_axis.replace("_", " "))
+    ax.set_ylabel("output tokens/s")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title, fontsize=10)
+    _save(fig, path)
+    plt.close(fig)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .curves import Prediction
 
 
@@ -180,4 +182,117 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
                      f"speculation stayed {side} ({metric})")
     else:
         lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1)")
+    return "\n".join(lines)
+
+
+def _measured_ratio(table, off, on) -> float:
+    """Speedup of one measured level: output throughput on/off; mean e2e latency off/on for request rates."""
+    if table.load_axis == "request_rate" and off.metrics.get("mean_e2el_ms") and on.metrics.get("mean_e2el_ms"):
+        return off.metrics["mean_e2el_ms"] / on.metrics["mean_e2el_ms"]
+    return on.output_throughput / off.output_throughput
+
+
+def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], float | None, str | None]:
+    """(load, off, on, speedup) per level, the interpolated crossover, and the side when not bracketed."""
+    from .curves import crossing_between_levels
+
+    rows = [(load, off, on, _measured_ratio(table, off, on)) for load, off, on in table.pairs()]
+    cross = crossing_between_levels([r[0] for r in rows], [r[3] for r in rows])
+    side = None if cross is not None else ("on" if rows[0][3] > 1 else "off")
+    return rows, cross, side
+
+
+def measured_dict(table, checks) -> dict[str, Any]:
+    """The JSON contract of `crossover measured --json`."""
+    rows, cross, side = measured_summary(table)
+    points = []
+    for load, off, on, ratio in rows:
+        points.append({
+            "level": load, "off_output_throughput": off.output_throughput, "on_output_throughput": on.output_throughput,
+            "speedup": round(ratio, 4), "on_acceptance_length": on.acceptance_length,
+            "off_median_tpot_ms": off.metrics.get("median_tpot_ms"), "on_median_tpot_ms": on.metrics.get("median_tpot_ms"),
+        })
+    out: dict[str, Any] = {
+        "load_axis": table.load_axis,
+        "speedup_metric": "mean_e2el_ms off/on" if table.load_axis == "request_rate" else "output_throughput on/off",
+        "points": points,
+        "crossover": None if cross is None else round(cross, 4),
+        "bracketed": cross is not None,
+        "side": side,
+    }
+    if checks:
+        out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
+                           "fraction_of_bound": round(c.fraction, 4), "beats_physics": c.beats_physics,
+                           "source": c.source} for c in checks]
+    return out
+
+
+def measured_table(table, checks, causes) -> str:
+    """The measured on/off table, the crossover and the physics check."""
+    rows, cross, side = measured_summary(table)
+    axis = table.load_axis
+    lines = [f"{'level':>9} ({axis}) | {'off tok/s':>10} {'on tok/s':>10} {'speedup':>8} | {'TPOT p50 off':>12} "
+             f"{'on':>8} | {'tau':>5}"]
+    for load, off, on, ratio in rows:
+        tp_off, tp_on = off.metrics.get("median_tpot_ms"), on.metrics.get("median_tpot_ms")
+        fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
+        tau = f"{on.acceptance_length:.2f}" if on.acceptance_length else "-"
+        lines.append(f"{load:>9g} {'':>{len(axis) + 2}} | {off.output_throughput:>10.1f} {on.output_throughput:>10.1f} "
+                     f"{ratio:>8.3f} | {fmt(tp_off):>12} {fmt(tp_on):>8} | {tau:>5}")
+    lines.append("")
+    if cross is None:
+        lines.append(f"crossover: not bracketed by the measured levels; speculation stayed "
+                     f"{'faster' if side == 'on' else 'slower'}")
+    else:
+        lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
+    if checks:
+        lines.append("")
+        lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")
+        for c in checks:
+            flag = "  BEATS PHYSICS" if c.beats_physics else ""
+            lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / {c.bound:>10.1f} tok/s = "
+                         f"{c.fraction:6.1%}{flag}")
+        if any(c.beats_physics for c in checks):
+            lines.append("  likely causes: " + "; ".join(causes))
+    return "\n".join(lines)
+
+
+def calibration_dict(fit) -> dict[str, Any]:
+    """The JSON contract of `crossover calibrate --json` (inputs added by the caller)."""
+    return {
+        "parameters": fit.parameters(),
+        "fixed": fit.fixed,
+        "load_axis": fit.load_axis,
+        "crossover": None if fit.crossover is None else round(fit.crossover, 4),
+        # null ends: no crossover in that share of the bootstrap refits
+        "crossover_interval": None if fit.crossover_interval is None else [
+            None if not np.isfinite(x) else round(x, 4) for x in fit.crossover_interval],
+        "residuals": fit.residuals,
+    }
+
+
+def calibration_table(fit, inputs: dict[str, Any]) -> str:
+    """Fitted values with uncertainties, per-point residuals, and the crossover with its interval."""
+    lines = [f"calibrated {inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} "
+             f"k={inputs['k']} ({fit.load_axis} sweep, {len(fit.residuals)} levels)", "",
+             f"{'parameter':<24} {'value':>10} {'stderr':>10}"]
+    for name, p in fit.parameters().items():
+        note = "  (at its bound: the data push it there)" if p["at_bound"] else ""
+        lines.append(f"{name:<24} {p['value']:>10.4g} {p['stderr']:>10.2g}{note}")
+    for name, v in fit.fixed.items():
+        lines.append(f"{name:<24} {v:>10.4g} {'(fixed)':>10}")
+    lines += ["", f"{'level':>8} | {'off measured':>12} {'predicted':>10} {'ln':>7} | {'on measured':>12} "
+                  f"{'predicted':>10} {'ln':>7}"]
+    for r in fit.residuals:
+        off, on = r["tokens_per_s_off"], r["tokens_per_s_on"]
+        lines.append(f"{r[fit.load_axis]:>8g} | {off['measured']:>12.1f} {off['predicted']:>10.1f} "
+                     f"{off['ln_ratio']:>+7.3f} | {on['measured']:>12.1f} {on['predicted']:>10.1f} {on['ln_ratio']:>+7.3f}")
+    lines.append("")
+    if fit.crossover is None:
+        lines.append("crossover: none within twice the largest measured level")
+    else:
+        iv = fit.crossover_interval
+        band = "" if iv is None else (f" (90% bootstrap interval {iv[0]:.1f} - "
+                                      f"{f'{iv[1]:.1f}' if np.isfinite(iv[1]) else 'no crossover'})")
+        lines.append(f"crossover: {fit.load_axis} {fit.crossover:.1f}{band}")
     return "\n".join(lines)

@@ -122,9 +122,28 @@ def _linear_dtype(model: Model, weight_dtype: str, part: Literal["dense", "exper
     return weight_dtype
 
 
+_OPS: dict[tuple, tuple[Model, list[Op]]] = {}
+
+
 def model_ops(model: Model, weight_dtype: str | None = None, tp: int = 1, layers: float | None = None,
               lm_head_vocab: int | None = None, include_lm_head: bool = True) -> list[Op]:
-    """The op list of `model` (optionally a subset of `layers` layers, or another LM-head vocab)."""
+    """The op list of `model` (optionally a subset of `layers` layers, or another LM-head vocab).
+
+    Memoised per (immutable) model and arguments: the list depends on nothing else.
+    """
+    key = (id(model), weight_dtype, tp, layers, lm_head_vocab, include_lm_head)
+    hit = _OPS.get(key)
+    if hit is not None and hit[0] is model:
+        return list(hit[1])
+    if len(_OPS) > 512:
+        _OPS.clear()
+    ops = _model_ops(model, weight_dtype, tp, layers, lm_head_vocab, include_lm_head)
+    _OPS[key] = (model, ops)
+    return list(ops)
+
+
+def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | None,
+               lm_head_vocab: int | None, include_lm_head: bool) -> list[Op]:
     wd = weight_dtype or model.weight_dtype
     dd = _linear_dtype(model, wd, "dense")
     h, nq, nkv, hd = model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.hd
@@ -374,22 +393,26 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
     n = len(rows)
     z = lambda: np.zeros(n)  # noqa: E731
     wb, eb, ne, tk, ab, fpt, kva, kvw, fqa = z(), z(), np.ones(n), np.ones(n), z(), z(), z(), z(), z()
-    win, bw, rate = np.full(n, np.inf), np.full(n, dep.bandwidth), np.full(n, dep.flops)
+    main_rate, main_dtype, kv_bw, kv_bytes = dep.flops, dep.compute_dtype, dep.kv_bandwidth, dep.kv_bytes
+    win, bw, rate = np.full(n, np.inf), np.full(n, dep.bandwidth), np.full(n, main_rate)
     # Fraction of peak reached, applied to other dtypes' peaks too (e.g. a bf16 LM head in an fp8 model).
-    flops_frac = dep.flops / dep.hardware.peak_flops(dep.compute_dtype)
+    flops_frac = main_rate / dep.hardware.peak_flops(main_dtype)
+    rates = {main_dtype: main_rate}
     for i, op in enumerate(rows):
         cdt = COMPUTE_DTYPE[op.dtype]
-        rate[i] = dep.flops if cdt == dep.compute_dtype else dep.hardware.peak_flops(cdt) * flops_frac
+        if cdt not in rates:
+            rates[cdt] = dep.hardware.peak_flops(cdt) * flops_frac
+        rate[i] = rates[cdt]
         if op.kind == "attention":
             if op.kv_sharded and op.kv_heads:  # GQA: KV heads split over ranks, replicated when fewer than tp
                 share = max(op.kv_heads / tp, 1.0) / op.kv_heads
             else:
                 share = 1.0 / tp if op.kv_sharded else 1.0
-            kva[i] = op.count * op.kv_elems * share * dep.kv_bytes
+            kva[i] = op.count * op.kv_elems * share * kv_bytes
             kvw[i] = kva[i]
             fqa[i] = op.count * 2.0 * (op.heads / tp) * op.score_dim
             win[i] = np.inf if op.window is None else op.window
-            bw[i] = dep.kv_bandwidth
+            bw[i] = kv_bw
             continue
         shard = tp if op.sharded else 1
         wbytes = DTYPE_BYTES[op.dtype]

@@ -232,10 +232,21 @@ class Speculation:
         return one.scaled(n, target.efficiency.draft_step_overhead_s)
 
 
+_HEAD_LAYERS: dict[int, tuple[Model, Model]] = {}
+
+
 def _dense_layer(m: Model) -> Model:
-    """The EAGLE head's decoder layer: the target's attention shape with a dense MLP of its width."""
-    return m.model_copy(update={"moe": None, "mla": None, "sliding_window": None, "num_hidden_layers": 1,
-                                "intermediate_size": m.intermediate_size})
+    """The EAGLE head's decoder layer: the target's attention shape with a dense MLP of its width
+    (memoised per target, so its op list is too)."""
+    hit = _HEAD_LAYERS.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    layer = m.model_copy(update={"moe": None, "mla": None, "sliding_window": None, "num_hidden_layers": 1,
+                                 "intermediate_size": m.intermediate_size})
+    if len(_HEAD_LAYERS) > 128:
+        _HEAD_LAYERS.clear()
+    _HEAD_LAYERS[id(m)] = (m, layer)
+    return layer
 
 
 @dataclass

@@ -104,6 +104,19 @@ class MeasuredTable:
                     f"{p.load_axis}; read them separately or force one axis with load_axis")
         return first.load_axis
 
+    def mean_lengths(self) -> tuple[float | None, float | None]:
+        """Mean prompt and output length in tokens over all points that record them (per completed request)."""
+        out: list[float | None] = []
+        for key in ("total_input_tokens", "total_output_tokens"):
+            tokens = requests = 0.0
+            for p in self.points:
+                total, completed = p.metrics.get(key), p.metrics.get("completed")
+                if total is not None and completed:
+                    tokens += total
+                    requests += completed
+            out.append(tokens / requests if requests else None)
+        return out[0], out[1]
+
     def pairs(self) -> list[tuple[float, MeasuredPoint, MeasuredPoint]]:
         """(load, off point, on point) at every load measured in both arms, by increasing load."""
         self.load_axis  # noqa: B018 - raises when the axes differ
@@ -117,10 +130,12 @@ class MeasuredTable:
         return out
 
     def _one_per_load(self, name: str) -> list[MeasuredPoint]:
-        pts = self.arm(name)
-        for a, b in zip(pts, pts[1:]):
-            if same_load(a.load, b.load):
-                raise CrossoverError(
-                    f"{a.source} and {b.source} are both '{name}' at {a.load_axis} {a.load:g}; pairs() needs "
-                    f"one run per load and arm (use arm('{name}') to see repeated runs)")
-        return pts
+        """One point per load: repeated runs at a load (e.g. `vllm bench sweep`'s three) are
+        represented by the run with the median output throughput, so one outlier cannot move it."""
+        groups: list[list[MeasuredPoint]] = []
+        for p in self.arm(name):
+            if groups and same_load(groups[-1][0].load, p.load):
+                groups[-1].append(p)
+            else:
+                groups.append([p])
+        return [sorted(g, key=lambda q: q.output_throughput)[(len(g) - 1) // 2] for g in groups]

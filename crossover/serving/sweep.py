@@ -8,7 +8,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..curves import Scenario
+from ..curves import Scenario, crossing_between_levels
 from ..errors import CrossoverError
 from ..workload import Workload
 from .engine import EngineLimits, kv_capacity_tokens
@@ -53,17 +53,7 @@ class SweepResult:
     @property
     def crossover(self) -> float | None:
         """First load where the speedup passes through 1, interpolated in log(load) between levels."""
-        r = self.ratios - 1.0
-        x = np.array([lv.value for lv in self.levels])
-        for i in range(len(r) - 1):
-            if r[i] == 0:
-                return float(x[i])
-            if np.sign(r[i]) != np.sign(r[i + 1]) and r[i + 1] != 0:
-                lx = np.log(x[i]) + (np.log(x[i + 1]) - np.log(x[i])) * r[i] / (r[i] - r[i + 1])
-                return float(np.exp(lx))
-        if len(r) and r[-1] == 0:
-            return float(x[-1])
-        return None
+        return crossing_between_levels([lv.value for lv in self.levels], self.ratios)
 
     @property
     def side(self) -> str | None:

@@ -1,0 +1,18 @@
+"""Measured sweeps (vLLM bench serve JSON, SGLang bench_serving JSONL, CSV) read into one table.
+
+Imports only crossover.errors and the standard library: nothing here knows about the model.
+"""
+
+from .acceptance import parse_prometheus, parse_spec_decode_log, read_acceptance
+from .readers import read_file, read_measurements
+from .table import MeasuredPoint, MeasuredTable
+
+__all__ = [
+    "MeasuredPoint",
+    "MeasuredTable",
+    "parse_prometheus",
+    "parse_spec_decode_log",
+    "read_acceptance",
+    "read_file",
+    "read_measurements",
+]

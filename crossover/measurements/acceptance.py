@@ -1,0 +1,222 @@
+"""Acceptance as vLLM reports it outside the bench JSON: SpecDecoding log lines and Prometheus counters.
+
+Both parsers return the same keys: acceptance_length (tau, bonus token included), acceptance_rate
+(accepted / drafted tokens, a fraction), per_position (fractions), accepted and drafted (token counts),
+num_drafts (verify steps with a draft) and k (draft tokens per step), each None when not reported.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from ..errors import CrossoverError
+
+# Log lines: V1 "SpecDecoding metrics: ..." (three versions) and V0 "Speculative metrics: ...".
+_LOG_LINE = re.compile(r"(SpecDecoding metrics|Speculative metrics):(.*)")
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf)"
+_FIELDS = {
+    "length": re.compile(r"Mean acceptance length:\s*" + _NUM),
+    "accepted": re.compile(r"\bAccepted:\s*(\d+)"),
+    "drafted": re.compile(r"\bDrafted:\s*(\d+)"),
+    "per_position": re.compile(r"Per-position acceptance rate:\s*((?:" + _NUM + r"\s*,?\s*)+)"),
+    "v0_k": re.compile(r"Number of speculative tokens:\s*(\d+)"),
+    "v0_accepted": re.compile(r"Number of accepted tokens:\s*(\d+)"),
+    "v0_drafted": re.compile(r"Number of draft tokens:\s*(\d+)"),
+    "v0_emitted": re.compile(r"Number of emitted tokens:\s*(\d+)"),
+}
+
+_PROM_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?\s*$")
+_PROM_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_PROM_PREFIX = re.compile(r"^vllm[:_]spec_decode_")
+
+
+def _empty() -> dict:
+    return {"acceptance_length": None, "acceptance_rate": None, "per_position": None, "accepted": None,
+            "drafted": None, "num_drafts": None, "k": None}
+
+
+def parse_spec_decode_log(text: str, origin: str = "log") -> dict:
+    """Acceptance over every vLLM SpecDecoding / Speculative metrics line in `text` (all four formats).
+
+    Counts are summed over lines and the rate recomputed from the sums. The mean acceptance length
+    is the logged per-line value averaged with weights = drafts in that line (drafted tokens / k,
+    k = positions listed, or V0's "Number of speculative tokens"); V0 lines give tau = emitted * k /
+    drafted. Per-position rates are averaged the same way over the lines that list them (a line
+    with fewer positions counts 0 at the missing ones). V0 counts every matching draft token as
+    accepted, not only the accepted prefix, so its rate reads higher than V1's for the same drafts.
+    """
+    accepted = drafted = 0
+    n_lines = 0
+    len_sum = len_weight = 0.0
+    pos_sums: list[float] = []
+    pos_weight = 0.0
+    ks: set[int] = set()
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = _LOG_LINE.search(line)
+        if not m:
+            continue
+        body = m.group(2)
+        f = {name: rx.search(body) for name, rx in _FIELDS.items()}
+        v0 = m.group(1) == "Speculative metrics"
+        acc_m, dr_m = (f["v0_accepted"], f["v0_drafted"]) if v0 else (f["accepted"], f["drafted"])
+        if acc_m is None or dr_m is None:
+            want = "'Number of accepted tokens' and 'Number of draft tokens'" if v0 else "'Accepted' and 'Drafted'"
+            raise CrossoverError(f"{origin}:{lineno}: a {m.group(1)} line without {want} counts")
+        n_acc, n_dr = int(acc_m.group(1)), int(dr_m.group(1))
+        n_lines += 1
+        accepted += n_acc
+        drafted += n_dr
+        per_pos = None
+        if f["per_position"] is not None:
+            per_pos = [float(x) for x in re.split(r"\s*,\s*", f["per_position"].group(1).strip(" ,")) if x]
+        k = len(per_pos) if per_pos else None
+        if v0 and f["v0_k"] is not None:
+            k = int(f["v0_k"].group(1))
+        if k:
+            ks.add(k)
+        weight = n_dr / k if k else float(n_dr)  # drafts in this line (drafted tokens if k unknown)
+        length = None
+        if f["length"] is not None:
+            length = float(f["length"].group(1))
+        elif v0 and f["v0_emitted"] is not None and k and n_dr:
+            length = int(f["v0_emitted"].group(1)) * k / n_dr
+        if length is not None and math.isfinite(length) and weight > 0:
+            len_sum += weight * length
+            len_weight += weight
+        if per_pos and weight > 0:
+            if len(per_pos) > len(pos_sums):
+                pos_sums += [0.0] * (len(per_pos) - len(pos_sums))
+            for i, p in enumerate(per_pos):
+                pos_sums[i] += weight * p
+            pos_weight += weight
+    if n_lines == 0:
+        raise CrossoverError(f"{origin}: no vLLM 'SpecDecoding metrics' or 'Speculative metrics' lines found")
+    out = _empty()
+    out.update(
+        accepted=accepted, drafted=drafted, lines=n_lines,
+        acceptance_rate=accepted / drafted if drafted else None,
+        acceptance_length=len_sum / len_weight if len_weight else None,
+        per_position=tuple(s / pos_weight for s in pos_sums) if pos_weight else None,
+        k=ks.pop() if len(ks) == 1 else None,
+    )
+    return out
+
+
+def _prom_samples(text: str, origin: str) -> list[tuple[str, dict[str, str], float, int]]:
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        m = _PROM_LINE.match(s)
+        if not m or not _PROM_PREFIX.match(m.group(1)):
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            raise CrossoverError(f"{origin}:{lineno}: {m.group(1)} has a value that is not a number: "
+                                 f"{m.group(3)!r}") from None
+        labels = dict(_PROM_LABEL.findall(m.group(2) or ""))
+        name = "vllm:" + _PROM_PREFIX.sub("spec_decode_", m.group(1))
+        out.append((name, labels, value, lineno))
+    return out
+
+
+def _count(x: float) -> int | float:
+    return int(x) if math.isfinite(x) and x == int(x) else x
+
+
+def parse_prometheus(text: str, origin: str = "metrics", model_name: str | None = None) -> dict:
+    """Acceptance from one scrape of vLLM's /metrics: vllm:spec_decode_* counters summed over engines.
+
+    V1: rate = accepted / draft tokens, tau = 1 + accepted / drafts, per-position = accepted at each
+    position / drafts, k = number of positions. V0 (no drafts counter): the rate from the counters
+    (else the draft_acceptance_rate gauge); k and tau from the efficiency gauge, which is
+    emitted / (drafts x (k+1)) with drafts = draft tokens / k, when that gives a whole k.
+    Counters run from server start: subtract a scrape taken before the run for per-run values.
+    """
+    samples = _prom_samples(text, origin)
+    models = sorted({lab["model_name"] for _, lab, _, _ in samples if "model_name" in lab})
+    if model_name is not None:
+        samples = [s for s in samples if s[1].get("model_name") == model_name]
+        if not samples:
+            raise CrossoverError(f"{origin}: no vllm:spec_decode_* metrics for model_name {model_name!r}")
+    elif len(models) > 1:
+        raise CrossoverError(f"{origin}: vllm:spec_decode_* metrics for several models "
+                             f"({', '.join(models)}); pick one with model_name")
+    if not samples:
+        raise CrossoverError(f"{origin}: no vllm:spec_decode_* Prometheus metrics found")
+    totals: dict[str, float] = {}
+    gauges: dict[str, list[float]] = {}
+    per_pos: dict[int, float] = {}
+    for name, labels, value, lineno in samples:
+        base = name[: -len("_total")] if name.endswith("_total") else name
+        if base == "vllm:spec_decode_num_accepted_tokens_per_pos":
+            if "position" not in labels or not labels["position"].isdigit():
+                raise CrossoverError(f"{origin}:{lineno}: {name} without a numeric position label")
+            pos = int(labels["position"])
+            per_pos[pos] = per_pos.get(pos, 0.0) + value
+        elif base in ("vllm:spec_decode_draft_acceptance_rate", "vllm:spec_decode_efficiency"):
+            gauges.setdefault(base, []).append(value)
+        else:
+            totals[base] = totals.get(base, 0.0) + value
+    drafts = totals.get("vllm:spec_decode_num_drafts")
+    drafted = totals.get("vllm:spec_decode_num_draft_tokens")
+    accepted = totals.get("vllm:spec_decode_num_accepted_tokens")
+    emitted = totals.get("vllm:spec_decode_num_emitted_tokens")
+    out = _empty()
+    out.update(
+        accepted=_count(accepted) if accepted is not None else None,
+        drafted=_count(drafted) if drafted is not None else None,
+        num_drafts=_count(drafts) if drafts is not None else None,
+        emitted=_count(emitted) if emitted is not None else None,
+    )
+    if accepted is not None and drafted:
+        out["acceptance_rate"] = accepted / drafted
+    elif gauges.get("vllm:spec_decode_draft_acceptance_rate"):
+        vals = [v for v in gauges["vllm:spec_decode_draft_acceptance_rate"] if math.isfinite(v)]
+        out["acceptance_rate"] = sum(vals) / len(vals) if vals else None
+    if drafts:
+        if accepted is not None:
+            out["acceptance_length"] = 1 + accepted / drafts
+        if per_pos:
+            k = max(per_pos) + 1
+            out["per_position"] = tuple(per_pos.get(i, 0.0) / drafts for i in range(k))
+            out["k"] = k
+        elif drafted:
+            ratio = drafted / drafts
+            out["k"] = round(ratio) if abs(ratio - round(ratio)) < 1e-9 else None
+    elif emitted is not None and drafted and len(gauges.get("vllm:spec_decode_efficiency", [])) == 1:
+        eff = gauges["vllm:spec_decode_efficiency"][0]
+        denom = emitted - eff * drafted
+        if math.isfinite(eff) and eff > 0 and denom > 0:
+            k_est = eff * drafted / denom
+            if round(k_est) >= 1 and abs(k_est - round(k_est)) < 0.05:
+                k = round(k_est)
+                out["k"] = k
+                out["num_drafts"] = _count(drafted / k)
+                out["acceptance_length"] = emitted * k / drafted
+    if gauges.get("vllm:spec_decode_efficiency"):
+        out["system_efficiency"] = gauges["vllm:spec_decode_efficiency"][0]
+    return out
+
+
+def read_acceptance(path: str | Path) -> dict:
+    """Acceptance from a vLLM server log or a Prometheus /metrics scrape, picked by content."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise CrossoverError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CrossoverError(f"{path}: is a directory; expected a vLLM log or a /metrics scrape") from None
+    except OSError as exc:
+        raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
+    if any(_PROM_PREFIX.match(line.strip()) for line in text.splitlines()):
+        return parse_prometheus(text, origin=str(path))
+    if _LOG_LINE.search(text):
+        return parse_spec_decode_log(text, origin=str(path))
+    raise CrossoverError(f"{path}: neither a vLLM log with SpecDecoding metrics lines nor a Prometheus scrape "
+                         f"with vllm:spec_decode_* metrics")

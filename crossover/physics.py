@@ -1,0 +1,58 @@
+"""Check measured points against what physics allows: the roofline at 100% of peak, no overhead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .curves import Scenario, evaluate
+from .speculation import Acceptance, Speculation
+from .specs.deployment import Efficiency
+
+LIKELY_CAUSES = ("prefix caching (prompts' KV reused, so prefill and KV reads are skipped)",
+                 "a different model, TP degree or GPU than the one checked",
+                 "wrong units (total tokens/s read as output tokens/s, or tokens/s per GPU x GPUs)",
+                 "speculation actually on in a file marked off")
+
+
+@dataclass
+class BoundCheck:
+    """One measured point against its speed-of-light bound."""
+
+    arm: str
+    load: float
+    measured: float  # output tokens/s
+    bound: float  # output tokens/s at 100% of peak bandwidth and FLOP/s, no overhead
+    source: str = ""
+
+    @property
+    def fraction(self) -> float:
+        """measured / bound: how much of the physical limit the point reached."""
+        return self.measured / self.bound
+
+    @property
+    def beats_physics(self) -> bool:
+        """True when the measurement is faster than the hardware allows."""
+        return self.measured > self.bound
+
+
+def speed_of_light(sc: Scenario, tau_bound: float | None = None) -> Scenario:
+    """The scenario at 100% of peak with no overheads; with speculation at its most generous tau."""
+    dep = sc.deployment.model_copy(update={"efficiency": Efficiency.speed_of_light()})
+    spec = sc.speculation
+    tau = tau_bound if tau_bound is not None else spec.k + 1 - 1e-9
+    best = Speculation(spec.method, spec.k, Acceptance.mean_length(min(tau, spec.k + 1 - 1e-9)), spec.draft,
+                       spec.draft_tp, spec.draft_vocab, spec.draft_kv_budget)
+    # Pure decode at the prompt length: the least work any request of the sweep can need.
+    ctx = sc.prompt_len if sc.prompt_len is not None else sc.context
+    return Scenario(dep, best, float(ctx))
+
+
+def check(sc: Scenario, points) -> list[BoundCheck]:
+    """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length)."""
+    out = []
+    for p in points:
+        sol = speed_of_light(sc, p.acceptance_length if p.arm == "on" and p.acceptance_length else None)
+        c = evaluate(sol, [p.load])
+        bound = float(c.tokens_per_s_on[0] if p.arm == "on" else c.tokens_per_s_off[0])
+        out.append(BoundCheck(p.arm, p.load, p.output_throughput, bound, p.source))
+    return out

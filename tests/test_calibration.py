@@ -1,0 +1,136 @@
+"""Calibration recovers known parameters; the physics check flags impossible points; CLI verbs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, run_cli
+from crossover.calibration import Observation, apply, calibrate, load_calibration
+from crossover.curves import Scenario, evaluate
+from crossover.errors import CrossoverError
+from crossover.physics import check
+from crossover.speculation import Acceptance, Speculation
+from crossover.specs import Deployment, load_hardware, load_model
+
+MEASURED = FIXTURES / "measured"
+LEVELS = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192]
+
+
+def truth_scenario(alpha=0.65):
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
+    dep = dep.with_efficiency(bandwidth_fraction=0.7, flops_fraction=0.6, step_overhead_s=2e-3,
+                              draft_step_overhead_s=0.3e-3)
+    return Scenario(dep, Speculation("eagle", 3, Acceptance.rate(alpha)), 1088, 1024, 128)
+
+
+def synthetic(sc, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    c = evaluate(sc, LEVELS)
+    jit = lambda: float(np.exp(rng.normal(0, noise))) if noise else 1.0  # noqa: E731
+    return [Observation(b, float(c.tokens_per_s_off[i]) * jit(), float(c.tokens_per_s_on[i]) * jit())
+            for i, b in enumerate(LEVELS)]
+
+
+def default_scenario(truth):
+    dep = Deployment(model=truth.deployment.model, hardware=truth.deployment.hardware, tp=1)
+    return Scenario(dep, Speculation("eagle", 3, Acceptance.rate(0.5)), 1088, 1024, 128)
+
+
+def test_calibration_recovers_the_parameters_of_a_synthetic_sweep():
+    truth = truth_scenario()
+    fit = calibrate(default_scenario(truth), synthetic(truth), fit_acceptance=True, bootstrap=0)
+    p = {n: v["value"] for n, v in fit.parameters().items()}
+    assert p["acceptance"] == pytest.approx(0.65, abs=0.02)
+    assert p["bandwidth_fraction"] == pytest.approx(0.7, rel=0.05)
+    assert p["step_overhead_ms"] == pytest.approx(2.0, abs=0.3)
+    for r in fit.residuals:
+        assert abs(r["tokens_per_s_off"]["ln_ratio"]) < 0.01 and abs(r["tokens_per_s_on"]["ln_ratio"]) < 0.01
+
+
+def test_crossover_with_bootstrap_interval_brackets_the_truth():
+    truth = truth_scenario(alpha=0.55)
+    true_cross = __import__("crossover.curves", fromlist=["x"]).find_crossings(truth, 400)[0].batch
+    fit = calibrate(default_scenario(truth), synthetic(truth, noise=0.03), fit_acceptance=True, bootstrap=40)
+    lo, hi = fit.crossover_interval
+    assert lo <= fit.crossover <= hi
+    assert fit.crossover == pytest.approx(true_cross, rel=0.25)
+    assert all(e >= 0 for e in fit.stderr)
+
+
+def test_apply_and_saved_calibration_round_trip(tmp_path):
+    truth = truth_scenario()
+    fit = calibrate(default_scenario(truth), synthetic(truth), fit_acceptance=True, bootstrap=0)
+    import yaml
+
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump(fit.to_yaml_dict()))
+    loaded = load_calibration(path)
+    assert loaded["acceptance"] == pytest.approx(fit.parameters()["acceptance"]["value"])
+    s = apply(default_scenario(truth), list(loaded), np.array(list(loaded.values())))
+    assert s.deployment.efficiency.step_overhead_s == pytest.approx(loaded["step_overhead_ms"] / 1e3)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("crossover_calibration: 1\nparameters: {bandwidth_fraction: {value: 3}}\n")
+    with pytest.raises(CrossoverError, match="outside"):
+        load_calibration(bad)
+    with pytest.raises(CrossoverError, match="not a crossover calibration"):
+        load_calibration(tmp_path / "cal.yaml" if False else _write(tmp_path / "x.yaml", "a: 1\n"))
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_physics_check_flags_points_that_beat_the_roofline():
+    sc = truth_scenario()
+
+    class P:
+        def __init__(self, arm, load, tput):
+            self.arm, self.load, self.output_throughput, self.acceptance_length, self.source = arm, load, tput, None, "x"
+
+    checks = check(sc, [P("off", 1, 100.0), P("off", 1, 500.0)])
+    # batch-1 decode of an 8B bf16 model on an H100 cannot beat ~3.35e12 / 15e9 = 223 tokens/s
+    assert 200 < checks[0].bound < 240
+    assert not checks[0].beats_physics and checks[1].beats_physics
+    assert checks[0].fraction == pytest.approx(100.0 / checks[0].bound)
+
+
+def test_measured_and_calibrate_cli(tmp_path):
+    base = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3"]
+    m = run_cli("measured", "--files", str(MEASURED / "sweep.csv"), "--json")
+    assert m.returncode == 0, m.stderr
+    d = json.loads(m.stdout)
+    assert d["load_axis"] == "concurrency" and d["bracketed"] is True and 32 < d["crossover"] < 128
+    assert [p["level"] for p in d["points"]] == [1, 8, 32, 128]
+    out = tmp_path / "cal.yaml"
+    c = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *base,
+                "--out", str(out), "--json", "--bootstrap", "20")
+    assert c.returncode == 0, c.stderr
+    cal = json.loads(c.stdout)
+    assert set(cal["parameters"]) >= {"bandwidth_fraction", "flops_fraction", "step_overhead_ms"}
+    assert "acceptance" not in cal["parameters"]  # the files report the acceptance length: not fitted
+    assert all(set(v) >= {"value", "stderr"} for v in cal["parameters"].values())
+    assert len(cal["residuals"]) == 3 and "crossover_interval" in cal
+    assert out.exists()
+    again = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *base,
+                    "--out", str(out))
+    assert again.returncode == 2 and "never overwritten" in again.stderr
+    p = run_cli("predict", "--model", "llama-3.1-8b", "--calibration", str(out), "--json")
+    assert p.returncode == 0, p.stderr
+    eff = json.loads(p.stdout)["inputs"]["efficiency"]
+    assert eff["bandwidth_fraction"] == pytest.approx(cal["parameters"]["bandwidth_fraction"]["value"])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["measured", "--on", "nope.json", "--off", "nope2.json"], "no such file"),
+    (["measured", "--on", str(MEASURED / "vllm_on")], "--off"),
+    (["measured", "--on", str(MEASURED / "broken")], "--off"),
+    (["calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_on")], "spec_decode"),
+])
+def test_measured_bad_input_is_one_line_exit_2(args, needle):
+    r = run_cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and needle in r.stderr and "Traceback" not in r.stderr
