@@ -5,6 +5,7 @@ Imports only crossover.errors and the standard library: nothing here knows about
 
 from .acceptance import parse_prometheus, parse_spec_decode_log, read_acceptance
 from .readers import read_file, read_measurements
+from .step_times import StepTime, read_step_times
 from .table import MeasuredPoint, MeasuredTable
 
 __all__ = [
@@ -15,4 +16,6 @@ __all__ = [
     "read_acceptance",
     "read_file",
     "read_measurements",
+    "read_step_times",
+    "StepTime",
 ]
