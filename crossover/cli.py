@@ -84,6 +84,7 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     a.add_argument("--tau", help="mean tokens per step, bonus included, as engines report it")
     a.add_argument("--acceptance-per-position", help="per-position acceptance rates as engines print them, e.g. 0.8,0.6,0.45")
     s.add_argument("--match-rate", help="ngram: share of steps whose context holds a match (default 1)")
+    s.add_argument("--tree", help="draft tree: DEPTHxBRANCHING (3x4) or nodes per depth (4,4,2); sets k = depth")
     e = p.add_argument_group("efficiency (documented defaults; see README)")
     e.add_argument("--bandwidth-fraction", help="achieved fraction of peak memory bandwidth")
     e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
@@ -129,6 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="one JSON object on stdout")
     out.add_argument("--csv", help="write one row per level and arm to this file")
     sm.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and latency against load")
+    po = sub.add_parser("policy", help="the best k at each batch, as a schedule and engine configs")
+    _add_scenario_flags(po)
+    po.add_argument("--k-max", default="8", help="largest k considered (default 8)")
+    po.add_argument("--batch-max", help="schedule up to this batch (default: the memory limit, at most 1024)")
+    po.add_argument("--prompt-len", help="mean prompt tokens (with --output-len): the prefill share counts")
+    po.add_argument("--output-len", help="mean output tokens per request")
+    po.add_argument("--draft-model-id", help="the draft's repository id to write into the engine configs")
+    po.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
     _add_measured_flags(me)
     me.add_argument("--model", help="with --hardware: check every point against the physical bound")
@@ -194,6 +203,11 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
     k = int(_number(args.k, "--k", integer=True, positive=False))
     if k < 1:
         raise CrossoverError(f"--k must be >= 1 (got {args.k}); speculation off is the baseline itself")
+    tree = parse_tree(args.tree) if getattr(args, "tree", None) else None
+    if tree is not None:
+        if args.k != str(DEFAULT_K) and int(args.k) != len(tree):
+            raise CrossoverError(f"--k {args.k} disagrees with --tree {args.tree} (depth {len(tree)}); drop --k")
+        k = len(tree)
     eff_changes = {}
     if args.bandwidth_fraction is not None:
         eff_changes["bandwidth_fraction"] = _fraction(args.bandwidth_fraction, "--bandwidth-fraction")
@@ -263,7 +277,7 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
     draft = load_model(args.draft) if args.draft else None
     draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp is not None else None
     spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
-                       draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)))
+                       draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)), tree=tree)
     if acc.kind == "tau" and spec.tau > k + 1:
         raise CrossoverError(f"--tau {acc.value:g} exceeds k+1 = {k + 1}")
     sc = Scenario(dep, spec, float(context), prompt_len, output_len)
@@ -274,9 +288,26 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
         "draft": draft.name if draft else None, "k": k, "acceptance_kind": acc.kind,
         "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
         "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
+        "tree": list(tree) if tree else None, "verify_width": spec.verify_width,
         "efficiency": dep.efficiency.model_dump(),
     }
     return sc, resolved
+
+
+def parse_tree(text: str) -> tuple[int, ...]:
+    """'3x4' (depth 3, 4 nodes per depth) or '4,4,2' (nodes per depth)."""
+    t = text.strip().lower()
+    try:
+        if "x" in t:
+            depth, branch = (int(x) for x in t.split("x", 1))
+            widths = (branch,) * depth
+        else:
+            widths = tuple(int(x) for x in t.split(",") if x.strip())
+    except ValueError:
+        raise CrossoverError(f"--tree {text!r}: write DEPTHxBRANCHING (e.g. 3x4) or nodes per depth (e.g. 4,4,2)") from None
+    if not widths or any(w < 1 for w in widths) or len(widths) > 32:
+        raise CrossoverError(f"--tree {text!r}: depth 1..32 and at least one node per depth")
+    return widths
 
 
 def _fraction(text: str, what: str) -> float:
@@ -358,6 +389,35 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     elif not args.csv:
         print(simulation_table(res, resolved))
+    return 0
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    """`crossover policy`."""
+    from .curves import predict
+    from .policy import best_k_policy, engine_configs
+    from .report import policy_dict, policy_table
+
+    if (args.prompt_len is None) != (args.output_len is None):
+        raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
+    p_len = _number(args.prompt_len, "--prompt-len") if args.prompt_len is not None else None
+    o_len = _number(args.output_len, "--output-len") if args.output_len is not None else None
+    sc, resolved = scenario_from_args(args, p_len, o_len)
+    k_max = int(_number(args.k_max, "--k-max", integer=True))
+    if args.batch_max is not None:
+        b_max = int(_number(args.batch_max, "--batch-max", integer=True))
+    else:
+        limit = predict(sc, [1]).max_batch_off
+        b_max = max(1, min(limit, 1024))
+    pol = best_k_policy(sc, b_max, k_max)
+    configs = engine_configs(pol, args.draft_model_id or (args.draft if args.method == "draft" else None))
+    resolved["k_max"], resolved["batch_max"] = k_max, b_max
+    if args.json:
+        out = policy_dict(pol, configs)
+        out["inputs"] = resolved
+        print(json.dumps(out, indent=2))
+    else:
+        print(policy_table(pol, configs, resolved))
     return 0
 
 
@@ -519,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verb is None:
             parser.print_help()
             return 2
-        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "measured": cmd_measured,
+        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "measured": cmd_measured,
                 "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
         return verb(args)
     except CrossoverError as exc:

@@ -117,8 +117,11 @@ def _mixed_curves(sc: Scenario, b: np.ndarray, plans: Plans) -> Curves:
         draft = np.zeros_like(bb)
         if speculate:
             if plans.draft is not None:
-                one = _mixed_forward(plans.draft, dec, 1.0, ctx, np.zeros_like(n), p_len, budget)
-                draft = np.where(dec > 0, spec.draft_forwards * (one + eff.draft_step_overhead_s), 0.0)
+                passes = np.zeros_like(bb)
+                for w in sorted(set(spec.draft_pass_widths)):  # chains: k passes of width 1
+                    one = _mixed_forward(plans.draft, dec, float(w), ctx, np.zeros_like(n), p_len, budget)
+                    passes = passes + spec.draft_pass_widths.count(w) * (one + eff.draft_step_overhead_s)
+                draft = np.where(dec > 0, passes, 0.0)
                 if spec.method not in ("ngram", "medusa"):  # the draft reads the prompts too
                     pre = _mixed_forward(plans.draft, np.zeros_like(n), 1.0, 0.0, n, p_len, budget)
                     draft = draft + np.where(n > 0, pre - plans.draft.overhead_s, 0.0)

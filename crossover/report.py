@@ -296,3 +296,47 @@ def calibration_table(fit, inputs: dict[str, Any]) -> str:
                                       f"{f'{iv[1]:.1f}' if np.isfinite(iv[1]) else 'no crossover'})")
         lines.append(f"crossover: {fit.load_axis} {fit.crossover:.1f}{band}")
     return "\n".join(lines)
+
+
+def policy_dict(pol, configs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON contract of `crossover policy --json` (inputs added by the caller)."""
+    return {
+        "schedule": pol.schedule,
+        "speculate_below_batch": pol.speculate_below_batch,
+        "engine_configs": {k: configs[k] for k in ("vllm", "sglang", "tensorrt_llm")},
+        "rule": configs["rule"],
+        "gains": {k: round(v, 4) for k, v in pol.gains().items()},
+        "throughput": {
+            "batch": [int(b) for b in pol.batches],
+            "schedule": [round(float(x), 2) for x in pol.best_tput],
+            "always_on": [round(float(x), 2) for x in pol.tput[pol.ks.index(pol.configured_k)]],
+            "always_off": [round(float(x), 2) for x in pol.tput[0]],
+        },
+    }
+
+
+def policy_table(pol, configs: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """The schedule, its gains, and the engine configs."""
+    lines = [f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']}, acceptance "
+             f"{inputs['acceptance']}, context {inputs['context']:g}; k = 0..{inputs['k_max']}, batch 1.."
+             f"{inputs['batch_max']}", "", f"{'batch range':>15}  {'best k':>6}  {'tok/s at range start':>20}"]
+    for r in pol.schedule:
+        i = r["batch_min"] - 1
+        lines.append(f"{r['batch_min']:>7}-{r['batch_max']:<7}  {r['k']:>6}  {pol.best_tput[i]:>20.0f}")
+    g = pol.gains()
+    lines += ["", f"rule: {configs['rule']}",
+              f"gain over always-on (k={pol.configured_k}): mean {g['mean_gain_over_always_on']:.3f}x, "
+              f"max {g['max_gain_over_always_on']:.3f}x; over always-off: mean {g['mean_gain_over_always_off']:.3f}x, "
+              f"max {g['max_gain_over_always_off']:.3f}x", "", "vLLM:", "  " + configs["vllm"]["flag"]]
+    lines += ["  note: " + n for n in configs["vllm"]["notes"]]
+    trt = configs["tensorrt_llm"]
+    lines += ["TensorRT-LLM (YAML for --config):"]
+    if trt["speculative_config"]:
+        import yaml
+
+        text = yaml.safe_dump({"speculative_config": trt["speculative_config"]}, sort_keys=False).rstrip()
+        lines += ["  " + ln for ln in text.splitlines()]
+    lines += ["  note: " + n for n in trt["notes"]]
+    lines += ["SGLang:", "  " + (configs["sglang"]["flags"] or "(none)")]
+    lines += ["  note: " + n for n in configs["sglang"]["notes"]]
+    return "\n".join(lines)

@@ -131,6 +131,9 @@ class Speculation:
     # KV budget of the draft (StreamingLLM / SnapKV self-speculation as in MagicDec): the draft
     # attends to at most this many cached tokens. None = the full context.
     draft_kv_budget: int | None = None
+    # Draft tree: nodes verified at each depth (alternatives under the most likely path), e.g.
+    # (4, 4, 2). None = a chain. A chain is the tree of width 1 at every depth, with equal results.
+    tree: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -143,19 +146,53 @@ class Speculation:
             raise CrossoverError(f"draft KV budget must be >= 1 token (got {self.draft_kv_budget})")
         if self.method != "draft" and self.draft is not None:
             raise CrossoverError(f"--draft applies to method 'draft' only (method is {self.method!r})")
+        if self.tree is not None:
+            if not self.tree or any((not isinstance(w, (int, np.integer))) or w < 1 for w in self.tree):
+                raise CrossoverError(f"tree widths must be integers >= 1 per depth (got {self.tree!r})")
+            if len(self.tree) != self.k:
+                raise CrossoverError(f"a tree of depth {len(self.tree)} needs k = {len(self.tree)} (got k = {self.k})")
+            if self.method == "ngram":
+                raise CrossoverError("n-gram proposals are a single chain; --tree applies to draft, eagle, eagle3, "
+                                     "medusa and mtp")
         if self.acceptance.match_rate < 1.0 and self.method != "ngram":
             raise CrossoverError("a match rate applies to method 'ngram' only")
         self.acceptance.survival(self.k)  # validate k against per-position rates now
 
     @property
+    def survival(self) -> np.ndarray:
+        """P(the accepted path reaches depth j), j = 1..k; for a tree, any of the w_j alternatives
+        under the accepted path may match: per-depth acceptance 1 - (1 - a_j)^w_j, with a_j the
+        chain's conditional rate at depth j (alternatives assumed as likely as the first choice: an
+        upper bound that lower-ranked candidates do not quite reach)."""
+        s = self.acceptance.survival(self.k)
+        if self.tree is None:
+            return s
+        cond = s / np.concatenate([[1.0], s[:-1]]).clip(1e-300)
+        per_depth = 1.0 - np.power(1.0 - cond, np.asarray(self.tree, float))
+        return np.cumprod(per_depth)
+
+    @property
     def tau(self) -> float:
         """Expected tokens per step per sequence (bonus included)."""
-        return self.acceptance.tau(self.k)
+        return 1.0 + self.acceptance.match_rate * float(self.survival.sum())
 
     @property
     def verify_width(self) -> float:
-        """Mean positions verified per sequence: k+1, or 1 + match_rate k for n-gram."""
+        """Mean positions verified per sequence: k+1 (1 + all tree nodes), or 1 + match_rate k for n-gram."""
+        if self.tree is not None:
+            return 1.0 + float(sum(self.tree))
         return 1.0 + self.acceptance.match_rate * self.k
+
+    @property
+    def draft_pass_widths(self) -> tuple[int, ...]:
+        """Positions per sequence each sequential draft forward processes (a tree pass expands the
+        previous depth's nodes); empty for n-gram."""
+        n = self.draft_forwards
+        if n == 0:
+            return ()
+        if self.tree is None or self.method == "medusa":
+            return (1,) * n
+        return (1, *self.tree[:-1])
 
     def draft_deployment(self, target: Deployment) -> Deployment:
         """The deployment the draft forwards run on."""
@@ -228,8 +265,19 @@ class Speculation:
         assert plan is not None
         if self.draft_kv_budget is not None:
             context = np.minimum(np.asarray(context, float), float(self.draft_kv_budget))
-        one = plan.cost(batch, 1, context)
-        return one.scaled(n, target.efficiency.draft_step_overhead_s)
+        widths = self.draft_pass_widths
+        if all(w == 1 for w in widths):
+            return plan.cost(batch, 1, context).scaled(n, target.efficiency.draft_step_overhead_s)
+        total = None
+        for w in sorted(set(widths)):  # tree passes: each expands the previous depth's nodes
+            part = plan.cost(batch, w, context).scaled(widths.count(w), target.efficiency.draft_step_overhead_s)
+            if total is None:
+                total = part
+            else:
+                rows = tuple(a + b for a, b in zip(total.rows, part.rows)) if total.rows and part.rows else None
+                total = StepCost(total.total + part.total, total.names, rows, total.overhead + part.overhead)
+        assert total is not None
+        return total
 
 
 _HEAD_LAYERS: dict[int, tuple[Model, Model]] = {}

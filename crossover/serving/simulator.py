@@ -91,13 +91,13 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
     target, draft = arm.plans.target, arm.plans.draft
     speculate = arm.speculate
     k = spec.k if speculate else 0
-    surv = spec.acceptance.survival(spec.k) if speculate else np.zeros(0)
+    surv = spec.survival if speculate else np.zeros(0)
     match = spec.acceptance.match_rate if speculate else 1.0
     n_draft_fwd = spec.draft_forwards if speculate else 0
     draft_budget = spec.draft_kv_budget
     draft_prefills = speculate and spec.method not in ("ngram", "medusa")
     max_tokens = limits.max_num_batched_tokens
-    need = (prompt + output + k + 1).astype(float)
+    need = (prompt + output + (np.ceil(spec.verify_width) if speculate else 1.0)).astype(float)
     if need.max() > kv_capacity:
         raise CrossoverError(
             f"a request of {int(need.max())} tokens does not fit in the KV cache ({int(kv_capacity)} tokens); "
@@ -110,7 +110,10 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
     t_max = int(max_tokens + limits.max_num_seqs * (k + 1) + prompt.max() + 1)
     ttime = target.timer(t_max)
     dtime = draft.timer(t_max) if (speculate and draft is not None) else None
-    width = 1.0 + k
+    width = spec.verify_width if speculate else 1.0
+    if speculate and spec.tree is not None and match < 1.0:  # pragma: no cover - refused by Speculation
+        raise CrossoverError("trees and n-gram match rates do not mix")
+    pass_widths = spec.draft_pass_widths if speculate else ()
 
     # running state (parallel arrays, admission order)
     rid = np.zeros(0, dtype=np.int64)
@@ -135,7 +138,7 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         if match < 1.0:
             matched = rng.random((steps, m)) < match
             return 1.0 + k * matched, 1.0 + acc * matched
-        return np.full((steps, m), width), 1.0 + acc
+        return np.full((steps, m), width), 1.0 + acc  # trees: all nodes verified, the path accepted
 
     while done < n:
         # ---- admission, FIFO, while sequences, KV and arrivals allow
@@ -215,9 +218,11 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
             else:
                 dec, dec_ctx, proposed = None, draft_ctx(ctx_t), q - 1.0
             if dtime is not None and n_draft_fwd:
-                dkv, dqk = draft.window_sums(np.ones((steps, m)) if dec is None else dec, dec_ctx)
-                dt = dt + np.where(n_dec > 0, n_draft_fwd * (dtime(n_dec.astype(np.int64), dkv, dqk)
-                                                             + draft_step_overhead), 0.0)
+                ones = np.ones((steps, m)) if dec is None else dec
+                for w in sorted(set(pass_widths)):  # chains: k passes of width 1; trees widen
+                    dkv, dqk = draft.window_sums(ones * w, dec_ctx)
+                    dt = dt + np.where(n_dec > 0, pass_widths.count(w) * (
+                        dtime((n_dec * w).astype(np.int64), dkv, dqk) + draft_step_overhead), 0.0)
             if dtime is not None and draft_prefills and len(pre_idx) and chunk.sum():
                 # the draft also reads the prompt (its KV cache / hidden states); inside the first
                 # draft forward when there is one, so no second launch overhead then

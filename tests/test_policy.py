@@ -1,0 +1,115 @@
+"""Best-k schedules, engine configs, draft trees."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from crossover.curves import Scenario, evaluate
+from crossover.errors import CrossoverError
+from crossover.policy import best_k_policy, engine_configs, ranges, with_k
+from crossover.speculation import Acceptance, Speculation
+from crossover.specs import Deployment, load_hardware, load_model
+
+
+def scenario(hw="rtx-4090", model="llama-3.1-8b", method="eagle", alpha=0.6, k=3, ctx=512.0, tree=None):
+    dep = Deployment(model=load_model(model), hardware=load_hardware(hw), tp=1)
+    return Scenario(dep, Speculation(method, k, Acceptance.rate(alpha), tree=tree), ctx)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["rtx-4090", "h100-sxm", "a100-80gb-sxm", "l40s"]), st.floats(0.3, 0.9),
+       st.sampled_from(["eagle", "eagle3", "medusa"]))
+def test_schedule_is_never_worse_than_any_fixed_k_and_k_never_rises(hw, alpha, method):
+    sc = scenario(hw=hw, alpha=alpha, method=method)
+    pol = best_k_policy(sc, 256, 6)
+    for row in pol.tput:
+        assert np.all(pol.best_tput >= row * (1 - 1e-12))
+    # short context, dense model: the best k falls (or stays) as the batch grows
+    assert np.all(np.diff(pol.best_k) <= 0), pol.schedule
+
+
+def test_schedule_ranges_cover_the_batch_range():
+    pol = best_k_policy(scenario(), 128, 8)
+    sched = pol.schedule
+    assert sched[0]["batch_min"] == 1 and sched[-1]["batch_max"] == 128
+    for a, b in zip(sched, sched[1:]):
+        assert b["batch_min"] == a["batch_max"] + 1 and b["k"] != a["k"]
+    assert ranges(np.array([1, 2, 3, 4]), np.array([3, 3, 0, 0])) == [
+        {"batch_min": 1, "batch_max": 2, "k": 3}, {"batch_min": 3, "batch_max": 4, "k": 0}]
+
+
+def test_speculation_switches_off_where_it_never_pays():
+    pol = best_k_policy(scenario(alpha=0.35), 256, 4)
+    below = pol.speculate_below_batch
+    assert below is not None and 1 < below <= 256
+    assert np.all(pol.best_k[below - 1:] == 0) and pol.best_k[0] > 0
+    cfg = engine_configs(pol, "yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
+    vllm = cfg["vllm"]["speculative_config"]
+    table = vllm["num_speculative_tokens_per_batch_size"]
+    assert table[0][0] == 1 and table[-1][2] == 0 and vllm["model"] == "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
+    assert all(k <= vllm["num_speculative_tokens"] for _, _, k in table)
+    trt = cfg["tensorrt_llm"]["speculative_config"]
+    assert max(trt["draft_len_schedule"]) == below - 1  # upper bounds; above the largest key: off
+    assert f"below batch {below}" in cfg["rule"]
+    assert "disable_by_batch_size" in " ".join(cfg["vllm"]["notes"])
+
+
+def test_tau_acceptance_is_carried_to_other_k_as_its_rate():
+    spec = Speculation("eagle", 3, Acceptance.mean_length(2.5))
+    s5 = with_k(spec, 5)
+    assert s5.acceptance.kind == "rate"
+    assert s5.acceptance.tau(3) == pytest.approx(2.5, rel=1e-6)
+
+
+def test_tree_of_branching_one_equals_the_chain():
+    chain = scenario(k=3)
+    tree = scenario(k=3, tree=(1, 1, 1))
+    b = [1, 8, 64]
+    c, t = evaluate(chain, b), evaluate(tree, b)
+    np.testing.assert_allclose(c.tokens_per_s_on, t.tokens_per_s_on, rtol=1e-12)
+    assert tree.speculation.tau == pytest.approx(chain.speculation.tau)
+
+
+def test_tree_verifies_all_nodes_and_accepts_more():
+    s = Speculation("eagle", 3, Acceptance.rate(0.6), tree=(4, 4, 2))
+    assert s.verify_width == 11
+    assert s.draft_pass_widths == (1, 4, 4)  # one pass per depth, expanding the previous depth
+    chain = Speculation("eagle", 3, Acceptance.rate(0.6))
+    assert chain.tau < s.tau <= 4
+    # depth-1 acceptance with 4 alternatives: 1 - 0.4^4
+    assert s.survival[0] == pytest.approx(1 - 0.4**4)
+    with pytest.raises(CrossoverError, match="depth"):
+        Speculation("eagle", 2, Acceptance.rate(0.6), tree=(4, 4, 2))
+    with pytest.raises(CrossoverError):
+        Speculation("ngram", 2, Acceptance.rate(0.6), tree=(2, 2))
+
+
+def test_policy_cli_json_contract():
+    r = run_cli("policy", "--model", "llama-3.1-8b", "--hardware", "rtx-4090", "--acceptance", "0.4",
+                "--context", "512", "--batch-max", "96", "--k-max", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert set(d) >= {"schedule", "speculate_below_batch", "engine_configs", "gains"}
+    assert set(d["engine_configs"]) == {"vllm", "sglang", "tensorrt_llm"}
+    assert all(set(x) == {"batch_min", "batch_max", "k"} for x in d["schedule"])
+    assert d["gains"]["mean_gain_over_always_on"] >= 1.0 and d["gains"]["mean_gain_over_always_off"] >= 1.0
+    bad = run_cli("policy", "--k-max", "0")
+    assert bad.returncode == 2 and "--k-max" in bad.stderr
+
+
+def test_tree_flag_on_predict_and_simulate():
+    p = run_cli("predict", "--model", "llama-3.1-8b", "--tree", "3x2", "--json", "--batch", "1,8")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["inputs"]["tree"] == [2, 2, 2] and d["verify_width"] == 7 and d["inputs"]["k"] == 3
+    s = run_cli("simulate", "--workload", "gsm8k", "--concurrency", "4", "--model", "llama-3.1-8b", "--tree", "2,2",
+                "--num-prompts", "40", "--json")
+    assert s.returncode == 0, s.stderr
+    bad = run_cli("predict", "--tree", "3xz")
+    assert bad.returncode == 2 and "--tree" in bad.stderr
