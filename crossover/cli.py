@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--prompt-len", help="mean prompt tokens (with --output-len): the prefill share counts")
     po.add_argument("--output-len", help="mean output tokens per request")
     po.add_argument("--draft-model-id", help="the draft's repository id to write into the engine configs")
+    po.add_argument("--adaptive", action="store_true",
+                    help="also model adaptive verification (confidence-scheduled, DSpark-style load budget)")
+    po.add_argument("--confidence-threshold", default="0", help="adaptive: stop drafting below this cumulative "
+                                                                 "confidence (default 0)")
+    po.add_argument("--confidence-concentration", default="2", help="adaptive: Beta concentration of the draft's "
+                                                                     "confidences; small = informative (default 2)")
     po.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
     _add_measured_flags(me)
@@ -394,6 +400,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_policy(args: argparse.Namespace) -> int:
     """`crossover policy`."""
+    import numpy as np
+
     from .curves import predict
     from .policy import best_k_policy, engine_configs
     from .report import policy_dict, policy_table
@@ -412,12 +420,37 @@ def cmd_policy(args: argparse.Namespace) -> int:
     pol = best_k_policy(sc, b_max, k_max)
     configs = engine_configs(pol, args.draft_model_id or (args.draft if args.method == "draft" else None))
     resolved["k_max"], resolved["batch_max"] = k_max, b_max
+    adaptive = None
+    if args.adaptive:
+        from .adaptive import adaptive_throughput
+
+        pts = sorted({int(x) for x in np.geomspace(1, b_max, 12).round()} | {b_max})
+        thr = _number(args.confidence_threshold, "--confidence-threshold", positive=False)
+        kappa = _number(args.confidence_concentration, "--confidence-concentration")
+        res = adaptive_throughput(sc, pts, k_max, threshold=thr, kappa=kappa)
+        adaptive = {"batch": pts, "tokens_per_s": [round(float(x), 2) for x in res.tokens_per_s],
+                    "verified_drafts_per_seq": [round(float(x), 3) for x in res.window],
+                    "best_fixed_k": [int(pol.best_k[p - 1]) for p in pts],
+                    "best_fixed_tokens_per_s": [round(float(pol.best_tput[p - 1]), 2) for p in pts],
+                    "off_tokens_per_s": [round(float(pol.tput[0][p - 1]), 2) for p in pts],
+                    "threshold": thr, "concentration": kappa}
     if args.json:
         out = policy_dict(pol, configs)
+        out["adaptive"] = adaptive
         out["inputs"] = resolved
         print(json.dumps(out, indent=2))
     else:
         print(policy_table(pol, configs, resolved))
+        if adaptive:
+            print("")
+            print("adaptive verification (confidence-scheduled, load budget) vs the best fixed k:")
+            print(f"{'batch':>7} {'adaptive tok/s':>15} {'drafts/seq':>11} {'best fixed k':>13} {'tok/s':>10} "
+                  f"{'gain':>7} {'vs off':>7}")
+            for i, bt in enumerate(adaptive["batch"]):
+                a, f, o = (adaptive["tokens_per_s"][i], adaptive["best_fixed_tokens_per_s"][i],
+                           adaptive["off_tokens_per_s"][i])
+                print(f"{bt:>7} {a:>15.0f} {adaptive['verified_drafts_per_seq'][i]:>11.2f} "
+                      f"{adaptive['best_fixed_k'][i]:>13} {f:>10.0f} {a / f:>7.3f} {a / o:>7.3f}")
     return 0
 
 

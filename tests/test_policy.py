@@ -113,3 +113,28 @@ def test_tree_flag_on_predict_and_simulate():
     assert s.returncode == 0, s.stderr
     bad = run_cli("predict", "--tree", "3xz")
     assert bad.returncode == 2 and "--tree" in bad.stderr
+
+
+def test_adaptive_with_threshold_zero_and_no_budget_is_fixed_k():
+    from crossover.adaptive import adaptive_throughput
+
+    sc = scenario(hw="h100-sxm", method="eagle3", alpha=0.72, k=7, ctx=1024)
+    b = [1, 16, 64, 256]
+    a = adaptive_throughput(sc, b, 7, threshold=0.0, load_budget=False)
+    fixed = evaluate(sc, b).tokens_per_s_on
+    np.testing.assert_allclose(a.tokens_per_s, fixed, rtol=1e-12)
+
+
+def test_adaptive_beats_fixed_k_at_load_but_not_without_bound():
+    from crossover.adaptive import adaptive_throughput
+
+    sc = scenario(hw="h100-sxm", method="eagle3", alpha=0.72, k=7, ctx=1024)
+    pol = best_k_policy(sc, 256, 7)
+    a = adaptive_throughput(sc, [256], 7, kappa=1.0)
+    assert a.tokens_per_s[0] > pol.best_tput[255]  # informative confidences: better than any fixed k at load
+    assert a.window[0] < 7
+    # it moves the crossover up, not to infinity: a weak draft on a compute-poor card still loses at large batch
+    weak = scenario(alpha=0.3, k=4)
+    aw = adaptive_throughput(weak, [1024], 4, kappa=1.0)
+    off = evaluate(weak, [1024]).tokens_per_s_off
+    assert aw.tokens_per_s[0] < off[0]
