@@ -19,7 +19,7 @@ Numbers: validation/transition.md, written by `python validation/transition.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
@@ -82,31 +82,35 @@ class OpCost:
 class StepCost:
     """Time of one forward (seconds, arrays over the broadcast inputs) and its per-op breakdown.
 
-    `rows` holds (time, memory time, compute time, bytes, FLOPs) per op row, shape (rows, ...);
-    `names` labels the rows; ops sharing a name are reported as one.
+    `parts` holds groups of op rows: (names, (time, memory time, compute time, bytes, FLOPs)), each
+    array with the row axis first and a shape that broadcasts to `total`'s; rows sharing a name are
+    reported as one op.
     """
 
     total: np.ndarray
-    names: tuple[str, ...] = ()
-    rows: tuple[np.ndarray, ...] | None = None  # (time, memory time, compute time, bytes, FLOPs) per row
+    parts: list[tuple[tuple[str, ...], tuple[np.ndarray, ...]]] = field(default_factory=list)
     overhead: np.ndarray | float = 0.0
 
     @property
     def ops(self) -> dict[str, OpCost]:
         """Per-op costs keyed by op name (rows sharing a name summed)."""
-        out: dict[str, OpCost] = {}
-        if self.rows is None:
-            return out
         shape = np.shape(self.total)
-        for name in dict.fromkeys(self.names):
-            sel = [i for i, n in enumerate(self.names) if n == name]
-            out[name] = OpCost(*(np.broadcast_to(r[sel].sum(axis=0), shape) for r in self.rows))
-        return out
+        sums: dict[str, list[np.ndarray]] = {}
+        for names, arrays in self.parts:
+            for i, name in enumerate(names):
+                vals = [np.broadcast_to(a[i], shape) for a in arrays]
+                prev = sums.get(name)
+                sums[name] = vals if prev is None else [x + y for x, y in zip(prev, vals)]
+        return {name: OpCost(*vals) for name, vals in sums.items()}
 
     def scaled(self, n: float, extra_overhead: float = 0.0) -> "StepCost":
         """The cost of `n` identical forwards, each with `extra_overhead` seconds added."""
-        rows = None if self.rows is None else tuple(r * n for r in self.rows)
-        return StepCost(n * (self.total + extra_overhead), self.names, rows, n * (self.overhead + extra_overhead))
+        parts = [(names, tuple(a * n for a in arrays)) for names, arrays in self.parts]
+        return StepCost(n * (self.total + extra_overhead), parts, n * (self.overhead + extra_overhead))
+
+    def __add__(self, other: "StepCost") -> "StepCost":
+        """Two forwards run one after the other."""
+        return StepCost(self.total + other.total, self.parts + other.parts, self.overhead + other.overhead)
 
     def breakdown(self) -> dict[str, np.ndarray]:
         """Seconds per op name, plus 'overhead'."""
@@ -219,7 +223,11 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
         return memory + compute
     big = np.maximum(memory, compute)
     small = np.minimum(memory, compute)
-    ratio = np.divide(small, big, out=np.zeros_like(big), where=big > 0)
+    ratio = small / np.maximum(big, 1e-300)  # 0/0 (an op with no work) -> 0
+    if p == 1.5 and big.size > 4096:  # (1 + r^1.5)^(2/3) without general powers: faster on large grids
+        return big * np.square(np.cbrt(1.0 + ratio * np.sqrt(ratio)))
+    if p == 2.0 and big.size > 4096:
+        return big * np.sqrt(1.0 + ratio * ratio)
     return big * np.power(1.0 + np.power(ratio, p), 1.0 / p)
 
 
@@ -267,7 +275,9 @@ class Plan:
         kv_len = b * np.minimum(c + qq, w)
         # Causal: query j of the q new positions attends to context + j tokens (capped by the window).
         qk_len = b * qq * np.minimum(c + (qq + 1.0) / 2.0, w)
-        return self.from_sums(np.broadcast_to(b * qq, shape), kv_len, qk_len)
+        out = self.from_sums(b * qq, kv_len, qk_len)  # token-only ops stay on the tokens' own shape
+        out.total = np.broadcast_to(out.total, shape)
+        return out
 
     def attention_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-row (KV tokens read, query x key pairs) summed over sequences with their own q and context.
@@ -311,48 +321,102 @@ class Plan:
                          self.flops_per_query_attended[att], self.bandwidth[att], self.rate[att],
                          self.transition, self.p)
 
+    @cached_property
+    def _split(self) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices of token-only ops (GEMMs, experts) and of attention ops."""
+        att = self.kv_bytes_per_attended > 0
+        return np.nonzero(~att)[0], np.nonzero(att)[0]
+
+    @cached_property
+    def _coef(self) -> dict[str, np.ndarray]:
+        """Per-part coefficient arrays, indexed once (the hot path only takes views)."""
+        g, a = self._split
+        out = {f"g_{f}": getattr(self, f)[g] for f in ("weight_bytes", "act_bytes_per_token", "flops_per_token",
+                                                        "expert_bytes", "num_experts", "top_k", "bandwidth", "rate")}
+        out.update({f"a_{f}": getattr(self, f)[a] for f in ("kv_bytes_per_attended", "kv_write_per_token",
+                                                             "flops_per_query_attended", "bandwidth", "rate")})
+        out["g_names"] = tuple(self.names[i] for i in g)  # type: ignore[assignment]
+        out["a_names"] = tuple(self.names[i] for i in a)  # type: ignore[assignment]
+        out["has_experts"] = bool(out["g_expert_bytes"].any())  # type: ignore[assignment]
+        return out
+
     def from_sums(self, tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray) -> StepCost:
         """Seconds for a forward of `tokens` new tokens whose attention reads `kv_len` cached tokens
         and scores `qk_len` query-key pairs per row (row axis first): mixed batches of decode,
-        verify and prefill chunks cost the same way as a uniform batch."""
+        verify and prefill chunks cost the same way as a uniform batch. Token-only ops are computed
+        on `tokens`' shape, attention ops on the sums' shape; the total broadcasts both."""
         tokens = np.asarray(tokens, float)
-        shape = tokens.shape
-        col = (slice(None),) + (None,) * len(shape)
-        nbytes = (self.weight_bytes[col] + self.act_bytes_per_token[col] * tokens
-                  + self.kv_bytes_per_attended[col] * kv_len + self.kv_write_per_token[col] * tokens)
-        flops = self.flops_per_token[col] * tokens + self.flops_per_query_attended[col] * qk_len
-        if self.expert_bytes.any():
-            e, k = self.num_experts[col], self.top_k[col]
+        kv_len, qk_len = np.asarray(kv_len, float), np.asarray(qk_len, float)
+        if kv_len.shape[1:] == tokens.shape and not self._coef["has_experts"]:
+            return _fused_rows(self, tokens, kv_len, qk_len)  # one shape: one pass over all rows
+        c = self._coef
+        col = (slice(None),) + (None,) * tokens.ndim
+        # token-only rows
+        nbytes = c["g_weight_bytes"][col] + c["g_act_bytes_per_token"][col] * tokens
+        flops = c["g_flops_per_token"][col] * tokens
+        if c["has_experts"]:
+            e, k, eb, fpt = (c["g_num_experts"][col], c["g_top_k"][col], c["g_expert_bytes"][col],
+                             c["g_flops_per_token"][col])
             distinct = e * (1.0 - np.power(1.0 - k / e, tokens))  # uniform top-k routing
             if self.ep_groups > 1:
                 # Expert parallelism: each GPU holds E/G whole experts and the step waits for the
                 # busiest one. Its distinct experts ~ mean + sd x sqrt(2 ln G) (Gaussian maximum of G),
                 # capped at E/G; its tokens likewise. With TP-sharded experts every GPU reads 1/tp of
                 # every touched expert and the load is even.
-                g = float(self.ep_groups)
-                z = np.sqrt(2.0 * np.log(g))
-                local = e / g
-                mu = distinct / g
+                gg = float(self.ep_groups)
+                z = np.sqrt(2.0 * np.log(gg))
+                local = e / gg
+                mu = distinct / gg
                 busiest = np.minimum(mu + z * np.sqrt(mu * np.clip(1.0 - mu / local, 0.0, 1.0)), local)
-                routed = tokens * k / g
-                imbalance = np.where(routed > 0, (routed + z * np.sqrt(routed * (1.0 - 1.0 / g))) / np.maximum(routed, 1e-12), 1.0)
-                nbytes = nbytes + self.expert_bytes[col] * busiest
-                flops = flops + (imbalance - 1.0) * np.where(self.expert_bytes[col] > 0, self.flops_per_token[col], 0.0) * tokens
+                routed = tokens * k / gg
+                imbalance = np.where(routed > 0, (routed + z * np.sqrt(routed * (1.0 - 1.0 / gg)))
+                                     / np.maximum(routed, 1e-12), 1.0)
+                nbytes = nbytes + eb * busiest
+                flops = flops + (imbalance - 1.0) * np.where(eb > 0, fpt, 0.0) * tokens
             else:
-                nbytes = nbytes + self.expert_bytes[col] * distinct
-        tm = nbytes / self.bandwidth[col]
-        tc = flops / self.rate[col]
+                nbytes = nbytes + eb * distinct
+        tm = nbytes / c["g_bandwidth"][col]
+        tc = flops / c["g_rate"][col]
         t = combine(tm, tc, self.transition, self.p)
         total = t.sum(axis=0) + self.overhead_s
-        names = self.names
-        rows = [t, tm, tc, nbytes, flops]
+        parts = [(c["g_names"], (t, tm, tc, nbytes, flops))]
+        if len(c["a_names"]):
+            _, a = self._split
+            shape_t = (slice(None),) + (None,) * (kv_len.ndim - 1)
+            a_bytes = c["a_kv_bytes_per_attended"][shape_t] * kv_len[a] + c["a_kv_write_per_token"][shape_t] * tokens
+            a_flops = c["a_flops_per_query_attended"][shape_t] * qk_len[a]
+            a_tm = a_bytes / c["a_bandwidth"][shape_t]
+            a_tc = a_flops / c["a_rate"][shape_t]
+            a_t = combine(a_tm, a_tc, self.transition, self.p)
+            total = total + a_t.sum(axis=0)
+            parts.append((c["a_names"], (a_t, a_tm, a_tc, a_bytes, a_flops)))
         if self.has_allreduce:
             ar = self.allreduce_s_per_token * tokens + self.allreduce_latency_s
             total = total + ar
-            names = names + ("allreduce",)
-            zero = np.zeros(shape)
-            rows = [np.concatenate([r, x[None]]) for r, x in zip(rows, (ar, ar, zero, zero, zero))]
-        return StepCost(total, names, tuple(rows), self.overhead_s)
+            zero = np.zeros_like(ar)
+            parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
+        total = np.asarray(total)
+        return StepCost(total, parts, self.overhead_s)
+
+
+def _fused_rows(plan: "Plan", tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray) -> StepCost:
+    """Plan.from_sums when tokens and the attention sums share a shape and no experts are routed:
+    all rows in one array (fewer, larger numpy calls; the same numbers)."""
+    col = (slice(None),) + (None,) * tokens.ndim
+    nbytes = (plan.weight_bytes[col] + plan.act_bytes_per_token[col] * tokens
+              + plan.kv_bytes_per_attended[col] * kv_len + plan.kv_write_per_token[col] * tokens)
+    flops = plan.flops_per_token[col] * tokens + plan.flops_per_query_attended[col] * qk_len
+    tm = nbytes / plan.bandwidth[col]
+    tc = flops / plan.rate[col]
+    t = combine(tm, tc, plan.transition, plan.p)
+    total = t.sum(axis=0) + plan.overhead_s
+    parts = [(plan.names, (t, tm, tc, nbytes, flops))]
+    if plan.has_allreduce:
+        ar = plan.allreduce_s_per_token * tokens + plan.allreduce_latency_s
+        total = total + ar
+        zero = np.zeros_like(ar)
+        parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
+    return StepCost(np.asarray(total), parts, plan.overhead_s)
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,7 @@ class Speculation:
         n = self.draft_forwards
         if n == 0:
             zero = np.zeros(np.broadcast(np.asarray(batch, float), np.asarray(context, float)).shape)
-            return StepCost(zero, (), None, 0.0)
+            return StepCost(zero, [], 0.0)
         plan = plan or self.draft_plan(target)
         assert plan is not None
         if self.draft_kv_budget is not None:
@@ -271,11 +271,7 @@ class Speculation:
         total = None
         for w in sorted(set(widths)):  # tree passes: each expands the previous depth's nodes
             part = plan.cost(batch, w, context).scaled(widths.count(w), target.efficiency.draft_step_overhead_s)
-            if total is None:
-                total = part
-            else:
-                rows = tuple(a + b for a, b in zip(total.rows, part.rows)) if total.rows and part.rows else None
-                total = StepCost(total.total + part.total, total.names, rows, total.overhead + part.overhead)
+            total = part if total is None else total + part
         assert total is not None
         return total
 

@@ -213,7 +213,7 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
             if len(pre_idx):
                 dec = np.ones((steps, m))
                 dec[0, prefilling] = 0.0
-                dec_ctx = np.where(dec > 0, draft_ctx(ctx_t), -1.0)
+                dec_ctx = np.where(dec > 0, draft_ctx(ctx_t), 0.0)  # q = 0 there: attends nothing
                 proposed = np.where(dec > 0, q - 1.0, 0.0)
             else:
                 dec, dec_ctx, proposed = None, draft_ctx(ctx_t), q - 1.0

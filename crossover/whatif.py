@@ -1,0 +1,155 @@
+"""What-if grids: speedup over two axes (k, acceptance, context, batch, hardware), fully vectorised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .curves import Scenario
+from .errors import CrossoverError
+from .roofline import engine_step, target_plan
+from .speculation import Speculation
+
+AXES = ("batch", "k", "acceptance", "context", "hardware")
+
+
+@dataclass
+class Grid:
+    """speedup[y, x] over the two axes' values."""
+
+    x_axis: str
+    x: list
+    y_axis: str
+    y: list
+    speedup: np.ndarray
+
+    def crossover_along_x(self) -> list[float | None]:
+        """For each y, the first x where speedup passes through 1 (log-linear between grid points)."""
+        from .curves import crossing_between_levels
+
+        out = []
+        for row in self.speedup:
+            if self.x_axis in ("hardware",):
+                out.append(None)
+                continue
+            xs = np.asarray(self.x, float)
+            if self.x_axis in ("batch", "context") and np.all(xs > 0):
+                out.append(crossing_between_levels(xs, row))
+            else:  # linear axes: interpolate linearly
+                r = row - 1.0
+                hit = None
+                for i in range(len(r) - 1):
+                    if np.sign(r[i]) != np.sign(r[i + 1]):
+                        hit = float(xs[i] + (xs[i + 1] - xs[i]) * r[i] / (r[i] - r[i + 1]))
+                        break
+                out.append(hit)
+        return out
+
+
+def parse_axis(spec: str, points: int) -> tuple[str, list]:
+    """'batch=1..512' (geometric for batch/context, integers for k), 'k=1..8', 'acceptance=0.5..0.9',
+    or an explicit list 'hardware=h100-sxm,a100-80gb-sxm'."""
+    if "=" not in spec:
+        raise CrossoverError(f"axis {spec!r}: write NAME=LOW..HIGH or NAME=V1,V2 (NAME one of {', '.join(AXES)})")
+    name, values = (t.strip() for t in spec.split("=", 1))
+    if name not in AXES:
+        raise CrossoverError(f"unknown axis {name!r}; choose from {', '.join(AXES)}")
+    if name == "hardware":
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not vals:
+            raise CrossoverError("hardware axis: give names, e.g. hardware=h100-sxm,a100-80gb-sxm")
+        return name, vals
+    try:
+        if ".." in values:
+            lo, hi = (float(v) for v in values.split("..", 1))
+            if hi < lo:
+                raise CrossoverError(f"axis {spec!r} runs backwards")
+            if name == "k":
+                vals = list(range(int(lo), int(hi) + 1))
+            elif name in ("batch", "context") and lo > 0:
+                vals = list(np.geomspace(lo, hi, points))
+            else:
+                vals = list(np.linspace(lo, hi, points))
+        else:
+            vals = [float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise CrossoverError(f"axis {spec!r}: values must be numbers") from None
+    if not vals:
+        raise CrossoverError(f"axis {spec!r} has no values")
+    if name == "k" and any(v < 1 or v != int(v) for v in vals):
+        raise CrossoverError("k values must be integers >= 1")
+    if name == "acceptance" and any(not 0 <= v < 1 for v in vals):
+        raise CrossoverError("acceptance values must lie in [0, 1)")
+    if name in ("batch",) and any(v <= 0 for v in vals):
+        raise CrossoverError("batch values must be > 0")
+    if name == "context" and any(v < 0 for v in vals):
+        raise CrossoverError("context values must be >= 0")
+    return name, [int(v) for v in vals] if name == "k" else vals
+
+
+def _speedup(sc: Scenario, batch, context, k, alpha) -> np.ndarray:
+    """Pure-decode speedup; inputs broadcast against each other (pass each axis as a row or a column
+    and every term is computed only over the axes it depends on)."""
+    dep, spec = sc.deployment, sc.speculation
+    eff = dep.efficiency
+    plan = target_plan(dep)
+    off = engine_step(plan, dep, batch, 1.0, context).total  # batch x context only
+    match = spec.acceptance.match_rate
+    width = 1.0 + (match * k if spec.method == "ngram" else k)
+    verify = engine_step(plan, dep, batch, width, context).total  # batch x k x context
+    acc = spec.acceptance if spec.acceptance.kind == "rate" else type(spec.acceptance).rate(
+        min(spec.acceptance.alpha(spec.k), 0.999), match)
+    if spec.method == "medusa":  # the heads are the draft: its cost grows with k itself
+        ks = np.unique(k)
+        parts = [Speculation(spec.method, int(kk), acc).draft_time(dep, batch, context).total for kk in ks]
+        draft = np.choose(np.searchsorted(ks, k), parts) if len(ks) > 1 else parts[0]
+    else:  # k sequential forwards of one draft step (none for n-gram)
+        one = Speculation(spec.method, 1, acc, spec.draft, spec.draft_tp, spec.draft_vocab, spec.draft_kv_budget)
+        draft = k * one.draft_time(dep, batch, context).total if one.draft_forwards else 0.0
+    on = draft + verify + eff.spec_overhead_s + batch * eff.spec_overhead_per_seq_s
+    a = np.clip(alpha, 0.0, 0.999999)
+    tau = 1.0 + match * (a * (1.0 - np.power(a, k)) / (1.0 - a))
+    return tau * off / on
+
+
+def grid(sc: Scenario, x_axis: str, xs: list, y_axis: str, ys: list) -> Grid:
+    """Speedup on the grid (y rows, x columns); other inputs from the scenario."""
+    if x_axis == y_axis:
+        raise CrossoverError("choose two different axes")
+    from .specs import load_hardware
+
+    spec = sc.speculation
+    if spec.tree is not None:
+        raise CrossoverError("what-if grids apply to chains; drop --tree")
+    if spec.acceptance.kind == "per_position" and "acceptance" not in (x_axis, y_axis):
+        raise CrossoverError("what-if grids need an i.i.d. acceptance or tau (per-position rates fix k)")
+    base_alpha = spec.acceptance.alpha(spec.k)
+    hw_axis = "hardware" if "hardware" in (x_axis, y_axis) else None
+    hw_values = (xs if x_axis == "hardware" else ys) if hw_axis else [None]
+    out = np.zeros((len(ys), len(xs)))
+    for hi, hw in enumerate(hw_values):
+        s = sc
+        if hw is not None:
+            s = Scenario(sc.deployment.model_copy(update={"hardware": load_hardware(hw)}), spec, sc.context)
+        # x varies along columns (a row vector), y along rows (a column vector): broadcasting keeps
+        # every term on the axes it depends on
+        X = np.asarray([0.0] if x_axis == "hardware" else xs, float)[None, :]
+        Y = np.asarray([0.0] if y_axis == "hardware" else ys, float)[:, None]
+        vals = {"batch": None, "k": None, "acceptance": None, "context": None}
+        for name, arr in ((x_axis, X), (y_axis, Y)):
+            if name != "hardware":
+                vals[name] = arr
+        if vals["batch"] is None:
+            raise CrossoverError("one axis must be batch (the load), e.g. --x batch=1..512")
+        k = vals["k"] if vals["k"] is not None else np.float64(spec.k)
+        alpha = vals["acceptance"] if vals["acceptance"] is not None else np.float64(base_alpha)
+        context = vals["context"] if vals["context"] is not None else np.float64(sc.context)
+        sp = np.broadcast_to(_speedup(s, vals["batch"], context, k, alpha), (Y.shape[0], X.shape[1]))
+        if hw is None:
+            out = sp
+        elif x_axis == "hardware":
+            out[:, hi] = sp[:, 0]
+        else:
+            out[hi, :] = sp[0, :]
+    return Grid(x_axis, list(xs), y_axis, list(ys), out)
