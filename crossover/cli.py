@@ -144,6 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--confidence-concentration", default="2", help="adaptive: Beta concentration of the draft's "
                                                                      "confidences; small = informative (default 2)")
     po.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    wi = sub.add_parser("whatif", help="speedup over two axes (batch, k, acceptance, context, hardware)")
+    _add_scenario_flags(wi)
+    wi.add_argument("--x", default="batch=1..512", help="x axis, e.g. batch=1..512 (default)")
+    wi.add_argument("--y", default="k=1..8", help="y axis, e.g. k=1..8 (default), acceptance=0.4..0.9, "
+                                                  "context=512..65536, hardware=h100-sxm,a100-80gb-sxm")
+    wi.add_argument("--points", default="64", help="points on a LOW..HIGH axis (default 64)")
+    wi.add_argument("--csv", help="write x, y, speedup rows to this file")
+    wi.add_argument("--plot", help="write a heatmap of the speedup with the crossover contour")
+    wi.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
     _add_measured_flags(me)
     me.add_argument("--model", help="with --hardware: check every point against the physical bound")
@@ -454,6 +463,51 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_whatif(args: argparse.Namespace) -> int:
+    """`crossover whatif`."""
+    from .whatif import grid, parse_axis
+
+    points = int(_number(args.points, "--points", integer=True))
+    if points < 2:
+        raise CrossoverError("--points must be >= 2")
+    x_axis, xs = parse_axis(args.x, points)
+    y_axis, ys = parse_axis(args.y, points)
+    sc, resolved = scenario_from_args(args)
+    g = grid(sc, x_axis, xs, y_axis, ys)
+    crossings = g.crossover_along_x()
+    if args.csv:
+        import csv
+
+        try:
+            with open(args.csv, "w", newline="", encoding="utf-8") as fh:
+                w = csv.writer(fh)
+                w.writerow([x_axis, y_axis, "speedup"])
+                for i, yv in enumerate(ys):
+                    for j, xv in enumerate(xs):
+                        w.writerow([xv, yv, round(float(g.speedup[i, j]), 6)])
+        except OSError as exc:
+            raise CrossoverError(f"cannot write {args.csv}: {exc.strerror}") from None
+        print(f"wrote {args.csv}", file=sys.stderr)
+    if args.plot:
+        from .plots import plot_whatif
+
+        plot_whatif(g, resolved, args.plot)
+    if args.json:
+        print(json.dumps({"x_axis": x_axis, "x": xs, "y_axis": y_axis, "y": ys,
+                          "speedup": [[round(float(v), 5) for v in row] for row in g.speedup],
+                          f"crossover_{x_axis}_per_{y_axis}": crossings, "inputs": resolved}, indent=2))
+    elif not args.csv or args.plot:
+        print(f"speedup over {x_axis} x {y_axis} ({len(xs)} x {len(ys)} cells); crossover {x_axis} per {y_axis}:")
+        for yv, cx, row in zip(ys, crossings, g.speedup):
+            where = f"{cx:.1f}" if cx is not None else ("none (speculation faster throughout)" if row[0] > 1
+                                                         else "none (never faster)")
+            lab = f"{yv:.3g}" if isinstance(yv, float) else str(yv)
+            print(f"  {y_axis} {lab:>10}: {where}   (speedup {row[0]:.2f} at {x_axis} {xs[0]:.3g}, "
+                  f"{row[-1]:.2f} at {xs[-1]:.3g})" if x_axis != "hardware" else f"  {y_axis} {lab}: "
+                  + ", ".join(f"{h} {v:.2f}" for h, v in zip(xs, row)))
+    return 0
+
+
 def _read_arms(args: argparse.Namespace):
     from .measurements import MeasuredTable, read_measurements
 
@@ -612,7 +666,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verb is None:
             parser.print_help()
             return 2
-        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "measured": cmd_measured,
+        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "whatif": cmd_whatif,
+                "measured": cmd_measured,
                 "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
         return verb(args)
     except CrossoverError as exc:

@@ -132,3 +132,37 @@ def plot_measured(table, scenario, path: str) -> None:
     ax.set_title(title, fontsize=10)
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_whatif(g, inputs: dict[str, Any], path: str) -> None:
+    """Heatmap of the speedup over the two axes, the speedup = 1 contour drawn."""
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    sp = g.speedup
+    lo, hi = float(np.nanmin(sp)), float(np.nanmax(sp))
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 0.999), vmax=max(hi, 1.001))
+    numeric_x = g.x_axis != "hardware"
+    numeric_y = g.y_axis != "hardware"
+    xv = np.asarray(g.x, float) if numeric_x else np.arange(len(g.x))
+    yv = np.asarray(g.y, float) if numeric_y else np.arange(len(g.y))
+    mesh = ax.pcolormesh(xv, yv, sp, cmap="RdYlGn", norm=norm, shading="nearest")
+    fig.colorbar(mesh, ax=ax, label="speedup (on / off)")
+    if numeric_x and numeric_y and len(xv) > 1 and len(yv) > 1:
+        cs = ax.contour(xv, yv, sp, levels=[1.0], colors="black", linewidths=1.5)
+        ax.clabel(cs, fmt="crossover", fontsize=8)
+    if g.x_axis in ("batch", "context"):
+        ax.set_xscale("log", base=2)
+    if g.y_axis in ("batch", "context"):
+        ax.set_yscale("log", base=2)
+    if not numeric_x:
+        ax.set_xticks(xv, g.x, rotation=30)
+    if not numeric_y:
+        ax.set_yticks(yv, g.y)
+    ax.set_xlabel(g.x_axis)
+    ax.set_ylabel(g.y_axis)
+    ax.set_title(_title(inputs) + f"\nspeedup over {g.x_axis} x {g.y_axis}", fontsize=10)
+    _save(fig, path)
+    plt.close(fig)

@@ -138,3 +138,35 @@ def test_adaptive_beats_fixed_k_at_load_but_not_without_bound():
     aw = adaptive_throughput(weak, [1024], 4, kappa=1.0)
     off = evaluate(weak, [1024]).tokens_per_s_off
     assert aw.tokens_per_s[0] < off[0]
+
+
+def test_whatif_grid_matches_the_predictor_and_finds_crossovers():
+    from crossover.whatif import grid, parse_axis
+
+    sc = scenario()
+    xs = [1.0, 16.0, 64.0, 256.0]
+    g = grid(sc, "batch", xs, "k", [1, 3, 5])
+    for row, k in zip(g.speedup, [1, 3, 5]):
+        s = Scenario(sc.deployment, with_k(sc.speculation, k), sc.context)
+        np.testing.assert_allclose(row, evaluate(s, xs).speedup, rtol=1e-10)
+    a = grid(sc, "acceptance", [0.4, 0.8], "batch", [8.0])
+    assert a.speedup[0, 1] > a.speedup[0, 0]
+    cross = grid(sc, "batch", parse_axis("batch=1..512", 64)[1], "k", [2, 4, 6]).crossover_along_x()
+    assert cross[0] > cross[1] > cross[2]  # a longer window stops paying at a smaller batch
+    with pytest.raises(CrossoverError, match="unknown axis"):
+        parse_axis("gpus=1..8", 8)
+    with pytest.raises(CrossoverError, match="batch"):
+        grid(sc, "k", [1, 2], "acceptance", [0.5])
+
+
+def test_whatif_cli_csv_json_and_plot(tmp_path):
+    csv_path, png = tmp_path / "g.csv", tmp_path / "g.png"
+    r = run_cli("whatif", "--model", "llama-3.1-8b", "--hardware", "rtx-4090", "--x", "batch=1..256", "--y", "k=1..4",
+                "--points", "16", "--csv", str(csv_path), "--plot", str(png), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert len(d["speedup"]) == 4 and len(d["speedup"][0]) == 16 and "crossover_batch_per_k" in d
+    assert csv_path.read_text().splitlines()[0] == "batch,k,speedup" and len(csv_path.read_text().splitlines()) == 65
+    assert png.stat().st_size > 10_000
+    bad = run_cli("whatif", "--x", "batch=1..8", "--y", "acceptance=0.5..1.5")
+    assert bad.returncode == 2 and "acceptance" in bad.stderr
