@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="one JSON object on stdout")
     out.add_argument("--csv", help="write one row per level and arm to this file")
     sm.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and latency against load")
+    sm.add_argument("--policy", action="store_true",
+                    help="add a third arm that applies the best-k schedule step by step (k = 0..--k by running batch)")
     po = sub.add_parser("policy", help="the best k at each batch, as a schedule and engine configs")
     _add_scenario_flags(po)
     po.add_argument("--k-max", default="8", help="largest k considered (default 8)")
@@ -378,8 +380,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     num_prompts = int(_number(args.num_prompts, "--num-prompts", integer=True))
     seed = int(_number(args.seed, "--seed", integer=True, positive=False))
     burst = _number(args.burstiness, "--burstiness")
+    schedule = None
+    if args.policy:
+        from .policy import best_k_policy
+
+        pol = best_k_policy(sc, limits.max_num_seqs, sc.speculation.k)
+        schedule = pol.best_k
+        resolved["policy_schedule"] = pol.schedule
     res = sweep(sc, workload, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burst, limits=limits,
-                base=base)
+                base=base, schedule=schedule)
     resolved.update({"workload": workload.name, "num_prompts": num_prompts, "seed": seed, "burstiness": burst,
                      "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens})
     if args.plot:

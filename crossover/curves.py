@@ -85,7 +85,8 @@ def _mixed_forward(plan: Plan, dec: np.ndarray, q: float, ctx: float, prompts: n
     pc = p_len if window_cap is None else min(p_len, window_cap)
     kv = dec * np.minimum(c + q, w) + prompts * np.minimum(pc, w)
     qk = dec * q * np.minimum(c + (q + 1.0) / 2.0, w) + prompts * p_len * np.minimum((pc + 1.0) / 2.0, w)
-    return plan.from_sums(dec * q + prompts * p_len, kv, qk).total
+    # logits at every decode/verify position and at each prompt's last position only
+    return plan.from_sums(dec * q + prompts * p_len, kv, qk, sampled=dec * q + prompts).total
 
 
 def _mixed_curves(sc: Scenario, b: np.ndarray, plans: Plans) -> Curves:

@@ -128,6 +128,8 @@ def simulation_dict(res) -> dict[str, Any]:
             "on": {k: _clean(v) for k, v in lv.on.items()},
             "speedup": _clean(ratio),
         })
+        if lv.policy is not None:
+            levels[-1]["policy"] = {k: _clean(v) for k, v in lv.policy.items()}
     return {
         "load_axis": key,
         "speedup_metric": "output_throughput on/off" if key == "concurrency" else "mean_e2el_ms off/on",
@@ -173,6 +175,16 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
             f"{f['median_ttft_ms']:>7.1f} {n['median_ttft_ms']:>7.1f} | {f['median_tpot_ms']:>7.2f} "
             f"{n['median_tpot_ms']:>7.2f} | {f['p99_tpot_ms']:>7.2f} {n['p99_tpot_ms']:>7.2f} | "
             f"{f['p99_e2el_ms'] / 1e3:>6.2f} {n['p99_e2el_ms'] / 1e3:>6.2f}")
+    if res.levels and res.levels[0].policy is not None:
+        lines += ["", "routing by load (the best-k schedule applied step by step):",
+                  f"{label:>7} | {'policy tok/s':>12} {'vs on':>7} {'vs off':>7} | {'mean E2E s':>10} {'vs on':>7} "
+                  f"{'vs off':>7}"]
+        for lv in res.levels:
+            p_, f, n = lv.policy, lv.off, lv.on
+            lines.append(f"{lv.value:>7g} | {p_['output_throughput']:>12.0f} "
+                         f"{p_['output_throughput'] / n['output_throughput']:>7.3f} "
+                         f"{p_['output_throughput'] / f['output_throughput']:>7.3f} | {p_['mean_e2el_ms'] / 1e3:>10.2f} "
+                         f"{n['mean_e2el_ms'] / p_['mean_e2el_ms']:>7.3f} {f['mean_e2el_ms'] / p_['mean_e2el_ms']:>7.3f}")
     lines.append("")
     metric = "output throughput on/off" if axis == "concurrency" else "mean end-to-end latency off/on"
     what = "concurrency" if axis == "concurrency" else "request rate"

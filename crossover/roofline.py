@@ -126,6 +126,9 @@ def _linear_dtype(model: Model, weight_dtype: str, part: Literal["dense", "exper
     return weight_dtype
 
 
+# Ops that run only where a next token is sampled: prompts need logits at their last position only.
+SAMPLED_OPS = ("lm_head", "draft_lm_head", "medusa_heads")
+
 _OPS: dict[tuple, tuple[Model, list[Op]]] = {}
 
 
@@ -255,6 +258,9 @@ class Plan:
     transition: str
     p: float
     ep_groups: int = 1  # expert parallelism: routed experts split whole over this many GPUs
+    # Rows that run only on positions whose next token is sampled (LM heads): every decode/verify
+    # position, but only the last position of a prompt.
+    sampled_rows: np.ndarray | None = None
 
     @cached_property
     def windows(self) -> tuple[float, ...]:
@@ -305,12 +311,14 @@ class Plan:
         """A fast evaluator for integer token counts up to `max_tokens`: everything that depends only on
         the step's token count (GEMMs, experts, all-reduces, overheads) is tabulated once."""
         att = self.kv_bytes_per_attended > 0
+        lm = self.sampled_rows if self.sampled_rows is not None else np.zeros(len(self.names), bool)
+        rest = ~att & ~lm
         tokens = np.arange(max_tokens + 1, dtype=float)
-        sub = {f: getattr(self, f)[~att] for f in ("weight_bytes", "expert_bytes", "num_experts", "top_k",
+        sub = {f: getattr(self, f)[rest] for f in ("weight_bytes", "expert_bytes", "num_experts", "top_k",
                                                    "act_bytes_per_token", "flops_per_token", "bandwidth", "rate")}
-        n = int((~att).sum())
+        n = int(rest.sum())
         zeros = np.zeros(n)
-        gemm_plan = Plan(tuple(np.asarray(self.names)[~att]), sub["weight_bytes"], sub["expert_bytes"],
+        gemm_plan = Plan(tuple(np.asarray(self.names)[rest]), sub["weight_bytes"], sub["expert_bytes"],
                          sub["num_experts"], sub["top_k"], sub["act_bytes_per_token"], sub["flops_per_token"],
                          zeros, zeros, zeros, np.full(n, np.inf), sub["bandwidth"], sub["rate"],
                          self.allreduce_s_per_token, self.allreduce_latency_s, self.has_allreduce, self.overhead_s,
@@ -319,7 +327,8 @@ class Plan:
         wi = self.window_index[att]
         return StepTimer(table, wi, self.kv_bytes_per_attended[att], self.kv_write_per_token[att],
                          self.flops_per_query_attended[att], self.bandwidth[att], self.rate[att],
-                         self.transition, self.p)
+                         self.transition, self.p, self.weight_bytes[lm], self.act_bytes_per_token[lm],
+                         self.flops_per_token[lm], self.bandwidth[lm], self.rate[lm])
 
     @cached_property
     def _split(self) -> tuple[np.ndarray, np.ndarray]:
@@ -338,22 +347,35 @@ class Plan:
         out["g_names"] = tuple(self.names[i] for i in g)  # type: ignore[assignment]
         out["a_names"] = tuple(self.names[i] for i in a)  # type: ignore[assignment]
         out["has_experts"] = bool(out["g_expert_bytes"].any())  # type: ignore[assignment]
+        lm = self.sampled_rows if self.sampled_rows is not None else np.zeros(len(self.names), bool)
+        out["g_sampled"] = lm[g]
+        out["all_sampled"] = lm
+        out["has_sampled"] = bool(lm.any())  # type: ignore[assignment]
         return out
 
-    def from_sums(self, tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray) -> StepCost:
+    def _row_tokens(self, mask: np.ndarray, tokens: np.ndarray, sampled) -> np.ndarray:
+        """Tokens each row processes: `sampled` on LM-head rows, `tokens` elsewhere (row axis first)."""
+        col = (slice(None),) + (None,) * tokens.ndim
+        if sampled is None or not mask.any():
+            return tokens
+        return np.where(mask[col], np.asarray(sampled, float), tokens)
+
+    def from_sums(self, tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray, sampled=None) -> StepCost:
         """Seconds for a forward of `tokens` new tokens whose attention reads `kv_len` cached tokens
         and scores `qk_len` query-key pairs per row (row axis first): mixed batches of decode,
-        verify and prefill chunks cost the same way as a uniform batch. Token-only ops are computed
-        on `tokens`' shape, attention ops on the sums' shape; the total broadcasts both."""
+        verify and prefill chunks cost the same way as a uniform batch. `sampled`: positions whose
+        logits are needed (LM head); default all `tokens` (decode and verify). Token-only ops are
+        computed on `tokens`' shape, attention ops on the sums' shape; the total broadcasts both."""
         tokens = np.asarray(tokens, float)
         kv_len, qk_len = np.asarray(kv_len, float), np.asarray(qk_len, float)
         if kv_len.shape[1:] == tokens.shape and not self._coef["has_experts"]:
-            return _fused_rows(self, tokens, kv_len, qk_len)  # one shape: one pass over all rows
+            return _fused_rows(self, tokens, kv_len, qk_len, sampled)  # one shape: one pass over all rows
         c = self._coef
         col = (slice(None),) + (None,) * tokens.ndim
         # token-only rows
-        nbytes = c["g_weight_bytes"][col] + c["g_act_bytes_per_token"][col] * tokens
-        flops = c["g_flops_per_token"][col] * tokens
+        row_tok = self._row_tokens(c["g_sampled"], tokens, sampled)
+        nbytes = c["g_weight_bytes"][col] + c["g_act_bytes_per_token"][col] * row_tok
+        flops = c["g_flops_per_token"][col] * row_tok
         if c["has_experts"]:
             e, k, eb, fpt = (c["g_num_experts"][col], c["g_top_k"][col], c["g_expert_bytes"][col],
                              c["g_flops_per_token"][col])
@@ -399,13 +421,14 @@ class Plan:
         return StepCost(total, parts, self.overhead_s)
 
 
-def _fused_rows(plan: "Plan", tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray) -> StepCost:
+def _fused_rows(plan: "Plan", tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray, sampled=None) -> StepCost:
     """Plan.from_sums when tokens and the attention sums share a shape and no experts are routed:
     all rows in one array (fewer, larger numpy calls; the same numbers)."""
     col = (slice(None),) + (None,) * tokens.ndim
-    nbytes = (plan.weight_bytes[col] + plan.act_bytes_per_token[col] * tokens
+    row_tok = plan._row_tokens(plan._coef["all_sampled"], tokens, sampled)
+    nbytes = (plan.weight_bytes[col] + plan.act_bytes_per_token[col] * row_tok
               + plan.kv_bytes_per_attended[col] * kv_len + plan.kv_write_per_token[col] * tokens)
-    flops = plan.flops_per_token[col] * tokens + plan.flops_per_query_attended[col] * qk_len
+    flops = plan.flops_per_token[col] * row_tok + plan.flops_per_query_attended[col] * qk_len
     tm = nbytes / plan.bandwidth[col]
     tc = flops / plan.rate[col]
     t = combine(tm, tc, plan.transition, plan.p)
@@ -433,9 +456,15 @@ class StepTimer:
     rate: np.ndarray
     transition: str
     p: float
+    lm_weight_bytes: np.ndarray
+    lm_act_bytes_per_token: np.ndarray
+    lm_flops_per_token: np.ndarray
+    lm_bandwidth: np.ndarray
+    lm_rate: np.ndarray
 
-    def __call__(self, tokens, kv_win: np.ndarray, qk_win: np.ndarray) -> np.ndarray:
-        """Seconds; `tokens` integer(s), sums per window with the window axis first."""
+    def __call__(self, tokens, kv_win: np.ndarray, qk_win: np.ndarray, sampled=None) -> np.ndarray:
+        """Seconds; `tokens` integer(s), sums per window with the window axis first, `sampled` the
+        positions needing logits (default: all tokens)."""
         t = np.asarray(tokens)
         base = self.table.take(t.astype(np.int64), mode="raise")  # out of the tabulated range: IndexError
         col = (slice(None),) + (None,) * t.ndim
@@ -443,7 +472,13 @@ class StepTimer:
         qk = qk_win[self.window_index]
         tm = (self.kv_bytes_per_attended[col] * kv + self.kv_write_per_token[col] * t) / self.bandwidth[col]
         tc = self.flops_per_query_attended[col] * qk / self.rate[col]
-        return base + combine(tm, tc, self.transition, self.p).sum(axis=0)
+        out = base + combine(tm, tc, self.transition, self.p).sum(axis=0)
+        if self.lm_weight_bytes.size:
+            s = t if sampled is None else np.asarray(sampled, float)
+            lm_m = (self.lm_weight_bytes[col] + self.lm_act_bytes_per_token[col] * s) / self.lm_bandwidth[col]
+            lm_c = self.lm_flops_per_token[col] * s / self.lm_rate[col]
+            out = out + combine(lm_m, lm_c, self.transition, self.p).sum(axis=0)
+        return out
 
 
 def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:
@@ -501,7 +536,8 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
     return Plan(tuple(op.name for op in rows), wb, eb, ne, tk, ab, fpt, kva, kvw, fqa, win, bw, rate,
                 ar_per_token, ar_count * dep.allreduce_latency, ar_count > 0 and tp > 1,
                 num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p,
-                tp if dep.expert_parallel else 1)
+                tp if dep.expert_parallel else 1,
+                np.array([op.name in SAMPLED_OPS for op in rows], bool))
 
 
 def forward_cost(dep: Deployment, ops: list[Op], batch, q=1, context=0, num_layers: float | None = None) -> StepCost:

@@ -184,3 +184,27 @@ def test_simulation_handles_prompts_longer_than_the_token_budget():
     log = simulate(arm, np.full(6, 3000), np.full(6, 16), np.random.default_rng(0), concurrency=2,
                    limits=EngineLimits(max_num_batched_tokens=1024), kv_capacity=kv_capacity_tokens(sc.deployment))
     assert np.all(np.isfinite(log.finish)) and np.all(log.first_token > 0)
+
+
+def test_routing_by_load_beats_always_on_at_peak_and_always_off_in_troughs():
+    w, base = load_workload("sharegpt")
+    p, o = w.means(base=base)
+    sc = scenario(p=p, o=o, alpha=0.6)
+    from crossover.policy import best_k_policy
+
+    schedule = best_k_policy(sc, 256, 3).best_k
+    res = sweep(sc, w, "request_rate", [10.0, 45.0], num_prompts=600, seed=0, burstiness=0.2, base=base,
+                schedule=schedule)
+    trough, peak = res.levels
+    lat = lambda arm: arm["mean_e2el_ms"]  # noqa: E731
+    assert lat(trough.policy) < 0.8 * lat(trough.off)  # speculating where it pays
+    assert lat(peak.policy) < lat(peak.on)  # not speculating where it does not
+    for lv in res.levels:
+        assert lat(lv.policy) <= 1.03 * min(lat(lv.on), lat(lv.off))
+
+
+def test_a_schedule_of_zeros_without_a_draft_is_the_off_arm():
+    sc = Scenario(scenario(p=200, o=100).deployment, Speculation("ngram", 3, Acceptance.rate(0.6)), 250, 200, 100)
+    r = run_level(sc, fixed(200, 100), "concurrency", 32, num_prompts=150, seed=0, level_index=0,
+                  schedule=np.zeros(256, int))
+    assert r["policy"]["output_throughput"] == pytest.approx(r["off"]["output_throughput"], rel=1e-12)

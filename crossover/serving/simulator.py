@@ -28,14 +28,43 @@ SEGMENT = 256  # most decode-only steps simulated in one vectorised block
 
 @dataclass
 class Arm:
-    """One server configuration: the scenario and whether speculation is on."""
+    """One server configuration: the scenario and whether speculation is on.
+
+    With a `schedule` (k per running batch: schedule[b - 1]; batches past its end use the last
+    entry) the arm routes by load step by step, as vLLM's dynamic speculation does.
+    """
 
     scenario: Scenario
     speculate: bool
+    schedule: np.ndarray | None = None
     plans: Plans = field(init=False)
 
     def __post_init__(self) -> None:
         self.plans = Plans.of(self.scenario)
+
+
+@dataclass(frozen=True)
+class _Mode:
+    """What one engine step does at a given k (0: plain decode)."""
+
+    on: bool
+    k: int
+    surv: np.ndarray
+    match: float
+    width: float
+    draft_forwards: int
+    pass_widths: tuple[int, ...]
+
+
+def _mode(spec, k: int) -> _Mode:
+    if k <= 0:
+        return _Mode(False, 0, np.zeros(0), 1.0, 1.0, 0, ())
+    if k != spec.k:
+        from ..policy import with_k
+
+        spec = with_k(spec, k)
+    return _Mode(True, k, spec.survival, spec.acceptance.match_rate, spec.verify_width, spec.draft_forwards,
+                 spec.draft_pass_widths)
 
 
 @dataclass
@@ -90,10 +119,16 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
     eff = dep.efficiency
     target, draft = arm.plans.target, arm.plans.draft
     speculate = arm.speculate
+    schedule = arm.schedule if speculate else None
+    modes: dict[int, _Mode] = {}
+
+    def mode_for(batch: int) -> _Mode:
+        kk = (spec.k if speculate else 0) if schedule is None else int(schedule[min(batch, len(schedule)) - 1])
+        if kk not in modes:
+            modes[kk] = _mode(spec, kk)
+        return modes[kk]
+
     k = spec.k if speculate else 0
-    surv = spec.survival if speculate else np.zeros(0)
-    match = spec.acceptance.match_rate if speculate else 1.0
-    n_draft_fwd = spec.draft_forwards if speculate else 0
     draft_budget = spec.draft_kv_budget
     draft_prefills = speculate and spec.method not in ("ngram", "medusa")
     max_tokens = limits.max_num_batched_tokens
@@ -110,10 +145,6 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
     t_max = int(max_tokens + limits.max_num_seqs * (k + 1) + prompt.max() + 1)
     ttime = target.timer(t_max)
     dtime = draft.timer(t_max) if (speculate and draft is not None) else None
-    width = spec.verify_width if speculate else 1.0
-    if speculate and spec.tree is not None and match < 1.0:  # pragma: no cover - refused by Speculation
-        raise CrossoverError("trees and n-gram match rates do not mix")
-    pass_widths = spec.draft_pass_widths if speculate else ()
 
     # running state (parallel arrays, admission order)
     rid = np.zeros(0, dtype=np.int64)
@@ -130,15 +161,15 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
     def draft_ctx(c: np.ndarray) -> np.ndarray:
         return np.minimum(c, draft_budget) if draft_budget is not None else c
 
-    def draws(steps: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    def draws(md: _Mode, steps: int, m: int) -> tuple[np.ndarray, np.ndarray]:
         """(verify width, tokens emitted) per step and decoding sequence."""
-        if not speculate:
+        if not md.on:
             return np.ones((steps, m)), np.ones((steps, m))
-        acc = (rng.random((steps, m))[..., None] < surv).sum(axis=-1).astype(float)
-        if match < 1.0:
-            matched = rng.random((steps, m)) < match
-            return 1.0 + k * matched, 1.0 + acc * matched
-        return np.full((steps, m), width), 1.0 + acc  # trees: all nodes verified, the path accepted
+        acc = (rng.random((steps, m))[..., None] < md.surv).sum(axis=-1).astype(float)
+        if md.match < 1.0:
+            matched = rng.random((steps, m)) < md.match
+            return 1.0 + md.k * matched, 1.0 + acc * matched
+        return np.full((steps, m), md.width), 1.0 + acc  # trees: all nodes verified, the path accepted
 
     while done < n:
         # ---- admission, FIFO, while sequences, KV and arrivals allow
@@ -163,8 +194,9 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
 
         decoding = pre_left == 0
         nd = int(decoding.sum())
+        md = mode_for(m)  # k for this block (a schedule routes by the running batch)
         # ---- this step's prefill chunks: the token budget left after decodes/verifies, in FIFO order
-        budget = max(max_tokens - nd * width, 0.0)
+        budget = max(max_tokens - nd * md.width, 0.0)
         pre_idx = np.nonzero(~decoding)[0]
         if len(pre_idx):
             left = pre_left[pre_idx]
@@ -184,7 +216,7 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         horizon = int(min(SEGMENT, remaining.min())) if simple else 1
         if len(pre_idx):
             horizon = max(horizon, 1)
-        q, emit = draws(horizon, m)
+        q, emit = draws(md, horizon, m)
         prefilling = ~decoding
         adv = emit.copy()  # context advance per step
         if len(pre_idx):
@@ -206,8 +238,11 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
             kv_w, qk_w = target.window_sums(q, ctx_t)
         else:  # a prompt waiting for budget: nothing to attend this step
             kv_w, qk_w = target.window_sums(np.where(live, q, 0.0), np.where(live, ctx_t, -q))
-        dt = ttime(q.sum(axis=1).astype(np.int64), kv_w, qk_w) + step_overhead
-        if speculate:
+        sampled = q.sum(axis=1)
+        if len(pre_idx):  # a prompt chunk needs logits only when it is the prompt's last
+            sampled[0] = q[0, decoding].sum() + len(first)
+        dt = ttime(q.sum(axis=1).astype(np.int64), kv_w, qk_w, sampled) + step_overhead
+        if md.on:
             n_dec = np.full(steps, float(m))
             n_dec[0] = nd
             if len(pre_idx):
@@ -217,22 +252,22 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
                 proposed = np.where(dec > 0, q - 1.0, 0.0)
             else:
                 dec, dec_ctx, proposed = None, draft_ctx(ctx_t), q - 1.0
-            if dtime is not None and n_draft_fwd:
+            if dtime is not None and md.draft_forwards:
                 ones = np.ones((steps, m)) if dec is None else dec
-                for w in sorted(set(pass_widths)):  # chains: k passes of width 1; trees widen
+                for w in sorted(set(md.pass_widths)):  # chains: k passes of width 1; trees widen
                     dkv, dqk = draft.window_sums(ones * w, dec_ctx)
-                    dt = dt + np.where(n_dec > 0, pass_widths.count(w) * (
+                    dt = dt + np.where(n_dec > 0, md.pass_widths.count(w) * (
                         dtime((n_dec * w).astype(np.int64), dkv, dqk) + draft_step_overhead), 0.0)
-            if dtime is not None and draft_prefills and len(pre_idx) and chunk.sum():
-                # the draft also reads the prompt (its KV cache / hidden states); inside the first
-                # draft forward when there is one, so no second launch overhead then
-                pkv, pqk = draft.window_sums(chunk, draft_ctx(ctx[pre_idx]))
-                dt[0] += float(dtime(int(chunk.sum()), pkv, pqk)) - (draft.overhead_s if nd else 0.0)
             dt = dt + np.where(n_dec > 0, spec_overhead + n_dec * eff.spec_overhead_per_seq_s, 0.0)
             accepted = np.minimum(emit - 1.0, proposed).clip(0)
             log.drafts_proposed += float(proposed.sum())
             log.drafts_accepted += float(accepted.sum() if dec is None else accepted[dec > 0].sum())
             log.verify_steps += float(n_dec.sum())
+        if dtime is not None and draft_prefills and len(pre_idx) and chunk.sum():
+            # the draft also reads every prompt (its KV cache / hidden states), whatever k is now;
+            # inside the first draft forward when there is one, so no second launch overhead then
+            pkv, pqk = draft.window_sums(chunk, draft_ctx(ctx[pre_idx]))
+            dt[0] += float(dtime(int(chunk.sum()), pkv, pqk, len(first))) - (draft.overhead_s if md.on and nd else 0.0)
         ends = now + np.cumsum(dt)
         if admissible and steps > 1 and ends[-1] > next_arrival:
             cut = int(np.searchsorted(ends, next_arrival)) + 1  # the step running at the arrival completes

@@ -25,6 +25,7 @@ class Level:
     value: float
     off: dict[str, float]
     on: dict[str, float]
+    policy: dict[str, float] | None = None  # the arm that routes by load with the best-k schedule
 
     def ratio(self, axis: Axis) -> float:
         """Speedup at this level: output throughput on/off (concurrency), mean e2e latency off/on (rate).
@@ -80,8 +81,9 @@ def check_fits(sc: Scenario, workload: Workload, concurrency: float, base: Path 
 
 def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num_prompts: int, seed: int,
               level_index: int, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(),
-              warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True)) -> dict:
-    """Both arms at one load level, on the same requests (common random numbers)."""
+              warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
+              schedule: np.ndarray | None = None) -> dict:
+    """Both arms (and the scheduled arm, given a schedule) at one level, on the same requests."""
     rng = np.random.default_rng([seed, level_index])
     prompt, output = workload.sample(rng, num_prompts, base)
     arrival = None
@@ -98,20 +100,22 @@ def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num
         dec = float(step_time(sc.deployment, [value], 1, float(prompt.mean())).total[0])
         stagger = float(output.mean()) * dec
     out = {}
-    for speculate in arms:
-        arm = Arm(sc, speculate)
-        cap = kv_capacity_tokens(sc.deployment, sc if speculate else None)
-        arm_rng = np.random.default_rng([seed, level_index, int(speculate)])
+    runs = [("on" if sp else "off", Arm(sc, sp)) for sp in arms]
+    if schedule is not None:
+        runs.append(("policy", Arm(sc, True, schedule)))
+    for i, (name, arm) in enumerate(runs):
+        cap = kv_capacity_tokens(sc.deployment, sc if arm.speculate else None)
+        arm_rng = np.random.default_rng([seed, level_index, i if name != "off" else 0, int(arm.speculate)])
         log = simulate(arm, prompt, output, arm_rng, concurrency=int(value) if axis == "concurrency" else None,
                        arrival=arrival, limits=limits, kv_capacity=cap, measure_from=warm, stagger_s=stagger)
-        out["on" if speculate else "off"] = summarize(log, warm, axis == "concurrency")
+        out[name] = summarize(log, warm, axis == "concurrency")
     return out
 
 
 def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, num_prompts: int = 1000,
           seed: int = 0, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(), warmup_frac: float = 0.1,
-          base: Path | None = None) -> SweepResult:
-    """Simulate every level for both arms (speculation off and on)."""
+          base: Path | None = None, schedule: np.ndarray | None = None) -> SweepResult:
+    """Simulate every level for both arms (speculation off and on), and the scheduled arm if given."""
     if not values:
         raise CrossoverError(f"no {axis.replace('_', ' ')} levels given")
     if num_prompts < 2:
@@ -124,6 +128,6 @@ def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, 
     res = SweepResult(axis)
     for i, v in enumerate(sorted(values)):
         r = run_level(sc, workload, axis, v, num_prompts=num_prompts, seed=seed, level_index=i,
-                      burstiness=burstiness, limits=limits, warmup_frac=warmup_frac, base=base)
-        res.levels.append(Level(v, r["off"], r["on"]))
+                      burstiness=burstiness, limits=limits, warmup_frac=warmup_frac, base=base, schedule=schedule)
+        res.levels.append(Level(v, r["off"], r["on"], r.get("policy")))
     return res
