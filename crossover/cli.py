@@ -146,6 +146,29 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--confidence-concentration", default="2", help="adaptive: Beta concentration of the draft's "
                                                                      "confidences; small = informative (default 2)")
     po.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    pl = sub.add_parser("plan", help="which hardware, how many, speculation on or off: ranked under SLOs")
+    pl.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
+    pl.add_argument("--workload", required=True, help="workload preset or YAML path (prompt/output lengths)")
+    pl.add_argument("--slo-tpot-ms", required=True, help="time-per-output-token objective, ms")
+    pl.add_argument("--slo-ttft-ms", help="time-to-first-token objective, ms")
+    pl.add_argument("--hardware", default="h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x",
+                    help="comma-separated accelerators (default h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x)")
+    pl.add_argument("--tp", default="1,2,4,8", help="TP degrees to consider (default 1,2,4,8)")
+    pl.add_argument("--k-max", help="largest k for the policy arm (default --k)")
+    sp = pl.add_argument_group("speculation")
+    sp.add_argument("--method", default=DEFAULT_METHOD)
+    sp.add_argument("--draft")
+    sp.add_argument("--draft-tp")
+    sp.add_argument("--draft-vocab", default="32000")
+    sp.add_argument("--k", default=str(DEFAULT_K))
+    ag = sp.add_mutually_exclusive_group()
+    ag.add_argument("--acceptance")
+    ag.add_argument("--tau")
+    ag.add_argument("--acceptance-per-position")
+    sp.add_argument("--match-rate")
+    sp.add_argument("--tree")
+    pl.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    pl.add_argument("--plot", help="bar chart of throughput per GPU (and cost) per option")
     wi = sub.add_parser("whatif", help="speedup over two axes (batch, k, acceptance, context, hardware)")
     _add_scenario_flags(wi)
     wi.add_argument("--x", default="batch=1..512", help="x axis, e.g. batch=1..512 (default)")
@@ -194,6 +217,54 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------------ scenario
 
+def speculation_from_args(args: argparse.Namespace, workload_acceptance=None,
+                          calibrated: dict[str, float] | None = None):
+    """The speculation flags (method, k, tree, acceptance, draft) as a Speculation."""
+    from .speculation import Acceptance, Speculation
+    from .specs import load_model
+
+    calibrated = calibrated or {}
+    k = int(_number(args.k, "--k", integer=True, positive=False))
+    if k < 1:
+        raise CrossoverError(f"--k must be >= 1 (got {args.k}); speculation off is the baseline itself")
+    tree = parse_tree(args.tree) if getattr(args, "tree", None) else None
+    if tree is not None:
+        if args.k != str(DEFAULT_K) and int(args.k) != len(tree):
+            raise CrossoverError(f"--k {args.k} disagrees with --tree {args.tree} (depth {len(tree)}); drop --k")
+        k = len(tree)
+    wa = workload_acceptance
+    if args.match_rate is not None:
+        match = _number(args.match_rate, "--match-rate", positive=False)
+    elif wa is not None and wa.ngram_match_rate is not None and args.method == "ngram":
+        match = wa.ngram_match_rate
+    else:
+        match = 1.0
+    if args.tau is not None:
+        acc = Acceptance.mean_length(_number(args.tau, "--tau"), match)
+    elif args.acceptance_per_position is not None:
+        rates = parse_list(args.acceptance_per_position, "--acceptance-per-position")
+        acc = Acceptance.per_position(rates, match)
+    elif args.acceptance is not None:
+        acc = Acceptance.rate(_number(args.acceptance, "--acceptance", positive=False), match)
+    elif "acceptance" in calibrated:
+        acc = Acceptance.rate(calibrated["acceptance"], match)
+    elif wa is not None and wa.tau is not None:
+        acc = Acceptance.mean_length(wa.tau, match)
+    elif wa is not None and wa.per_position is not None:
+        acc = Acceptance.per_position(wa.per_position, match)
+    elif wa is not None and wa.rate is not None:
+        acc = Acceptance.rate(wa.rate, match)
+    else:
+        acc = Acceptance.rate(DEFAULT_ACCEPTANCE, match)
+    draft = load_model(args.draft) if args.draft else None
+    draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp is not None else None
+    spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
+                       draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)), tree=tree)
+    if acc.kind == "tau" and spec.tau > k + 1:
+        raise CrossoverError(f"--tau {acc.value:g} exceeds k+1 = {k + 1}")
+    return spec
+
+
 def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None, output_len: float | None = None,
                        workload_acceptance=None):
     """Resolve the scenario flags into a curves.Scenario plus a dict of resolved inputs.
@@ -217,14 +288,6 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
     else:
         context = DEFAULT_CONTEXT
     peak = context if prompt_len is None else max(context, prompt_len + output_len)  # type: ignore[operator]
-    k = int(_number(args.k, "--k", integer=True, positive=False))
-    if k < 1:
-        raise CrossoverError(f"--k must be >= 1 (got {args.k}); speculation off is the baseline itself")
-    tree = parse_tree(args.tree) if getattr(args, "tree", None) else None
-    if tree is not None:
-        if args.k != str(DEFAULT_K) and int(args.k) != len(tree):
-            raise CrossoverError(f"--k {args.k} disagrees with --tree {args.tree} (depth {len(tree)}); drop --k")
-        k = len(tree)
     eff_changes = {}
     if args.bandwidth_fraction is not None:
         eff_changes["bandwidth_fraction"] = _fraction(args.bandwidth_fraction, "--bandwidth-fraction")
@@ -267,36 +330,8 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
                 f"{model.name} does not fit on {tp} x {hardware.name}: {need:.1f} GB of weights per GPU plus one "
                 f"sequence of {context:g} tokens exceed {hardware.memory_gb:g} GB x {dep.memory_utilization:g}; "
                 f"use a larger --tp, a smaller --context or --weight-dtype fp8")
-    wa = workload_acceptance
-    if args.match_rate is not None:
-        match = _number(args.match_rate, "--match-rate", positive=False)
-    elif wa is not None and wa.ngram_match_rate is not None and args.method == "ngram":
-        match = wa.ngram_match_rate
-    else:
-        match = 1.0
-    if args.tau is not None:
-        acc = Acceptance.mean_length(_number(args.tau, "--tau"), match)
-    elif args.acceptance_per_position is not None:
-        rates = parse_list(args.acceptance_per_position, "--acceptance-per-position")
-        acc = Acceptance.per_position(rates, match)
-    elif args.acceptance is not None:
-        acc = Acceptance.rate(_number(args.acceptance, "--acceptance", positive=False), match)
-    elif "acceptance" in calibrated:
-        acc = Acceptance.rate(calibrated["acceptance"], match)
-    elif wa is not None and wa.tau is not None:
-        acc = Acceptance.mean_length(wa.tau, match)
-    elif wa is not None and wa.per_position is not None:
-        acc = Acceptance.per_position(wa.per_position, match)
-    elif wa is not None and wa.rate is not None:
-        acc = Acceptance.rate(wa.rate, match)
-    else:
-        acc = Acceptance.rate(DEFAULT_ACCEPTANCE, match)
-    draft = load_model(args.draft) if args.draft else None
-    draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp is not None else None
-    spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
-                       draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)), tree=tree)
-    if acc.kind == "tau" and spec.tau > k + 1:
-        raise CrossoverError(f"--tau {acc.value:g} exceeds k+1 = {k + 1}")
+    spec = speculation_from_args(args, workload_acceptance, calibrated)
+    k, tree, acc, draft = spec.k, spec.tree, spec.acceptance, spec.draft
     sc = Scenario(dep, spec, float(context), prompt_len, output_len)
     resolved = {
         "model": model.name, "hardware": hardware.name, "tp": tp, "tp_auto": tp_auto,
@@ -469,6 +504,41 @@ def cmd_policy(args: argparse.Namespace) -> int:
                            adaptive["off_tokens_per_s"][i])
                 print(f"{bt:>7} {a:>15.0f} {adaptive['verified_drafts_per_seq'][i]:>11.2f} "
                       f"{adaptive['best_fixed_k'][i]:>13} {f:>10.0f} {a / f:>7.3f} {a / o:>7.3f}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """`crossover plan`."""
+    from .plan import plan
+    from .report import plan_dict, plan_table
+    from .specs import load_hardware, load_model
+    from .workload import load_workload
+
+    model = load_model(args.model)
+    workload, base = load_workload(args.workload)
+    p_len, o_len = workload.means(base=base)
+    hws = [load_hardware(h.strip()) for h in args.hardware.split(",") if h.strip()]
+    if not hws:
+        raise CrossoverError("--hardware needs at least one accelerator name")
+    tps = tuple(int(x) for x in parse_list(args.tp, "--tp", integer=True))
+    spec = speculation_from_args(args, workload.acceptance)
+    slo_tpot = _number(args.slo_tpot_ms, "--slo-tpot-ms")
+    slo_ttft = _number(args.slo_ttft_ms, "--slo-ttft-ms") if args.slo_ttft_ms is not None else None
+    k_max = int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None
+    res = plan(model, hws, spec, p_len, o_len, slo_tpot_ms=slo_tpot, slo_ttft_ms=slo_ttft, tps=tps, k_max=k_max)
+    inputs = {"model": model.name, "workload": workload.name, "prompt_len": p_len, "output_len": o_len,
+              "slo_tpot_ms": slo_tpot, "slo_ttft_ms": slo_ttft, "hardware": [h.name for h in hws], "tp": list(tps),
+              "method": spec.method, "k": spec.k, "tau": round(spec.tau, 4)}
+    if args.plot:
+        from .plots import plot_plan
+
+        plot_plan(res, inputs, args.plot)
+    if args.json:
+        out = plan_dict(res)
+        out["inputs"] = inputs
+        print(json.dumps(out, indent=2))
+    else:
+        print(plan_table(res, inputs))
     return 0
 
 
@@ -676,6 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "whatif": cmd_whatif,
+                "plan": cmd_plan,
                 "measured": cmd_measured,
                 "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
         return verb(args)

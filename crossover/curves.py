@@ -56,6 +56,10 @@ class Curves:
     verify: np.ndarray
     tokens_per_s_off: np.ndarray
     tokens_per_s_on: np.ndarray
+    # with the prefill share: time to first token, ~ half a running step of wait plus the step
+    # that carries the prompt (seconds); None for pure decode
+    ttft_off: np.ndarray | None = None
+    ttft_on: np.ndarray | None = None
 
     @property
     def speedup(self) -> np.ndarray:
@@ -135,11 +139,11 @@ def _mixed_curves(sc: Scenario, b: np.ndarray, plans: Plans) -> Curves:
         e2e = prefill_step + (o_len - 1.0) / y * mean
         tput = b * o_len / e2e
         return (mean, (1.0 - frac) * draft[:m] + frac * draft[m:], (1.0 - frac) * verify[:m] + frac * verify[m:],
-                tput)
+                tput, 0.5 * mean + prefill_step)
 
-    off, _, _, tput_off = arm(1.0, 1.0, False)
-    on, draft, verify, tput_on = arm(spec.tau, spec.verify_width, True)
-    return Curves(b, off, on, draft, verify, tput_off, tput_on)
+    off, _, _, tput_off, ttft_off = arm(1.0, 1.0, False)
+    on, draft, verify, tput_on, ttft_on = arm(spec.tau, spec.verify_width, True)
+    return Curves(b, off, on, draft, verify, tput_off, tput_on, ttft_off, ttft_on)
 
 
 def evaluate(sc: Scenario, batch, plans: Plans | None = None) -> Curves:

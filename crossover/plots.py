@@ -166,3 +166,25 @@ def plot_whatif(g, inputs: dict[str, Any], path: str) -> None:
     ax.set_title(_title(inputs) + f"\nspeedup over {g.x_axis} x {g.y_axis}", fontsize=10)
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_plan(res, inputs: dict[str, Any], path: str) -> None:
+    """Throughput per GPU of each feasible option (bars), cost per million tokens annotated."""
+    plt = _pyplot()
+    opts = res.ranked[:24]
+    fig, ax = plt.subplots(figsize=(10, max(3.0, 0.35 * len(opts) + 1.5)))
+    colors = {"off": "tab:blue", "on": "tab:orange", "policy": "tab:green"}
+    labels = [f"{o.hardware} x{o.tp} {o.arm}" for o in opts]
+    vals = [o.tokens_per_s_per_gpu for o in opts]
+    ax.barh(range(len(opts)), vals, color=[colors.get(o.arm, "grey") for o in opts])
+    ax.set_yticks(range(len(opts)), labels, fontsize=8)
+    ax.invert_yaxis()
+    for i, o in enumerate(opts):
+        cost = f"  ${o.usd_per_million_tokens:.2f}/M" if o.usd_per_million_tokens is not None else ""
+        ax.text(vals[i], i, f" batch {o.batch}{cost}", va="center", fontsize=7)
+    ax.set_xlabel("output tokens/s per GPU under the SLO")
+    slo = f"TPOT <= {inputs['slo_tpot_ms']:g} ms"
+    ax.set_title(f"{inputs['model']}, {inputs['workload']}, {slo}: blue off, orange on, green policy", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    _save(fig, path)
+    plt.close(fig)

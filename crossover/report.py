@@ -352,3 +352,38 @@ def policy_table(pol, configs: dict[str, Any], inputs: dict[str, Any]) -> str:
     lines += ["SGLang:", "  " + (configs["sglang"]["flags"] or "(none)")]
     lines += ["  note: " + n for n in configs["sglang"]["notes"]]
     return "\n".join(lines)
+
+
+def _option(o) -> dict[str, Any]:
+    return {"hardware": o.hardware, "tp": o.tp, "arm": o.arm, "k": o.k, "batch": o.batch,
+            "tokens_per_s": round(o.tokens_per_s, 2), "tokens_per_s_per_gpu": round(o.tokens_per_s_per_gpu, 2),
+            "tpot_ms": None if o.batch is None else round(o.tpot_ms, 3),
+            "ttft_ms": None if o.batch is None else round(o.ttft_ms, 2),
+            "usd_per_million_output_tokens": None if o.usd_per_million_tokens is None
+            else round(o.usd_per_million_tokens, 4)}
+
+
+def plan_dict(res) -> dict[str, Any]:
+    """The JSON contract of `crossover plan --json` (inputs added by the caller)."""
+    return {"ranked": [_option(o) for o in res.ranked],
+            "dropped": [{"hardware": o.hardware, "tp": o.tp, "arm": o.arm, "reason": o.dropped} for o in res.dropped]}
+
+
+def plan_table(res, inputs: dict[str, Any]) -> str:
+    """Ranked options and the dropped ones with their reasons."""
+    slo = f"TPOT <= {inputs['slo_tpot_ms']:g} ms" + (f", TTFT <= {inputs['slo_ttft_ms']:g} ms"
+                                                    if inputs["slo_ttft_ms"] else "")
+    lines = [f"{inputs['model']}, workload {inputs['workload']} (prompt {inputs['prompt_len']:.0f}, output "
+             f"{inputs['output_len']:.0f}), {slo}; speculation {inputs['method']} k={inputs['k']} "
+             f"(tau {inputs['tau']:.2f})", "",
+             f"{'rank':>4} {'hardware':<14} {'tp':>3} {'arm':<7} {'k':>3} {'batch':>6} {'tok/s/GPU':>10} "
+             f"{'TPOT ms':>8} {'TTFT ms':>8} {'$/M tok':>8}"]
+    for i, o in enumerate(res.ranked, 1):
+        cost = f"{o.usd_per_million_tokens:.3f}" if o.usd_per_million_tokens is not None else "-"
+        lines.append(f"{i:>4} {o.hardware:<14} {o.tp:>3} {o.arm:<7} {o.k if o.k is not None else '-':>3} "
+                     f"{o.batch:>6} {o.tokens_per_s_per_gpu:>10.0f} {o.tpot_ms:>8.2f} {o.ttft_ms:>8.1f} {cost:>8}")
+    if res.dropped:
+        lines += ["", "dropped:"]
+        for o in res.dropped:
+            lines.append(f"  {o.hardware} tp {o.tp} {o.arm}: {o.dropped}")
+    return "\n".join(lines)
