@@ -146,6 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--confidence-concentration", default="2", help="adaptive: Beta concentration of the draft's "
                                                                      "confidences; small = informative (default 2)")
     po.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    rp = sub.add_parser("report", help="one self-contained HTML page of a scenario, for a design review")
+    _add_scenario_flags(rp)
+    rp.add_argument("--batch", help="batch sizes of the table (default 1..512 in steps)")
+    rp.add_argument("--workload", help="also simulate this workload (with --concurrency)")
+    rp.add_argument("--concurrency", help="concurrency levels to simulate, e.g. 1,8,32,128")
+    rp.add_argument("--num-prompts", default="400", help="requests per simulated level (default 400)")
+    rp.add_argument("--out", required=True, help="directory to write index.html into (created if missing)")
     pl = sub.add_parser("plan", help="which hardware, how many, speculation on or off: ranked under SLOs")
     pl.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
     pl.add_argument("--workload", required=True, help="workload preset or YAML path (prompt/output lengths)")
@@ -507,6 +514,53 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """`crossover report`."""
+    from pathlib import Path
+
+    from .curves import DEFAULT_BATCHES, predict
+    from .html_report import build
+    from .policy import best_k_policy, engine_configs
+    from .report import policy_table, prediction_table, simulation_table
+
+    simulation = sim_inputs = sim_text = None
+    p_len = o_len = None
+    workload = base = None
+    if args.workload:
+        from .workload import load_workload
+
+        workload, base = load_workload(args.workload)
+        p_len, o_len = workload.means(base=base)
+    elif args.concurrency:
+        raise CrossoverError("--concurrency needs --workload (the prompt and output lengths to simulate)")
+    sc, resolved = scenario_from_args(args, p_len, o_len, workload.acceptance if workload else None)
+    batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
+    pred = predict(sc, batches)
+    b_max = max(1, min(pred.max_batch_off, 512))
+    pol = best_k_policy(sc, b_max, max(sc.speculation.k, 1)) if sc.speculation.tree is None else None
+    policy_text = None
+    if pol is not None:
+        resolved_pol = dict(resolved, k_max=sc.speculation.k, batch_max=b_max)
+        policy_text = policy_table(pol, engine_configs(pol), resolved_pol)
+    if workload is not None and args.concurrency:
+        from .serving.sweep import sweep
+
+        levels = parse_list(args.concurrency, "--concurrency", integer=True)
+        n = int(_number(args.num_prompts, "--num-prompts", integer=True))
+        simulation = sweep(sc, workload, "concurrency", levels, num_prompts=n, base=base)
+        sim_inputs = dict(resolved, workload=workload.name, num_prompts=n, seed=0)
+        sim_text = simulation_table(simulation, sim_inputs)
+    page = build(sc, resolved, pred, prediction_table(pred, resolved), policy_text, simulation, sim_inputs, sim_text)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "index.html").write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise CrossoverError(f"cannot write {out / 'index.html'}: {exc.strerror}") from None
+    print(f"wrote {out / 'index.html'}", file=sys.stderr)
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """`crossover plan`."""
     from .plan import plan
@@ -746,7 +800,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "whatif": cmd_whatif,
-                "plan": cmd_plan,
+                "plan": cmd_plan, "report": cmd_report,
                 "measured": cmd_measured,
                 "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
         return verb(args)

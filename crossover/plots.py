@@ -188,3 +188,120 @@ def plot_plan(res, inputs: dict[str, Any], path: str) -> None:
     ax.grid(axis="x", alpha=0.3)
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_speedup_family(sc, inputs: dict[str, Any], path: str, ks=(1, 2, 3, 4, 6, 8),
+                        alphas=(0.5, 0.6, 0.7, 0.8, 0.9)) -> None:
+    """Speedup against batch for several k (left) and several acceptance rates (right)."""
+    import numpy as np
+
+    from .curves import Scenario, evaluate
+    from .policy import with_k
+    from .speculation import Acceptance
+
+    plt = _pyplot()
+    xs = np.geomspace(1, 512, 120)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for k in ks:
+        s = Scenario(sc.deployment, with_k(sc.speculation, k), sc.context, sc.prompt_len, sc.output_len)
+        a1.plot(xs, evaluate(s, xs).speedup, label=f"k = {k}")
+    base = with_k(sc.speculation, sc.speculation.k)
+    for a in alphas:
+        s = Scenario(sc.deployment, type(base)(base.method, base.k, Acceptance.rate(a, base.acceptance.match_rate),
+                                               base.draft, base.draft_tp, base.draft_vocab, base.draft_kv_budget),
+                     sc.context, sc.prompt_len, sc.output_len)
+        a2.plot(xs, evaluate(s, xs).speedup, label=f"acceptance {a:g}")
+    for ax, t in ((a1, f"acceptance {inputs['alpha_equivalent']:.2f}, k varies"), (a2, f"k = {sc.speculation.k}, "
+                                                                                     "acceptance varies")):
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title(t, fontsize=9)
+    a1.set_ylabel("speedup (on / off)")
+    fig.suptitle(_title(inputs), fontsize=10)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_roofline(sc, inputs: dict[str, Any], path: str, batches=(1, 8, 32, 128, 512)) -> None:
+    """Arithmetic intensity against attainable FLOP/s per GPU: the roofline, its ridge, and the
+    decode and verify steps of the target at several batch sizes (whole-step FLOPs / bytes)."""
+    import numpy as np
+
+    from .roofline import step_time
+
+    plt = _pyplot()
+    dep = sc.deployment
+    bw, peak = dep.bandwidth, dep.flops
+    ridge = peak / bw
+    x = np.geomspace(0.1, max(ridge * 30, 1e3), 200)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.plot(x, np.minimum(peak, x * bw) / 1e12, color="black", lw=1.5, label="roofline (achieved)")
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.annotate(f"ridge {ridge:.0f} FLOP/byte", (ridge, peak / 1e12 * 0.05), rotation=90, fontsize=8,
+                xytext=(4, 0), textcoords="offset points")
+    for q, marker, label in ((1.0, "o", "decode (q = 1)"), (sc.speculation.verify_width, "s",
+                                                            f"verify (q = {sc.speculation.verify_width:g})")):
+        pts = []
+        for b in batches:
+            c = step_time(dep, [b], q, sc.context)
+            ops = c.ops
+            flops = sum(float(o.flops[0]) for o in ops.values())
+            nbytes = sum(float(o.bytes[0]) for o in ops.values())
+            t = float(c.total[0])
+            pts.append((flops / max(nbytes, 1.0), flops / t / 1e12, b))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker, ls="--", label=label)
+        for ai, f, b in pts:
+            ax.annotate(f"{b}", (ai, f), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte, whole step)")
+    ax.set_ylabel("attained TFLOP/s per GPU")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title(_title(inputs) + "\nnumbers: batch size", fontsize=10)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_breakdown(sc, inputs: dict[str, Any], path: str, batches=(1, 8, 32, 128, 512)) -> None:
+    """Stacked step time at several batches, off and on: draft, verify by op, overheads."""
+    import numpy as np
+
+    from .roofline import step_time
+    from .speculation import spec_step_time
+
+    plt = _pyplot()
+    dep = sc.deployment
+    names: list[str] = []
+    bars = []
+    for b in batches:
+        off = step_time(dep, [b], 1, sc.context)
+        on = spec_step_time(dep, sc.speculation, [b], sc.context)
+        for arm, cost, extra in (("off", off, {}), ("on", on.verify, {
+                "draft": float(on.draft.total[0]),
+                "spec overhead": float(on.total[0] - on.draft.total[0] - on.verify.total[0])})):
+            parts = {n: float(o.time[0]) for n, o in cost.ops.items()}
+            parts["overhead"] = float(np.broadcast_to(cost.overhead, (1,))[0])
+            parts.update(extra)
+            for n in parts:
+                if n not in names:
+                    names.append(n)
+            bars.append((f"{b}\n{arm}", parts))
+    fig, ax = plt.subplots(figsize=(11, 5))
+    bottom = np.zeros(len(bars))
+    cmap = plt.get_cmap("tab20")
+    for i, n in enumerate(names):
+        vals = np.array([p.get(n, 0.0) * 1e3 for _, p in bars])
+        ax.bar(range(len(bars)), vals, bottom=bottom, label=n, color=cmap(i % 20))
+        bottom += vals
+    ax.set_xticks(range(len(bars)), [lab for lab, _ in bars], fontsize=8)
+    ax.set_ylabel("ms per step")
+    ax.set_xlabel("batch / speculation")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(_title(inputs) + "\nstep time by op (verify step for 'on')", fontsize=10)
+    _save(fig, path)
+    plt.close(fig)

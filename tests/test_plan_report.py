@@ -1,0 +1,78 @@
+"""Capacity planning, figures and the HTML report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from crossover.plan import plan
+from crossover.speculation import Acceptance, Speculation
+from crossover.specs import load_hardware, load_model
+
+
+def test_plan_ranks_options_and_says_why_others_were_dropped():
+    hws = [load_hardware(h) for h in ("h100-sxm", "rtx-4090", "l4")]
+    res = plan(load_model("llama-3.1-70b"), hws, Speculation("eagle", 3, Acceptance.rate(0.7)), 222, 201,
+               slo_tpot_ms=40, tps=(1, 2, 4, 8))
+    ranked = res.ranked
+    assert ranked and all(a.tokens_per_s_per_gpu >= b.tokens_per_s_per_gpu for a, b in zip(ranked, ranked[1:]))
+    assert all(o.tpot_ms <= 40 + 1e-9 for o in ranked)
+    reasons = {o.dropped for o in res.dropped}
+    assert any("does not fit" in r for r in reasons)  # 70B bf16 on one 24 GB card
+    h100 = [o for o in ranked if o.hardware == "h100-sxm"]
+    assert h100 and all(o.usd_per_million_tokens is not None for o in h100)
+    pol = {(o.hardware, o.tp): o for o in ranked if o.arm == "policy"}
+    for o in ranked:  # the policy arm is never worse than always-on or always-off at the same hardware/TP
+        if (o.hardware, o.tp) in pol:
+            assert pol[(o.hardware, o.tp)].tokens_per_s >= o.tokens_per_s * (1 - 1e-9)
+
+
+def test_tight_slo_drops_everything_with_the_reason():
+    res = plan(load_model("llama-3.1-8b"), [load_hardware("l4")], Speculation("eagle", 3, Acceptance.rate(0.7)),
+               200, 200, slo_tpot_ms=1.0, tps=(1,))
+    assert not res.ranked and all("TPOT SLO" in o.dropped for o in res.dropped)
+
+
+def test_plan_cli_json_and_plot(tmp_path):
+    png = tmp_path / "plan.png"
+    r = run_cli("plan", "--model", "llama-3.1-8b", "--workload", "gsm8k", "--slo-tpot-ms", "20", "--slo-ttft-ms",
+                "500", "--hardware", "h100-sxm,l4", "--json", "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["ranked"] and {"hardware", "tp", "arm", "tokens_per_s_per_gpu", "usd_per_million_output_tokens"} <= set(
+        d["ranked"][0])
+    assert png.stat().st_size > 10_000
+    bad = run_cli("plan", "--workload", "gsm8k", "--slo-tpot-ms", "-5")
+    assert bad.returncode == 2 and "--slo-tpot-ms" in bad.stderr
+
+
+@pytest.mark.parametrize("name", ["plot_speedup_family", "plot_roofline", "plot_breakdown", "plot_prediction"])
+def test_each_figure_is_written_and_not_empty(tmp_path, name):
+    from crossover import plots
+    from crossover.cli import build_parser, scenario_from_args
+    from crossover.curves import predict
+
+    args = build_parser().parse_args(["predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"])
+    sc, inputs = scenario_from_args(args)
+    for suffix in (".png", ".svg"):
+        path = tmp_path / f"{name}{suffix}"
+        if name == "plot_prediction":
+            plots.plot_prediction(predict(sc, [1, 8, 64, 256]), inputs, str(path))
+        else:
+            getattr(plots, name)(sc, inputs, str(path))
+        assert path.stat().st_size > 5_000
+
+
+def test_report_writes_one_self_contained_page(tmp_path):
+    out = tmp_path / "review"
+    r = run_cli("report", "--model", "llama-3.1-8b", "--workload", "gsm8k", "--concurrency", "1,8", "--num-prompts",
+                "60", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    page = (out / "index.html").read_text()
+    assert page.count("data:image/png;base64,") >= 5  # figures embedded, no side files
+    assert "llama-3.1-8b" in page and "Serving simulation" in page and "speculative-config" in page
+    assert list(out.iterdir()) == [out / "index.html"]
+    bad = run_cli("report", "--concurrency", "1,8", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "--workload" in bad.stderr
