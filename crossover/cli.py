@@ -103,6 +103,17 @@ def _add_measured_flags(p: argparse.ArgumentParser) -> None:
                    help="force the load axis (default: from the files)")
 
 
+def _add_list_show(sub, verb: str, what: str):
+    """`crossover VERB list|show NAME`; returns the action subparsers for more actions."""
+    p = sub.add_parser(verb, help=f"list or show {what} specs")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.add_parser("list", help=f"names of all known {what}s").add_argument("--json", action="store_true")
+    show = actions.add_parser("show", help=f"one {what}'s spec")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    return actions
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `crossover` command."""
     p = _Parser(prog="crossover", description="Predict where speculative decoding stops paying off.")
@@ -203,18 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--output-len", help="mean output tokens, when the files do not record total_output_tokens")
     ca.add_argument("--bootstrap", default="60", help="bootstrap refits for the crossover interval (default 60)")
     ca.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    hw = sub.add_parser("hardware", help="list or show accelerator specs")
-    hws = hw.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
-    hws.add_parser("list", help="names of all known accelerators").add_argument("--json", action="store_true")
-    s = hws.add_parser("show", help="one accelerator's spec")
-    s.add_argument("name")
-    s.add_argument("--json", action="store_true")
-    md = sub.add_parser("models", help="list, show or import model specs")
-    mds = md.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
-    mds.add_parser("list", help="names of all known models").add_argument("--json", action="store_true")
-    s = mds.add_parser("show", help="one model's spec")
-    s.add_argument("name")
-    s.add_argument("--json", action="store_true")
+    _add_list_show(sub, "hardware", "accelerator")
+    mds = _add_list_show(sub, "models", "model")
     im = mds.add_parser("import", help="turn a Hugging Face config.json into a model spec (offline)")
     im.add_argument("config")
     im.add_argument("--name", help="spec name (default: the config's folder name)")
@@ -378,28 +379,39 @@ def _fraction(text: str, what: str) -> float:
 
 # ------------------------------------------------------------------------------ verbs
 
+def _lengths(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """--prompt-len and --output-len (mean tokens per request), both or neither."""
+    if (args.prompt_len is None) != (args.output_len is None):
+        raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
+    if args.prompt_len is None:
+        return None, None
+    return _number(args.prompt_len, "--prompt-len"), _number(args.output_len, "--output-len")
+
+
+def _emit(args: argparse.Namespace, as_dict, as_text, inputs: dict | None = None) -> None:
+    """Print one JSON object (--json, with the resolved inputs) or the readable text."""
+    if getattr(args, "json", False):
+        out = as_dict()
+        if inputs is not None:
+            out["inputs"] = inputs
+        print(json.dumps(out, indent=2))
+    else:
+        print(as_text())
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     """`crossover predict`."""
     from .curves import DEFAULT_BATCHES, predict
     from .report import prediction_dict, prediction_table
 
-    if (args.prompt_len is None) != (args.output_len is None):
-        raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
-    p_len = _number(args.prompt_len, "--prompt-len") if args.prompt_len is not None else None
-    o_len = _number(args.output_len, "--output-len") if args.output_len is not None else None
-    sc, resolved = scenario_from_args(args, p_len, o_len)
+    sc, resolved = scenario_from_args(args, *_lengths(args))
     batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
     pred = predict(sc, batches)
     if args.plot:
         from .plots import plot_prediction
 
         plot_prediction(pred, resolved, args.plot)
-    if args.json:
-        out = prediction_dict(pred)
-        out["inputs"] = resolved
-        print(json.dumps(out, indent=2))
-    else:
-        print(prediction_table(pred, resolved))
+    _emit(args, lambda: prediction_dict(pred), lambda: prediction_table(pred, resolved), resolved)
     return 0
 
 
@@ -466,11 +478,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
     from .policy import best_k_policy, engine_configs
     from .report import policy_dict, policy_table
 
-    if (args.prompt_len is None) != (args.output_len is None):
-        raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
-    p_len = _number(args.prompt_len, "--prompt-len") if args.prompt_len is not None else None
-    o_len = _number(args.output_len, "--output-len") if args.output_len is not None else None
-    sc, resolved = scenario_from_args(args, p_len, o_len)
+    sc, resolved = scenario_from_args(args, *_lengths(args))
     k_max = int(_number(args.k_max, "--k-max", integer=True))
     if args.batch_max is not None:
         b_max = int(_number(args.batch_max, "--batch-max", integer=True))
@@ -587,12 +595,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from .plots import plot_plan
 
         plot_plan(res, inputs, args.plot)
-    if args.json:
-        out = plan_dict(res)
-        out["inputs"] = inputs
-        print(json.dumps(out, indent=2))
-    else:
-        print(plan_table(res, inputs))
+    _emit(args, lambda: plan_dict(res), lambda: plan_table(res, inputs), inputs)
     return 0
 
 
@@ -682,11 +685,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
         from .plots import plot_measured
 
         plot_measured(table, scenario, args.plot)
-    if args.json:
-        out = measured_dict(table, checks)
-        print(json.dumps(out, indent=2))
-    else:
-        print(measured_table(table, checks, LIKELY_CAUSES))
+    _emit(args, lambda: measured_dict(table, checks), lambda: measured_table(table, checks, LIKELY_CAUSES))
     return 0
 
 
@@ -703,9 +702,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                              "the offered load (use --load-axis concurrency when the files record it)")
     p_len, o_len = table.mean_lengths()
     if args.prompt_len is not None or args.output_len is not None:
-        if args.prompt_len is None or args.output_len is None:
-            raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
-        p_len, o_len = _number(args.prompt_len, "--prompt-len"), _number(args.output_len, "--output-len")
+        p_len, o_len = _lengths(args)
     taus = [p.acceptance_length for p in table.arm("on") if p.acceptance_length]
     fit_acc = not taus and args.acceptance is None and args.tau is None and args.acceptance_per_position is None
     if taus and args.tau is None and args.acceptance is None and args.acceptance_per_position is None:
@@ -725,12 +722,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CrossoverError(f"cannot write {args.out}: {exc.strerror}") from None
         print(f"wrote {args.out}", file=sys.stderr)
-    if args.json:
-        out = calibration_dict(fit)
-        out["inputs"] = resolved
-        print(json.dumps(out, indent=2))
-    else:
-        print(calibration_table(fit, resolved))
+    _emit(args, lambda: calibration_dict(fit), lambda: calibration_table(fit, resolved), resolved)
     return 0
 
 

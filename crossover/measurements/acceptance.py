@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ..errors import CrossoverError
+from ..files import read_text
 
 # Log lines: V1 "SpecDecoding metrics: ..." (three versions) and V0 "Speculative metrics: ...".
 _LOG_LINE = re.compile(r"(SpecDecoding metrics|Speculative metrics):(.*)")
@@ -206,14 +207,7 @@ def parse_prometheus(text: str, origin: str = "metrics", model_name: str | None 
 def read_acceptance(path: str | Path) -> dict:
     """Acceptance from a vLLM server log or a Prometheus /metrics scrape, picked by content."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise CrossoverError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CrossoverError(f"{path}: is a directory; expected a vLLM log or a /metrics scrape") from None
-    except OSError as exc:
-        raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
+    text = read_text(path, "a vLLM log or a /metrics scrape", errors="replace")
     if any(_PROM_PREFIX.match(line.strip()) for line in text.splitlines()):
         return parse_prometheus(text, origin=str(path))
     if _LOG_LINE.search(text):

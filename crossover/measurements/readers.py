@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import CrossoverError
+from ..files import read_text
 from .table import ARMS, LOAD_AXES, MeasuredPoint
 
 RESULT_SUFFIXES = (".json", ".jsonl", ".csv")
@@ -104,16 +105,7 @@ def _starts_with(path: Path, char: str) -> bool:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CrossoverError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CrossoverError(f"{path}: is a directory; expected a measured result file") from None
-    except OSError as exc:
-        raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise CrossoverError(f"{path}: not a UTF-8 text file; expected a vLLM/SGLang result or a CSV") from None
+    return read_text(path, "a vLLM/SGLang result or a CSV")
 
 
 def read_file(path: Path, arm: str | None = None, load_axis: str | None = None) -> list[MeasuredPoint]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CrossoverError
+from ..files import read_text
 
 REQUIRED = ("hardware", "model", "batch", "q", "context", "step_ms")
 
@@ -33,12 +34,7 @@ class StepTime:
 def read_step_times(path: str | Path) -> list[StepTime]:
     """The rows of a step-time CSV; one-line errors naming the file, the row and the column."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CrossoverError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CrossoverError(f"{p}: cannot read as UTF-8 text ({exc})") from None
+    text = read_text(p, "a step-time CSV")
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]

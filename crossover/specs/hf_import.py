@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 
 from ..errors import CrossoverError
-from .loader import parse_spec, read_text
+from ..files import read_text
+from .loader import parse_spec
 from .model import Model
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CrossoverError
+from ..files import read_text
 from .hardware import Hardware
 from .model import Model
 
@@ -44,20 +45,6 @@ def search_dirs(kind: Kind) -> list[Path]:
 
 def _looks_like_path(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml", ".json")) or os.sep in ref or "/" in ref
-
-
-def read_text(path: Path, expected: str) -> str:
-    """A UTF-8 text file's contents; one-line errors naming the file and what was `expected`."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CrossoverError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CrossoverError(f"{path}: is a directory; expected {expected}") from None
-    except OSError as exc:
-        raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise CrossoverError(f"{path}: not a UTF-8 text file; expected {expected}") from None
 
 
 def read_yaml(path: Path) -> dict:
