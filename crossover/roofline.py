@@ -498,7 +498,7 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
     flops_frac = main_rate / dep.hardware.peak_flops(main_dtype)
     rates = {main_dtype: main_rate}
     for i, op in enumerate(rows):
-        cdt = COMPUTE_DTYPE[op.dtype]
+        cdt = dep.hardware.compute_rate_dtype(COMPUTE_DTYPE[op.dtype])
         if cdt not in rates:
             rates[cdt] = dep.hardware.peak_flops(cdt) * flops_frac
         rate[i] = rates[cdt]

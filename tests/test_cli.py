@@ -222,7 +222,6 @@ BAD = [
     ("context-negative", ["--context", "-1"], ["--context"]),
     ("acceptance-and-tau", ["--acceptance", "0.5", "--tau", "2"], ["not allowed"]),
     ("weight-dtype-unknown", ["--weight-dtype", "fp7"], ["fp7"]),
-    ("fp8-on-a100", ["--weight-dtype", "fp8", "--hardware", "a100-80gb-sxm"], ["a100-80gb-sxm", "fp8"]),
     ("malformed-yaml-model", ["--model", "tests/fixtures/malformed.yaml"], ["malformed.yaml", "malformed YAML"]),
     ("missing-model-file", ["--model", "tests/fixtures/no-such-model.yaml"], ["no-such-model.yaml", "no such file"]),
     ("bad-hardware-file", ["--hardware", "tests/fixtures/hw-negative-bandwidth.yaml"],

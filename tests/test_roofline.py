@@ -154,3 +154,15 @@ def test_batch_arrays_broadcast_with_context_arrays():
     d = dep(eff=Efficiency())
     t = step_time(d, np.array([1, 8, 64]), 1, np.array([100, 1000, 10000])).total
     assert t.shape == (3,) and np.all(np.diff(t) > 0)
+
+
+def test_fp8_weights_on_a_chip_without_fp8_run_weight_only():
+    # Ampere has no fp8 tensor cores: fp8 weights are read as 1 byte and computed at the bf16 rate
+    a100 = dep("llama-3.1-8b", "a100-80gb-sxm", weight_dtype="fp8")
+    bf16 = dep("llama-3.1-8b", "a100-80gb-sxm")
+    assert a100.compute_dtype == "bf16" and a100.flops == bf16.flops
+    mlp8 = step_time(a100, [1], 1, 0).ops["mlp"]
+    mlp16 = step_time(bf16, [1], 1, 0).ops["mlp"]
+    assert float(mlp8.bytes[0]) == pytest.approx(float(mlp16.bytes[0]) / 2, rel=1e-3)
+    h100 = dep("llama-3.1-8b", "h100-sxm", weight_dtype="fp8")
+    assert h100.compute_dtype == "fp8"

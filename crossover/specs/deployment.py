@@ -93,7 +93,6 @@ class Deployment(BaseModel):
         for label, dt in (("weight", self.weight_dtype), ("kv", self.kv_dtype), ("activation", self.activation_dtype)):
             if dt is not None and dt not in DTYPE_BYTES:
                 raise CrossoverError(f"unknown {label} dtype {dt!r}; expected one of {', '.join(DTYPE_BYTES)}")
-        self.hardware.peak_flops(self.compute_dtype)  # fail early if the chip lacks the rate
         return self
 
     @property
@@ -103,8 +102,9 @@ class Deployment(BaseModel):
 
     @property
     def compute_dtype(self) -> str:
-        """Tensor-core rate the GEMMs run at."""
-        return COMPUTE_DTYPE[self.wdtype]
+        """Tensor-core rate the GEMMs run at: the weights' own, or bf16 where the chip lacks it (fp8 or
+        fp4 weights run weight-only there, dequantised to bf16 as Marlin-style kernels do on Ampere)."""
+        return self.hardware.compute_rate_dtype(COMPUTE_DTYPE[self.wdtype])
 
     @property
     def weight_bytes(self) -> float:

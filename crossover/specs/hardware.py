@@ -74,6 +74,11 @@ class Hardware(BaseModel):
             return self.allreduce_hop_latency_us * 1e-6
         return 8e-6 if self.is_pcie else 2e-6
 
+    def compute_rate_dtype(self, compute_dtype: str) -> str:
+        """`compute_dtype` if the chip has a dense rate for it, else bf16 (weight-only execution)."""
+        key = _RATE_KEYS.get(compute_dtype)
+        return compute_dtype if key is not None and getattr(self, key) is not None else "bf16"
+
     def peak_flops(self, compute_dtype: str) -> float:
         """Dense peak tensor throughput in FLOP/s for `compute_dtype` (bf16, fp8, int8, fp4)."""
         key = _RATE_KEYS.get(compute_dtype)
