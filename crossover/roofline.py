@@ -324,11 +324,14 @@ class Plan:
                          self.allreduce_s_per_token, self.allreduce_latency_s, self.has_allreduce, self.overhead_s,
                          self.transition, self.p, self.ep_groups)
         table = gemm_plan.from_sums(tokens, np.zeros((n, tokens.size)), np.zeros((n, tokens.size))).total
+        col = (slice(None), None)
+        lm_table = combine((self.weight_bytes[lm][col] + self.act_bytes_per_token[lm][col] * tokens)
+                           / self.bandwidth[lm][col], self.flops_per_token[lm][col] * tokens / self.rate[lm][col],
+                           self.transition, self.p).sum(axis=0)
         wi = self.window_index[att]
         return StepTimer(table, wi, self.kv_bytes_per_attended[att], self.kv_write_per_token[att],
                          self.flops_per_query_attended[att], self.bandwidth[att], self.rate[att],
-                         self.transition, self.p, self.weight_bytes[lm], self.act_bytes_per_token[lm],
-                         self.flops_per_token[lm], self.bandwidth[lm], self.rate[lm])
+                         self.transition, self.p, lm_table)
 
     @cached_property
     def _split(self) -> tuple[np.ndarray, np.ndarray]:
@@ -456,11 +459,7 @@ class StepTimer:
     rate: np.ndarray
     transition: str
     p: float
-    lm_weight_bytes: np.ndarray
-    lm_act_bytes_per_token: np.ndarray
-    lm_flops_per_token: np.ndarray
-    lm_bandwidth: np.ndarray
-    lm_rate: np.ndarray
+    lm_table: np.ndarray  # LM-head seconds by the number of sampled positions
 
     def __call__(self, tokens, kv_win: np.ndarray, qk_win: np.ndarray, sampled=None) -> np.ndarray:
         """Seconds; `tokens` integer(s), sums per window with the window axis first, `sampled` the
@@ -472,13 +471,9 @@ class StepTimer:
         qk = qk_win[self.window_index]
         tm = (self.kv_bytes_per_attended[col] * kv + self.kv_write_per_token[col] * t) / self.bandwidth[col]
         tc = self.flops_per_query_attended[col] * qk / self.rate[col]
-        out = base + combine(tm, tc, self.transition, self.p).sum(axis=0)
-        if self.lm_weight_bytes.size:
-            s = t if sampled is None else np.asarray(sampled, float)
-            lm_m = (self.lm_weight_bytes[col] + self.lm_act_bytes_per_token[col] * s) / self.lm_bandwidth[col]
-            lm_c = self.lm_flops_per_token[col] * s / self.lm_rate[col]
-            out = out + combine(lm_m, lm_c, self.transition, self.p).sum(axis=0)
-        return out
+        s = t if sampled is None else np.asarray(sampled)
+        return base + combine(tm, tc, self.transition, self.p).sum(axis=0) + self.lm_table.take(
+            s.astype(np.int64), mode="raise")
 
 
 def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:
