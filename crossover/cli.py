@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--confidence-concentration", default="2", help="adaptive: Beta concentration of the draft's "
                                                                      "confidences; small = informative (default 2)")
     po.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    po.add_argument("--plot", help="write a figure of every k's throughput and the schedule against batch")
     rp = sub.add_parser("report", help="one self-contained HTML page of a scenario, for a design review")
     _add_scenario_flags(rp)
     rp.add_argument("--batch", help="batch sizes of the table (default 1..512 in steps)")
@@ -488,6 +489,10 @@ def cmd_policy(args: argparse.Namespace) -> int:
     pol = best_k_policy(sc, b_max, k_max)
     configs = engine_configs(pol, args.draft_model_id or (args.draft if args.method == "draft" else None))
     resolved["k_max"], resolved["batch_max"] = k_max, b_max
+    if args.plot:
+        from .plots import plot_policy
+
+        plot_policy(pol, resolved, args.plot)
     adaptive = None
     if args.adaptive:
         from .adaptive import adaptive_throughput

@@ -305,3 +305,27 @@ def plot_breakdown(sc, inputs: dict[str, Any], path: str, batches=(1, 8, 32, 128
     ax.set_title(_title(inputs) + "\nstep time by op (verify step for 'on')", fontsize=10)
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_policy(pol, inputs: dict[str, Any], path: str) -> None:
+    """Throughput of every k against batch, the best-k schedule drawn over them."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    b = np.asarray(pol.batches)
+    cmap = plt.get_cmap("viridis")
+    for i, k in enumerate(pol.ks):
+        ax.plot(b, pol.tput[i], color="black" if k == 0 else cmap(i / max(len(pol.ks) - 1, 1)),
+                lw=1.0, ls="--" if k == 0 else "-", label="off" if k == 0 else f"k = {k}")
+    ax.plot(b, pol.best_tput, color="red", lw=2.5, alpha=0.5, label="best-k schedule")
+    for r in pol.schedule[1:]:
+        ax.axvline(r["batch_min"], color="grey", lw=0.6, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch")
+    ax.set_ylabel("output tokens/s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(_title(inputs) + "\nthroughput of each k; the schedule follows the best", fontsize=10)
+    _save(fig, path)
+    plt.close(fig)

@@ -91,8 +91,10 @@ def test_tree_verifies_all_nodes_and_accepts_more():
 
 
 def test_policy_cli_json_contract():
+    png = __import__("pathlib").Path(__import__("tempfile").mkdtemp()) / "policy.png"
     r = run_cli("policy", "--model", "llama-3.1-8b", "--hardware", "rtx-4090", "--acceptance", "0.4",
-                "--context", "512", "--batch-max", "96", "--k-max", "5", "--json")
+                "--context", "512", "--batch-max", "96", "--k-max", "5", "--json", "--plot", str(png))
+    assert png.stat().st_size > 10_000
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d) >= {"schedule", "speculate_below_batch", "engine_configs", "gains"}
