@@ -24,7 +24,7 @@ from eagle_tables import predict_series, series  # noqa: E402
 from magicdec import predict_row, rows  # noqa: E402
 
 from crossover.curves import Scenario, evaluate  # noqa: E402
-from crossover.specs import Deployment, Efficiency, load_hardware, load_model  # noqa: E402
+from crossover.specs import Deployment, load_hardware, load_model  # noqa: E402
 from crossover.speculation import Acceptance, Speculation  # noqa: E402
 
 

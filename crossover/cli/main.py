@@ -1,0 +1,49 @@
+"""Entry point of the `crossover` command. A leaf: nothing in the library imports the CLI."""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from ..errors import CrossoverError
+from .measured_verbs import cmd_calibrate, cmd_measured
+from .model_verbs import cmd_plan, cmd_policy, cmd_predict, cmd_report, cmd_simulate, cmd_whatif
+from .parser import build_parser
+from .spec_verbs import cmd_hardware, cmd_models
+
+def _validation_line(exc) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{field}: {msg}" if field else msg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run a verb; bad input gives one line on stderr and exit status 2."""
+    from pydantic import ValidationError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.verb is None:
+            parser.print_help()
+            return 2
+        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "whatif": cmd_whatif,
+                "plan": cmd_plan, "report": cmd_report,
+                "measured": cmd_measured,
+                "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
+        return verb(args)
+    except CrossoverError as exc:
+        print(f"crossover: error: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        print(f"crossover: error: {_validation_line(exc)}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Verbs that read measured sweeps: measured, calibrate."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import CrossoverError
+from .common import _emit, _lengths, _number
+from .scenario import scenario_from_args
+
+def _read_arms(args: argparse.Namespace):
+    from ..measurements import MeasuredTable, read_measurements
+
+    if not args.files and not (args.on and args.off):
+        raise CrossoverError("give --on FILES and --off FILES (or --files whose own fields name the arm)")
+    points = read_measurements(args.off, arm="off", load_axis=args.load_axis) if args.off else []
+    points += read_measurements(args.on, arm="on", load_axis=args.load_axis) if args.on else []
+    points += read_measurements(args.files, arm=None, load_axis=args.load_axis) if args.files else []
+    table = MeasuredTable(points)
+    if not table.pairs():
+        raise CrossoverError("no load level is measured in both arms; give --on and --off files of the same sweep")
+    return table
+
+
+def _measured_scenario(args: argparse.Namespace, table):
+    """A scenario for the bound check and overlay of `crossover measured` (None without --model)."""
+    if not args.model:
+        return None
+    if not args.hardware:
+        raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
+    ns = argparse.Namespace(model=args.model, hardware=args.hardware, tp=args.tp, context=None, weight_dtype=None,
+                            kv_dtype="bf16", method=args.method, draft=args.draft, draft_tp=None, draft_vocab="32000",
+                            k=args.k, acceptance=None, tau=None, acceptance_per_position=None, match_rate=None,
+                            bandwidth_fraction=None, flops_fraction=None, step_overhead_ms=None, transition=None,
+                            expert_parallel=False, calibration=None)
+    p_len, o_len = table.mean_lengths()
+    return scenario_from_args(ns, p_len, o_len)
+
+
+def cmd_measured(args: argparse.Namespace) -> int:
+    """`crossover measured`."""
+    from ..physics import LIKELY_CAUSES, check
+    from ..report import measured_dict, measured_table
+
+    table = _read_arms(args)
+    scenario = _measured_scenario(args, table)
+    checks = check(scenario[0], table.points) if scenario else []
+    if args.plot:
+        from ..plots import plot_measured
+
+        plot_measured(table, scenario, args.plot)
+    _emit(args, lambda: measured_dict(table, checks), lambda: measured_table(table, checks, LIKELY_CAUSES))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """`crossover calibrate`."""
+    import yaml
+
+    from ..calibration import Observation, calibrate
+    from ..report import calibration_dict, calibration_table
+
+    table = _read_arms(args)
+    if table.load_axis == "request_rate":
+        raise CrossoverError("calibrate needs a concurrency or batch sweep: at a fixed request rate both arms deliver "
+                             "the offered load (use --load-axis concurrency when the files record it)")
+    p_len, o_len = table.mean_lengths()
+    if args.prompt_len is not None or args.output_len is not None:
+        p_len, o_len = _lengths(args)
+    taus = [p.acceptance_length for p in table.arm("on") if p.acceptance_length]
+    fit_acc = not taus and args.acceptance is None and args.tau is None and args.acceptance_per_position is None
+    if taus and args.tau is None and args.acceptance is None and args.acceptance_per_position is None:
+        args.tau = str(sum(taus) / len(taus))  # the files report it: use it, do not fit it
+    sc, resolved = scenario_from_args(args, p_len, o_len)
+    obs = [Observation(load, off.output_throughput, on.output_throughput, off.metrics.get("mean_tpot_ms"),
+                       on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
+           for load, off, on in table.pairs()]
+    fit = calibrate(sc, obs, fit_acceptance=fit_acc, load_axis=table.load_axis,
+                    bootstrap=int(_number(args.bootstrap, "--bootstrap", integer=True, positive=False)))
+    if args.out:
+        if os.path.exists(args.out):
+            raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")
+        try:
+            with open(args.out, "x", encoding="utf-8") as fh:
+                yaml.safe_dump(fit.to_yaml_dict(), fh, sort_keys=False)
+        except OSError as exc:
+            raise CrossoverError(f"cannot write {args.out}: {exc.strerror}") from None
+        print(f"wrote {args.out}", file=sys.stderr)
+    _emit(args, lambda: calibration_dict(fit), lambda: calibration_table(fit, resolved), resolved)
+    return 0

@@ -1,0 +1,168 @@
+"""The argument parser of the `crossover` command."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import (DEFAULT_ACCEPTANCE, DEFAULT_CONTEXT, DEFAULT_HARDWARE, DEFAULT_K, DEFAULT_METHOD,
+                     DEFAULT_MODEL, MIN_SEQUENCES_FOR_AUTO_TP, _Parser)
+
+def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scenario")
+    g.add_argument("--model", default=DEFAULT_MODEL, help=f"target model name or YAML path (default {DEFAULT_MODEL})")
+    g.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"accelerator name or YAML path (default {DEFAULT_HARDWARE})")
+    g.add_argument("--tp", help="tensor-parallel degree (default: the smallest of 1,2,4,8 that holds "
+                                f"{MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context)")
+    g.add_argument("--context", help=f"tokens in each sequence's KV cache (default {DEFAULT_CONTEXT}, or "
+                                     "prompt + output/2 when the lengths are known)")
+    g.add_argument("--weight-dtype", help="bf16, fp8, int8, int4, mxfp4 (default: the model's own)")
+    g.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype (default bf16)")
+    s = p.add_argument_group("speculation")
+    s.add_argument("--method", default=DEFAULT_METHOD, help="draft, eagle, eagle3, medusa, ngram, mtp (default eagle)")
+    s.add_argument("--draft", help="draft model for --method draft (name or path)")
+    s.add_argument("--draft-tp", help="draft model TP (default: the target's)")
+    s.add_argument("--draft-vocab", default="32000", help="eagle3 reduced draft vocabulary (default 32000)")
+    s.add_argument("--k", default=str(DEFAULT_K), help=f"draft tokens per step (default {DEFAULT_K})")
+    a = s.add_mutually_exclusive_group()
+    a.add_argument("--acceptance", help=f"i.i.d. per-token acceptance rate in [0, 1) (default {DEFAULT_ACCEPTANCE})")
+    a.add_argument("--tau", help="mean tokens per step, bonus included, as engines report it")
+    a.add_argument("--acceptance-per-position", help="per-position acceptance rates as engines print them, e.g. 0.8,0.6,0.45")
+    s.add_argument("--match-rate", help="ngram: share of steps whose context holds a match (default 1)")
+    s.add_argument("--tree", help="draft tree: DEPTHxBRANCHING (3x4) or nodes per depth (4,4,2); sets k = depth")
+    e = p.add_argument_group("efficiency (documented defaults; see README)")
+    e.add_argument("--bandwidth-fraction", help="achieved fraction of peak memory bandwidth")
+    e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
+    e.add_argument("--step-overhead-ms", help="fixed time per engine step")
+    e.add_argument("--transition", choices=["smooth", "max", "sum"], help="memory/compute transition model")
+    e.add_argument("--expert-parallel", action="store_true", help="MoE: experts split whole over the TP group")
+    e.add_argument("--calibration", help="apply a fit saved by `crossover calibrate` (flags set here still win)")
+
+
+def _add_measured_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--on", nargs="+", metavar="FILE", help="result files or folders, speculation on")
+    p.add_argument("--off", nargs="+", metavar="FILE", help="result files or folders, speculation off")
+    p.add_argument("--files", nargs="+", metavar="FILE", help="files whose own fields say the arm (a CSV with an "
+                                                               "`arm` column, SGLang JSONL)")
+    p.add_argument("--load-axis", choices=["concurrency", "request_rate", "batch"],
+                   help="force the load axis (default: from the files)")
+
+
+def _add_list_show(sub, verb: str, what: str):
+    """`crossover VERB list|show NAME`; returns the action subparsers for more actions."""
+    p = sub.add_parser(verb, help=f"list or show {what} specs")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.add_parser("list", help=f"names of all known {what}s").add_argument("--json", action="store_true")
+    show = actions.add_parser("show", help=f"one {what}'s spec")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    return actions
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `crossover` command."""
+    p = _Parser(prog="crossover", description="Predict where speculative decoding stops paying off.")
+    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    pr = sub.add_parser("predict", help="on/off throughput over batch and the crossover batch")
+    _add_scenario_flags(pr)
+    pr.add_argument("--batch", help="batch sizes, e.g. 1,8,64 or 1..64 (default 1..512 in steps)")
+    pr.add_argument("--prompt-len", help="mean prompt tokens: the curves carry the prefill share (with --output-len)")
+    pr.add_argument("--output-len", help="mean output tokens per request (with --prompt-len)")
+    pr.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    pr.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and speedup against batch")
+    sm = sub.add_parser("simulate", help="simulate a serving benchmark sweep, speculation off and on")
+    sm.add_argument("--workload", required=True, help="workload preset or YAML path (sharegpt, cnn-dailymail, "
+                                                       "gsm8k, instructcoder, long-context, random-1024-128)")
+    load = sm.add_mutually_exclusive_group(required=True)
+    load.add_argument("--concurrency", help="closed-loop concurrency levels, e.g. 1,4,16,64")
+    load.add_argument("--request-rate", help="open-loop Poisson request rates (req/s), e.g. 1,2,4,8")
+    _add_scenario_flags(sm)
+    sm.add_argument("--num-prompts", default="1000", help="requests per level (default 1000)")
+    sm.add_argument("--seed", default="0", help="random seed (default 0)")
+    sm.add_argument("--burstiness", default="1", help="gamma shape of inter-arrival times, 1 = Poisson (default 1)")
+    sm.add_argument("--max-num-seqs", default="256", help="engine limit on running sequences (default 256)")
+    sm.add_argument("--max-num-batched-tokens", default="8192", help="engine token budget per step (default 8192)")
+    out = sm.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    out.add_argument("--csv", help="write one row per level and arm to this file")
+    sm.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and latency against load")
+    sm.add_argument("--policy", action="store_true",
+                    help="add a third arm that applies the best-k schedule step by step (k = 0..--k by running batch)")
+    po = sub.add_parser("policy", help="the best k at each batch, as a schedule and engine configs")
+    _add_scenario_flags(po)
+    po.add_argument("--k-max", default="8", help="largest k considered (default 8)")
+    po.add_argument("--batch-max", help="schedule up to this batch (default: the memory limit, at most 1024)")
+    po.add_argument("--prompt-len", help="mean prompt tokens (with --output-len): the prefill share counts")
+    po.add_argument("--output-len", help="mean output tokens per request")
+    po.add_argument("--draft-model-id", help="the draft's repository id to write into the engine configs")
+    po.add_argument("--adaptive", action="store_true",
+                    help="also model adaptive verification (confidence-scheduled, DSpark-style load budget)")
+    po.add_argument("--confidence-threshold", default="0", help="adaptive: stop drafting below this cumulative "
+                                                                 "confidence (default 0)")
+    po.add_argument("--confidence-concentration", default="2", help="adaptive: Beta concentration of the draft's "
+                                                                     "confidences; small = informative (default 2)")
+    po.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    po.add_argument("--plot", help="write a figure of every k's throughput and the schedule against batch")
+    rp = sub.add_parser("report", help="one self-contained HTML page of a scenario, for a design review")
+    _add_scenario_flags(rp)
+    rp.add_argument("--batch", help="batch sizes of the table (default 1..512 in steps)")
+    rp.add_argument("--workload", help="also simulate this workload (with --concurrency)")
+    rp.add_argument("--concurrency", help="concurrency levels to simulate, e.g. 1,8,32,128")
+    rp.add_argument("--num-prompts", default="400", help="requests per simulated level (default 400)")
+    rp.add_argument("--out", required=True, help="directory to write index.html into (created if missing)")
+    pl = sub.add_parser("plan", help="which hardware, how many, speculation on or off: ranked under SLOs")
+    pl.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
+    pl.add_argument("--workload", required=True, help="workload preset or YAML path (prompt/output lengths)")
+    pl.add_argument("--slo-tpot-ms", required=True, help="time-per-output-token objective, ms")
+    pl.add_argument("--slo-ttft-ms", help="time-to-first-token objective, ms")
+    pl.add_argument("--hardware", default="h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x",
+                    help="comma-separated accelerators (default h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x)")
+    pl.add_argument("--tp", default="1,2,4,8", help="TP degrees to consider (default 1,2,4,8)")
+    pl.add_argument("--k-max", help="largest k for the policy arm (default --k)")
+    sp = pl.add_argument_group("speculation")
+    sp.add_argument("--method", default=DEFAULT_METHOD)
+    sp.add_argument("--draft")
+    sp.add_argument("--draft-tp")
+    sp.add_argument("--draft-vocab", default="32000")
+    sp.add_argument("--k", default=str(DEFAULT_K))
+    ag = sp.add_mutually_exclusive_group()
+    ag.add_argument("--acceptance")
+    ag.add_argument("--tau")
+    ag.add_argument("--acceptance-per-position")
+    sp.add_argument("--match-rate")
+    sp.add_argument("--tree")
+    pl.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    pl.add_argument("--plot", help="bar chart of throughput per GPU (and cost) per option")
+    wi = sub.add_parser("whatif", help="speedup over two axes (batch, k, acceptance, context, hardware)")
+    _add_scenario_flags(wi)
+    wi.add_argument("--x", default="batch=1..512", help="x axis, e.g. batch=1..512 (default)")
+    wi.add_argument("--y", default="k=1..8", help="y axis, e.g. k=1..8 (default), acceptance=0.4..0.9, "
+                                                  "context=512..65536, hardware=h100-sxm,a100-80gb-sxm")
+    wi.add_argument("--points", default="64", help="points on a LOW..HIGH axis (default 64)")
+    wi.add_argument("--csv", help="write x, y, speedup rows to this file")
+    wi.add_argument("--plot", help="write a heatmap of the speedup with the crossover contour")
+    wi.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
+    _add_measured_flags(me)
+    me.add_argument("--model", help="with --hardware: check every point against the physical bound")
+    me.add_argument("--hardware", help="accelerator of the measurement (name or path)")
+    me.add_argument("--tp", help="tensor-parallel degree of the measurement")
+    me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
+    me.add_argument("--draft", help="draft model for --method draft")
+    me.add_argument("--k", default=str(DEFAULT_K), help="draft tokens per step")
+    me.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    me.add_argument("--plot", help="write a figure of the measured points (over the predicted curves with --model)")
+    ca = sub.add_parser("calibrate", help="fit efficiencies, overheads and acceptance to a measured sweep")
+    _add_measured_flags(ca)
+    _add_scenario_flags(ca)
+    ca.add_argument("--out", help="write the fit here as YAML (never overwrites; default: print only)")
+    ca.add_argument("--prompt-len", help="mean prompt tokens, when the files do not record total_input_tokens")
+    ca.add_argument("--output-len", help="mean output tokens, when the files do not record total_output_tokens")
+    ca.add_argument("--bootstrap", default="60", help="bootstrap refits for the crossover interval (default 60)")
+    ca.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    _add_list_show(sub, "hardware", "accelerator")
+    mds = _add_list_show(sub, "models", "model")
+    im = mds.add_parser("import", help="turn a Hugging Face config.json into a model spec (offline)")
+    im.add_argument("config")
+    im.add_argument("--name", help="spec name (default: the config's folder name)")
+    im.add_argument("--out", help="write the YAML here (refuses to overwrite an existing file); default stdout")
+    return p

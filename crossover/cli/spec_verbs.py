@@ -1,0 +1,57 @@
+"""Verbs over the spec libraries: hardware, models (list, show, import)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..errors import CrossoverError
+
+def cmd_hardware(args: argparse.Namespace) -> int:
+    """`crossover hardware list|show`."""
+    return _spec_verb(args, "hardware")
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """`crossover models list|show|import`."""
+    if args.action == "import":
+        import yaml
+
+        from ..specs.hf_import import import_config
+
+        spec = import_config(args.config, args.name)
+        text = yaml.safe_dump(spec, sort_keys=False)
+        if args.out:
+            if os.path.exists(args.out):
+                raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")
+            try:
+                with open(args.out, "x", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise CrossoverError(f"cannot write {args.out}: {exc.strerror}") from None
+            print(f"wrote {args.out}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+    return _spec_verb(args, "models")
+
+
+def _spec_verb(args: argparse.Namespace, kind: str) -> int:
+    from ..report import spec_listing, spec_text
+    from ..specs.loader import available, resolve
+
+    if args.action == "list":
+        names = available(kind)  # type: ignore[arg-type]
+        specs = [resolve(str(path), kind) for path in names.values()]  # type: ignore[arg-type]
+        if args.json:
+            print(json.dumps([s.model_dump(mode="json") for s in specs], indent=2))
+        else:
+            print(spec_listing(specs, kind))
+        return 0
+    if args.action == "show":
+        spec = resolve(args.name, kind)  # type: ignore[arg-type]
+        print(json.dumps(spec.model_dump(mode="json"), indent=2) if args.json else spec_text(spec))
+        return 0
+    raise CrossoverError(f"`crossover {kind}` needs an action: list, show" + (", import" if kind == "models" else ""))
