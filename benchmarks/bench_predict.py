@@ -21,8 +21,8 @@ def in_process(repeats: int = 300) -> dict[str, float]:
     import numpy as np
 
     from crossover.curves import Scenario, predict
-    from crossover.speculation import Acceptance, Speculation
     from crossover.specs import Deployment, load_hardware, load_model
+    from crossover.speculation import Acceptance, Speculation
 
     out = {}
     cases = {

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def main() -> None:
     from crossover.curves import Scenario
     from crossover.serving.sweep import sweep
-    from crossover.speculation import Acceptance, Speculation
     from crossover.specs import Deployment, load_hardware, load_model
+    from crossover.speculation import Acceptance, Speculation
     from crossover.workload import load_workload
 
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)

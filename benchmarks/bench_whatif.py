@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     from crossover.curves import Scenario
-    from crossover.speculation import Acceptance, Speculation
     from crossover.specs import Deployment, load_hardware, load_model
+    from crossover.speculation import Acceptance, Speculation
     from crossover.whatif import grid, parse_axis
 
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("rtx-4090"), tp=1)

@@ -8,10 +8,11 @@ from typing import Literal
 import numpy as np
 
 from . import memory
-from .roofline import Plan, engine_step, model_ops, target_plan
 from .errors import CrossoverError
-from .speculation import Speculation
+from .ops import model_ops
+from .roofline import Plan, engine_step, target_plan
 from .specs.deployment import Deployment
+from .speculation import Speculation
 
 Regime = Literal["crosses", "always_faster", "never_faster"]
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)

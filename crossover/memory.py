@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .roofline import Op, model_ops
+from .ops import Op, model_ops
 from .specs.deployment import Deployment
 from .units import DTYPE_BYTES, GB
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .curves import Scenario, evaluate
-from .speculation import Acceptance, Speculation
 from .specs.deployment import Efficiency
+from .speculation import Acceptance, Speculation
 
 LIKELY_CAUSES = ("prefix caching (prompts' KV reused, so prefill and KV reads are skipped)",
                  "a different model, TP degree or GPU than the one checked",

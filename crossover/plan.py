@@ -11,10 +11,10 @@ from . import memory
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
 from .policy import with_k
-from .speculation import Speculation
 from .specs.deployment import Deployment
 from .specs.hardware import Hardware
 from .specs.model import Model
+from .speculation import Speculation
 
 ARMS = ("off", "on", "policy")
 

@@ -12,7 +12,8 @@ from typing import Literal, Sequence
 import numpy as np
 
 from .errors import CrossoverError
-from .roofline import Op, Plan, StepCost, cached_plan, compile_ops, engine_step, model_ops
+from .ops import Op, model_ops
+from .roofline import Plan, StepCost, cached_plan, compile_ops, engine_step
 from .roofline import target_plan as plan_of_target
 from .specs.deployment import Deployment
 from .specs.model import Model

@@ -6,14 +6,14 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURES, run_cli
+
 from crossover.calibration import Observation, apply, calibrate, load_calibration
 from crossover.curves import Scenario, evaluate
 from crossover.errors import CrossoverError
 from crossover.physics import check
-from crossover.speculation import Acceptance, Speculation
 from crossover.specs import Deployment, load_hardware, load_model
+from crossover.speculation import Acceptance, Speculation
 
 MEASURED = FIXTURES / "measured"
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192]

@@ -7,7 +7,6 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import run_cli
 
 SMALL = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--num-prompts", "60"]

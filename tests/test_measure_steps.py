@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, clean_env
+
 from crossover.errors import CrossoverError
 from crossover.measurements import read_step_times
 

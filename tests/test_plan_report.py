@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from crossover.plan import plan
-from crossover.speculation import Acceptance, Speculation
 from crossover.specs import load_hardware, load_model
+from crossover.speculation import Acceptance, Speculation
 
 
 def test_plan_ranks_options_and_says_why_others_were_dropped():

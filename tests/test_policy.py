@@ -6,15 +6,15 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import run_cli
 from crossover.curves import Scenario, evaluate
 from crossover.errors import CrossoverError
 from crossover.policy import best_k_policy, engine_configs, ranges, with_k
-from crossover.speculation import Acceptance, Speculation
 from crossover.specs import Deployment, load_hardware, load_model
+from crossover.speculation import Acceptance, Speculation
 
 
 def scenario(hw="rtx-4090", model="llama-3.1-8b", method="eagle", alpha=0.6, k=3, ctx=512.0, tree=None):

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from crossover.curves import Scenario, find_crossings, predict, speedup
 from crossover.roofline import step_time
-from crossover.speculation import Acceptance, Speculation, tau_from_rate
 from crossover.specs import Deployment, load_hardware, load_model
+from crossover.speculation import Acceptance, Speculation, tau_from_rate
 
 MODELS = ["llama-3.1-8b", "llama-2-7b", "mixtral-8x7b", "qwen2.5-7b"]
 HW = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090"]

@@ -8,9 +8,9 @@ from crossover.errors import CrossoverError
 from crossover.serving.engine import EngineLimits, kv_capacity_tokens
 from crossover.serving.metrics import weighted_percentile
 from crossover.serving.simulator import Arm, arrivals_poisson, simulate
-from crossover.serving.sweep import SweepResult, Level, check_fits, run_level, sweep
-from crossover.speculation import Acceptance, Speculation
+from crossover.serving.sweep import Level, SweepResult, check_fits, run_level, sweep
 from crossover.specs import Deployment, load_hardware, load_model
+from crossover.speculation import Acceptance, Speculation
 from crossover.workload import Workload, fixed, load_workload
 
 

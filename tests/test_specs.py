@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from crossover.errors import CrossoverError
-from crossover.specs import Hardware, Model, load_hardware, load_model
-from crossover.specs import loader
+from crossover.specs import Hardware, Model, load_hardware, load_model, loader
 from crossover.specs.hf_import import config_to_spec, import_config
 from crossover.specs.loader import available, parse_spec, resolve
 

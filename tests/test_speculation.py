@@ -5,8 +5,14 @@ import pytest
 
 from crossover.errors import CrossoverError
 from crossover.roofline import step_time
-from crossover.speculation import Acceptance, Speculation, rate_from_tau, spec_step_time, tau_from_rate
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+from crossover.speculation import (
+    Acceptance,
+    Speculation,
+    rate_from_tau,
+    spec_step_time,
+    tau_from_rate,
+)
 
 
 def dep(model="llama-3.1-8b", hw="h100-sxm", tp=1, eff=None):

@@ -50,8 +50,8 @@ def series(path: Path = HERE / "published_points.csv") -> list[Series]:
 def scenario(s: Series, tau: float, efficiency=None):
     """The crossover scenario of a series at a given tau."""
     from crossover.curves import Scenario
-    from crossover.speculation import Acceptance, Speculation
     from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+    from crossover.speculation import Acceptance, Speculation
 
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware(s.hardware), tp=1,
                      efficiency=efficiency or Efficiency())

@@ -69,8 +69,8 @@ def predict_row(row: Row, efficiency=None) -> tuple[float, float]:
     import numpy as np
 
     from crossover.roofline import step_time
-    from crossover.speculation import Acceptance, Speculation, spec_step_time
     from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+    from crossover.speculation import Acceptance, Speculation, spec_step_time
 
     eff = efficiency or Efficiency()
     target = load_model(row.model)

@@ -7,9 +7,17 @@ from typing import Sequence
 
 from ..errors import CrossoverError
 from .measured_verbs import cmd_calibrate, cmd_measured
-from .model_verbs import cmd_plan, cmd_policy, cmd_predict, cmd_report, cmd_simulate, cmd_whatif
+from .model_verbs import (
+    cmd_plan,
+    cmd_policy,
+    cmd_predict,
+    cmd_report,
+    cmd_simulate,
+    cmd_whatif,
+)
 from .parser import build_parser
 from .spec_verbs import cmd_hardware, cmd_models
+
 
 def _validation_line(exc) -> str:
     err = exc.errors()[0]

@@ -10,6 +10,7 @@ from ..errors import CrossoverError
 from .common import _emit, _lengths, _number
 from .scenario import scenario_from_args
 
+
 def _read_arms(args: argparse.Namespace):
     from ..measurements import MeasuredTable, read_measurements
 

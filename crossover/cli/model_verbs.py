@@ -10,6 +10,7 @@ from ..errors import CrossoverError
 from .common import _emit, _lengths, _number, parse_list
 from .scenario import scenario_from_args, speculation_from_args
 
+
 def cmd_predict(args: argparse.Namespace) -> int:
     """`crossover predict`."""
     from ..curves import DEFAULT_BATCHES, predict

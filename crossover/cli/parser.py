@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (DEFAULT_ACCEPTANCE, DEFAULT_CONTEXT, DEFAULT_HARDWARE, DEFAULT_K, DEFAULT_METHOD,
-                     DEFAULT_MODEL, MIN_SEQUENCES_FOR_AUTO_TP, _Parser)
+from .common import (
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_CONTEXT,
+    DEFAULT_HARDWARE,
+    DEFAULT_K,
+    DEFAULT_METHOD,
+    DEFAULT_MODEL,
+    MIN_SEQUENCES_FOR_AUTO_TP,
+    _Parser,
+)
+
 
 def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("scenario")

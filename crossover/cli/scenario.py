@@ -5,14 +5,23 @@ from __future__ import annotations
 import argparse
 
 from ..errors import CrossoverError
-from .common import (DEFAULT_ACCEPTANCE, DEFAULT_CONTEXT, DEFAULT_K, MIN_SEQUENCES_FOR_AUTO_TP, _fraction, _number,
-                     parse_list, parse_tree)
+from .common import (
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_CONTEXT,
+    DEFAULT_K,
+    MIN_SEQUENCES_FOR_AUTO_TP,
+    _fraction,
+    _number,
+    parse_list,
+    parse_tree,
+)
+
 
 def speculation_from_args(args: argparse.Namespace, workload_acceptance=None,
                           calibrated: dict[str, float] | None = None):
     """The speculation flags (method, k, tree, acceptance, draft) as a Speculation."""
-    from ..speculation import Acceptance, Speculation
     from ..specs import load_model
+    from ..speculation import Acceptance, Speculation
 
     calibrated = calibrated or {}
     k = int(_number(args.k, "--k", integer=True, positive=False))

@@ -9,6 +9,7 @@ import sys
 
 from ..errors import CrossoverError
 
+
 def cmd_hardware(args: argparse.Namespace) -> int:
     """`crossover hardware list|show`."""
     return _spec_verb(args, "hardware")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .. import memory
 from ..curves import Scenario, draft_memory
 from ..errors import CrossoverError
-from ..roofline import model_ops
+from ..ops import model_ops
 from ..specs.deployment import Deployment
 
 
