@@ -36,6 +36,9 @@ def _measured_scenario(args: argparse.Namespace, table):
                             k=args.k, acceptance=None, tau=None, acceptance_per_position=None, match_rate=None,
                             bandwidth_fraction=None, flops_fraction=None, step_overhead_ms=None, transition=None,
                             expert_parallel=False, calibration=None)
+    taus = [p.acceptance_length for p in table.arm("on") if p.acceptance_length]
+    if taus:  # the files report it: the overlay and the bound use the measured acceptance length
+        ns.tau = str(sum(taus) / len(taus))
     p_len, o_len = table.mean_lengths()
     return scenario_from_args(ns, p_len, o_len)
 
