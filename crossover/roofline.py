@@ -394,10 +394,21 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
     # Ring all-reduce: 2 (tp-1) steps, each moving 1/tp of the message over a link, plus the
     # call's latency (base + per hop).
     ar_per_token = ar_count * 2.0 * (tp - 1) / tp * ar_width * act / dep.link_bandwidth if tp > 1 else 0.0
+    ar_calls = ar_count
+    experts = [op for op in rows if op.kind == "experts"]
+    if dep.expert_parallel and experts and tp > 1 and ar_count > 0:
+        # Expert parallelism replaces each MoE layer's all-reduce by a dispatch and a combine
+        # all-to-all of the routed tokens (each GPU sends (tp-1)/tp of its top_k copies), which
+        # pay the collective latency twice.
+        moe_layers = sum(op.count for op in experts)
+        top_k = experts[0].top_k
+        ar_per_token -= moe_layers * 2.0 * (tp - 1) / tp * ar_width * act / dep.link_bandwidth
+        ar_per_token += 2.0 * moe_layers * (tp - 1) / tp * top_k * ar_width * act / dep.link_bandwidth
+        ar_calls = ar_count + moe_layers
     if num_layers is None:
         num_layers = sum(op.count for op in ops if op.kind == "attention")
     return Plan(tuple(op.name for op in rows), wb, eb, ne, tk, ab, fpt, kva, kvw, fqa, win, bw, rate,
-                ar_per_token, ar_count * dep.allreduce_latency, ar_count > 0 and tp > 1,
+                ar_per_token, ar_calls * dep.allreduce_latency, ar_count > 0 and tp > 1,
                 num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p,
                 tp if dep.expert_parallel else 1,
                 np.array([op.name in SAMPLED_OPS for op in rows], bool))

@@ -167,3 +167,18 @@ def test_fp8_weights_on_a_chip_without_fp8_run_weight_only():
     assert float(mlp8.bytes[0]) == pytest.approx(float(mlp16.bytes[0]) / 2, rel=1e-3)
     h100 = dep("llama-3.1-8b", "h100-sxm", weight_dtype="fp8")
     assert h100.compute_dtype == "fp8"
+
+
+def test_expert_parallel_replaces_moe_allreduces_by_dispatch_and_combine():
+    m = "qwen3-235b-a22b"  # 94 layers, all MoE, top-8
+    tp_ = dep(m, "h200", tp=8, eff=Efficiency())
+    ep = dep(m, "h200", tp=8, eff=Efficiency(), expert_parallel=True)
+    lat = tp_.allreduce_latency
+    t_tp = float(step_time(tp_, [1], 1, 0).ops["allreduce"].time[0])
+    t_ep = float(step_time(ep, [1], 1, 0).ops["allreduce"].time[0])
+    msg = 4096 * 2  # one token's hidden state, bf16
+    link = 450e9 * 0.8
+    # TP: 2 all-reduces per layer; EP: the attention all-reduce plus a dispatch and a combine
+    assert t_tp == pytest.approx(188 * (2 * 7 / 8 * msg / link + lat), rel=1e-9)
+    assert t_ep == pytest.approx(94 * 2 * 7 / 8 * msg / link + 94 * 2 * 7 / 8 * 8 * msg / link + 282 * lat,
+                                 rel=1e-9)
