@@ -16,16 +16,7 @@ from .common import (
 )
 
 
-def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("scenario")
-    g.add_argument("--model", default=DEFAULT_MODEL, help=f"target model name or YAML path (default {DEFAULT_MODEL})")
-    g.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"accelerator name or YAML path (default {DEFAULT_HARDWARE})")
-    g.add_argument("--tp", help="tensor-parallel degree (default: the smallest of 1,2,4,8 that holds "
-                                f"{MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context)")
-    g.add_argument("--context", help=f"tokens in each sequence's KV cache (default {DEFAULT_CONTEXT}, or "
-                                     "prompt + output/2 when the lengths are known)")
-    g.add_argument("--weight-dtype", help="bf16, fp8, int8, int4, mxfp4 (default: the model's own)")
-    g.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype (default bf16)")
+def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("speculation")
     s.add_argument("--method", default=DEFAULT_METHOD, help="draft, eagle, eagle3, medusa, ngram, mtp (default eagle)")
     s.add_argument("--draft", help="draft model for --method draft (name or path)")
@@ -38,6 +29,19 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     a.add_argument("--acceptance-per-position", help="per-position acceptance rates as engines print them, e.g. 0.8,0.6,0.45")
     s.add_argument("--match-rate", help="ngram: share of steps whose context holds a match (default 1)")
     s.add_argument("--tree", help="draft tree: DEPTHxBRANCHING (3x4) or nodes per depth (4,4,2); sets k = depth")
+
+
+def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scenario")
+    g.add_argument("--model", default=DEFAULT_MODEL, help=f"target model name or YAML path (default {DEFAULT_MODEL})")
+    g.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"accelerator name or YAML path (default {DEFAULT_HARDWARE})")
+    g.add_argument("--tp", help="tensor-parallel degree (default: the smallest of 1,2,4,8 that holds "
+                                f"{MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context)")
+    g.add_argument("--context", help=f"tokens in each sequence's KV cache (default {DEFAULT_CONTEXT}, or "
+                                     "prompt + output/2 when the lengths are known)")
+    g.add_argument("--weight-dtype", help="bf16, fp8, int8, int4, mxfp4 (default: the model's own)")
+    g.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype (default bf16)")
+    _add_speculation_flags(p)
     e = p.add_argument_group("efficiency (documented defaults; see README)")
     e.add_argument("--bandwidth-fraction", help="achieved fraction of peak memory bandwidth")
     e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
@@ -127,18 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated accelerators (default h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x)")
     pl.add_argument("--tp", default="1,2,4,8", help="TP degrees to consider (default 1,2,4,8)")
     pl.add_argument("--k-max", help="largest k for the policy arm (default --k)")
-    sp = pl.add_argument_group("speculation")
-    sp.add_argument("--method", default=DEFAULT_METHOD)
-    sp.add_argument("--draft")
-    sp.add_argument("--draft-tp")
-    sp.add_argument("--draft-vocab", default="32000")
-    sp.add_argument("--k", default=str(DEFAULT_K))
-    ag = sp.add_mutually_exclusive_group()
-    ag.add_argument("--acceptance")
-    ag.add_argument("--tau")
-    ag.add_argument("--acceptance-per-position")
-    sp.add_argument("--match-rate")
-    sp.add_argument("--tree")
+    _add_speculation_flags(pl)
     pl.add_argument("--json", action="store_true", help="one JSON object on stdout")
     pl.add_argument("--plot", help="bar chart of throughput per GPU (and cost) per option")
     wi = sub.add_parser("whatif", help="speedup over two axes (batch, k, acceptance, context, hardware)")
