@@ -17,7 +17,7 @@ With threshold 0 and no budget every sequence verifies k_max drafts: exactly fix
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -62,9 +62,7 @@ def adaptive_throughput(sc: Scenario, batches, k_max: int, *, threshold: float =
     dep = sc.deployment
     eff = dep.efficiency
     plans = Plans.of(sc)
-    spec = sc.speculation.__class__(sc.speculation.method, k_max, sc.speculation.acceptance, sc.speculation.draft,
-                                    sc.speculation.draft_tp, sc.speculation.draft_vocab,
-                                    sc.speculation.draft_kv_budget)
+    spec = replace(sc.speculation, k=k_max)
     draft_plan = spec.draft_plan(dep)
     draft_t = spec.draft_time(dep, b, sc.context, draft_plan).total
     if not load_budget:

@@ -9,7 +9,7 @@ small YAML that `--calibration FILE` applies to predict and simulate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from .curves import Scenario, evaluate, find_crossings
 from .errors import CrossoverError
-from .speculation import Acceptance, Speculation
+from .speculation import Acceptance
 
 # name -> (Efficiency field or "acceptance", lower, upper, scale for the optimiser)
 PARAMETERS: dict[str, tuple[str, float, float]] = {
@@ -87,8 +87,7 @@ def apply(sc: Scenario, names: list[str], values: np.ndarray) -> Scenario:
     for n, v in zip(names, values):
         target = PARAMETERS[n][0]
         if target == "acceptance":
-            spec = Speculation(spec.method, spec.k, Acceptance.rate(float(v), spec.acceptance.match_rate),
-                               spec.draft, spec.draft_tp, spec.draft_vocab, spec.draft_kv_budget)
+            spec = replace(spec, acceptance=Acceptance.rate(float(v), spec.acceptance.match_rate))
         else:
             eff_changes[target] = float(v) / 1e3 if n in _MS else float(v)
     dep = sc.deployment.with_efficiency(**eff_changes) if eff_changes else sc.deployment

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .ops import Op, model_ops
+from .ops import Op, kv_share, model_ops
 from .specs.deployment import Deployment
 from .units import DTYPE_BYTES, GB
 
@@ -34,21 +34,22 @@ def kv_bytes_per_seq_per_gpu(dep: Deployment, ops: list[Op], length: float) -> f
     for op in ops:
         if op.kind != "attention":
             continue
-        if op.kv_sharded and op.kv_heads:
-            share = max(op.kv_heads / dep.tp, 1.0) / op.kv_heads
-        else:
-            share = 1.0 / dep.tp if op.kv_sharded else 1.0
         held = min(length, op.window) if op.window is not None else length
-        total += op.count * held * op.kv_elems * share * dep.kv_bytes
+        total += op.count * held * op.kv_elems * kv_share(op, dep.tp) * dep.kv_bytes
     return total
+
+
+def kv_budget_bytes(dep: Deployment, ops: list[Op] | None = None) -> float:
+    """Bytes per GPU left for the KV cache: the usable memory less the reserve and the weights."""
+    usable = dep.hardware.memory_bytes * dep.memory_utilization - RESERVE_BYTES_PER_GPU
+    return usable - weight_bytes_per_gpu(dep, ops)
 
 
 def max_batch(dep: Deployment, context: float, extra_weights_per_gpu: float = 0.0,
               extra_kv_per_seq_per_gpu: float = 0.0, slack_tokens: float = 0.0) -> int:
     """Largest batch whose KV cache (at `context` + slack tokens) fits beside the weights; 0 if none."""
     ops = model_ops(dep.model, dep.wdtype, dep.tp)
-    budget = dep.hardware.memory_bytes * dep.memory_utilization - RESERVE_BYTES_PER_GPU
-    budget -= weight_bytes_per_gpu(dep, ops) + extra_weights_per_gpu
+    budget = kv_budget_bytes(dep, ops) - extra_weights_per_gpu
     per_seq = kv_bytes_per_seq_per_gpu(dep, ops, context + slack_tokens) + extra_kv_per_seq_per_gpu
     if budget <= 0:
         return 0

@@ -43,7 +43,7 @@ class Op:
     width: float = 0.0
 
 
-def _linear_dtype(model: Model, weight_dtype: str, part: Literal["dense", "experts"]) -> str:
+def _linear_dtype(weight_dtype: str, part: Literal["dense", "experts"]) -> str:
     """Dtype of a layer's linear weights: mxfp4 checkpoints quantise only the experts (gpt-oss)."""
     if weight_dtype == "mxfp4" and part == "dense":
         return "bf16"
@@ -76,7 +76,7 @@ def model_ops(model: Model, weight_dtype: str | None = None, tp: int = 1, layers
 def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | None,
                lm_head_vocab: int | None, include_lm_head: bool) -> list[Op]:
     wd = weight_dtype or model.weight_dtype
-    dd = _linear_dtype(model, wd, "dense")
+    dd = _linear_dtype(wd, "dense")
     h, nq, nkv, hd = model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.hd
     n_layers = float(model.num_hidden_layers if layers is None else layers)
     frac = n_layers / model.num_hidden_layers
@@ -122,7 +122,7 @@ def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | 
         ops.append(Op("router", "gemm", moe_layers, params=h * mo.num_experts, dtype="bf16", sharded=False,
                       in_features=h, out_features=mo.num_experts))
         ops.append(Op("experts", "experts", moe_layers, params=model.expert_params(),
-                      dtype=_linear_dtype(model, wd, "experts"), num_experts=mo.num_experts, top_k=mo.num_experts_per_tok,
+                      dtype=_linear_dtype(wd, "experts"), num_experts=mo.num_experts, top_k=mo.num_experts_per_tok,
                       in_features=h, out_features=h + 2 * mo.moe_intermediate_size))
         if mo.num_shared_experts:
             ops.append(Op("shared_experts", "gemm", moe_layers, params=model.shared_expert_params(), dtype=dd,
@@ -136,7 +136,15 @@ def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | 
     return ops
 
 
-def expected_distinct_experts(tokens: np.ndarray, num_experts: int, top_k: int) -> np.ndarray:
+def kv_share(op: Op, tp: int) -> float:
+    """Share of an attention op's KV cache one GPU holds: GQA heads split over the ranks and
+    replicated when fewer than tp; MLA's latent cache whole on every rank."""
+    if op.kv_sharded and op.kv_heads:
+        return max(op.kv_heads / tp, 1.0) / op.kv_heads
+    return 1.0 / tp if op.kv_sharded else 1.0
+
+
+def expected_distinct_experts(tokens, num_experts, top_k) -> np.ndarray:
     """Expected distinct experts that `tokens` tokens touch, each routing uniformly to top_k of E."""
     miss = 1.0 - top_k / num_experts
     return num_experts * (1.0 - np.power(miss, tokens))

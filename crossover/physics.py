@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .curves import Scenario, evaluate
 from .specs.deployment import Efficiency
-from .speculation import Acceptance, Speculation
+from .speculation import Acceptance
 
 LIKELY_CAUSES = ("prefix caching (prompts' KV reused, so prefill and KV reads are skipped)",
                  "a different model, TP degree or GPU than the one checked",
@@ -40,8 +40,8 @@ def speed_of_light(sc: Scenario, tau_bound: float | None = None) -> Scenario:
     dep = sc.deployment.model_copy(update={"efficiency": Efficiency.speed_of_light()})
     spec = sc.speculation
     tau = tau_bound if tau_bound is not None else spec.k + 1 - 1e-9
-    best = Speculation(spec.method, spec.k, Acceptance.mean_length(min(tau, spec.k + 1 - 1e-9)), spec.draft,
-                       spec.draft_tp, spec.draft_vocab, spec.draft_kv_budget)
+    # the measured (or the largest possible) tokens per step, as a chain
+    best = replace(spec, acceptance=Acceptance.mean_length(min(tau, spec.k + 1 - 1e-9)), tree=None)
     # Pure decode at the prompt length: the least work any request of the sweep can need.
     ctx = sc.prompt_len if sc.prompt_len is not None else sc.context
     return Scenario(dep, best, float(ctx))

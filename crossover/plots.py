@@ -193,6 +193,8 @@ def plot_plan(res, inputs: dict[str, Any], path: str) -> None:
 def plot_speedup_family(sc, inputs: dict[str, Any], path: str, ks=(1, 2, 3, 4, 6, 8),
                         alphas=(0.5, 0.6, 0.7, 0.8, 0.9)) -> None:
     """Speedup against batch for several k (left) and several acceptance rates (right)."""
+    from dataclasses import replace
+
     import numpy as np
 
     from .curves import Scenario, evaluate
@@ -207,8 +209,7 @@ def plot_speedup_family(sc, inputs: dict[str, Any], path: str, ks=(1, 2, 3, 4, 6
         a1.plot(xs, evaluate(s, xs).speedup, label=f"k = {k}")
     base = with_k(sc.speculation, sc.speculation.k)
     for a in alphas:
-        s = Scenario(sc.deployment, type(base)(base.method, base.k, Acceptance.rate(a, base.acceptance.match_rate),
-                                               base.draft, base.draft_tp, base.draft_vocab, base.draft_kv_budget),
+        s = Scenario(sc.deployment, replace(base, acceptance=Acceptance.rate(a, base.acceptance.match_rate)),
                      sc.context, sc.prompt_len, sc.output_len)
         a2.plot(xs, evaluate(s, xs).speedup, label=f"acceptance {a:g}")
     for ax, t in ((a1, f"acceptance {inputs['alpha_equivalent']:.2f}, k varies"), (a2, f"k = {sc.speculation.k}, "

@@ -24,7 +24,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .ops import SAMPLED_OPS, Op, model_ops
+from .ops import SAMPLED_OPS, Op, expected_distinct_experts, kv_share, model_ops
 from .specs.deployment import Deployment
 from .units import COMPUTE_DTYPE, DTYPE_BYTES
 
@@ -78,12 +78,6 @@ class StepCost:
     def __add__(self, other: "StepCost") -> "StepCost":
         """Two forwards run one after the other."""
         return StepCost(self.total + other.total, self.parts + other.parts, self.overhead + other.overhead)
-
-    def breakdown(self) -> dict[str, np.ndarray]:
-        """Seconds per op name, plus 'overhead'."""
-        out = {name: c.time for name, c in self.ops.items()}
-        out["overhead"] = np.broadcast_to(self.overhead, np.shape(self.total))
-        return out
 
 
 def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.ndarray:
@@ -152,14 +146,6 @@ class Plan:
         out = self.from_sums(b * qq, kv_len, qk_len)  # token-only ops stay on the tokens' own shape
         out.total = np.broadcast_to(out.total, shape)
         return out
-
-    def attention_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per-row (KV tokens read, query x key pairs) summed over sequences with their own q and context.
-
-        q, context: arrays over sequences (last axis); the result has the row axis first.
-        """
-        kv, qk = self.window_sums(q, context)
-        return kv[self.window_index], qk[self.window_index]
 
     def window_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(KV tokens read, query x key pairs) summed over sequences (last axis), per distinct window."""
@@ -250,7 +236,7 @@ class Plan:
         if c["has_experts"]:
             e, k, eb, fpt = (c["g_num_experts"][col], c["g_top_k"][col], c["g_expert_bytes"][col],
                              c["g_flops_per_token"][col])
-            distinct = e * (1.0 - np.power(1.0 - k / e, tokens))  # uniform top-k routing
+            distinct = expected_distinct_experts(tokens, e, k)
             if self.ep_groups > 1:
                 # Expert parallelism: each GPU holds E/G whole experts and the step waits for the
                 # busiest one. Its distinct experts ~ mean + sd x sqrt(2 ln G) (Gaussian maximum of G),
@@ -366,11 +352,7 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
             rates[cdt] = dep.hardware.peak_flops(cdt) * flops_frac
         rate[i] = rates[cdt]
         if op.kind == "attention":
-            if op.kv_sharded and op.kv_heads:  # GQA: KV heads split over ranks, replicated when fewer than tp
-                share = max(op.kv_heads / tp, 1.0) / op.kv_heads
-            else:
-                share = 1.0 / tp if op.kv_sharded else 1.0
-            kva[i] = op.count * op.kv_elems * share * kv_bytes
+            kva[i] = op.count * op.kv_elems * kv_share(op, tp) * kv_bytes
             kvw[i] = kva[i]
             fqa[i] = op.count * 2.0 * (op.heads / tp) * op.score_dim
             win[i] = np.inf if op.window is None else op.window
@@ -412,11 +394,6 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
                 num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p,
                 tp if dep.expert_parallel else 1,
                 np.array([op.name in SAMPLED_OPS for op in rows], bool))
-
-
-def forward_cost(dep: Deployment, ops: list[Op], batch, q=1, context=0, num_layers: float | None = None) -> StepCost:
-    """Seconds for one forward of `ops` over `batch` sequences with `q` new positions and `context` cached."""
-    return compile_ops(dep, ops, num_layers).cost(batch, q, context)
 
 
 def target_ops(dep: Deployment) -> list[Op]:

@@ -24,11 +24,14 @@ METHODS: tuple[str, ...] = ("draft", "eagle", "eagle3", "medusa", "ngram", "mtp"
 
 # ----------------------------------------------------------------------------------- acceptance
 
-def tau_from_rate(alpha: float, k: int) -> float:
-    """Expected tokens per verify step, bonus included: (1 - a^(k+1)) / (1 - a) (Leviathan et al.)."""
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+def tau_from_rate(alpha, k):
+    """Expected tokens per verify step, bonus included: (1 - a^(k+1)) / (1 - a) (Leviathan et al.);
+    k + 1 at a = 1. Scalars give a float; arrays (alpha and k broadcast) give an array."""
+    a = np.asarray(alpha, float)
+    kk = np.asarray(k, float)
+    full = a >= 1.0
+    out = np.where(full, kk + 1.0, (1.0 - np.power(a, kk + 1.0)) / (1.0 - np.where(full, 0.0, a)))
+    return float(out) if out.ndim == 0 else out
 
 
 def rate_from_tau(tau: float, k: int) -> float:

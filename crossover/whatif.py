@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .curves import Scenario
 from .errors import CrossoverError
 from .roofline import engine_step, target_plan
-from .speculation import Speculation
+from .speculation import tau_from_rate
 
 AXES = ("batch", "k", "acceptance", "context", "hardware")
 
@@ -102,14 +102,13 @@ def _speedup(sc: Scenario, batch, context, k, alpha) -> np.ndarray:
         min(spec.acceptance.alpha(spec.k), 0.999), match)
     if spec.method == "medusa":  # the heads are the draft: its cost grows with k itself
         ks = np.unique(k)
-        parts = [Speculation(spec.method, int(kk), acc).draft_time(dep, batch, context).total for kk in ks]
+        parts = [replace(spec, k=int(kk), acceptance=acc).draft_time(dep, batch, context).total for kk in ks]
         draft = np.choose(np.searchsorted(ks, k), parts) if len(ks) > 1 else parts[0]
     else:  # k sequential forwards of one draft step (none for n-gram)
-        one = Speculation(spec.method, 1, acc, spec.draft, spec.draft_tp, spec.draft_vocab, spec.draft_kv_budget)
+        one = replace(spec, k=1, acceptance=acc)
         draft = k * one.draft_time(dep, batch, context).total if one.draft_forwards else 0.0
     on = draft + verify + eff.spec_overhead_s + batch * eff.spec_overhead_per_seq_s
-    a = np.clip(alpha, 0.0, 0.999999)
-    tau = 1.0 + match * (a * (1.0 - np.power(a, k)) / (1.0 - a))
+    tau = 1.0 + match * (tau_from_rate(np.clip(alpha, 0.0, 0.999999), k) - 1.0)
     return tau * off / on
 
 

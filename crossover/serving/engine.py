@@ -26,8 +26,7 @@ class EngineLimits:
 def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
     """Tokens of KV cache the engine can hold (per sequence position, all layers), draft included."""
     ops = model_ops(dep.model, dep.wdtype, dep.tp)
-    budget = dep.hardware.memory_bytes * dep.memory_utilization - memory.RESERVE_BYTES_PER_GPU
-    budget -= memory.weight_bytes_per_gpu(dep, ops)
+    budget = memory.kv_budget_bytes(dep, ops)
     per_token = memory.kv_bytes_per_seq_per_gpu(dep, ops, 1.0)
     if sc is not None:
         w, kv_per_seq = draft_memory(sc)

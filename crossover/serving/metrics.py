@@ -37,7 +37,7 @@ def _stats(name: str, values: np.ndarray, weights: np.ndarray | None = None) -> 
     }
 
 
-def summarize(log: RunLog, measure_from: int, closed: bool) -> dict[str, float]:
+def summarize(log: RunLog, measure_from: int) -> dict[str, float]:
     """vLLM-style results: throughputs over the steady window, latency statistics over measured requests."""
     n = len(log.arrival)
     idx = np.arange(n)

@@ -108,7 +108,7 @@ def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num
         arm_rng = np.random.default_rng([seed, level_index, i if name != "off" else 0, int(arm.speculate)])
         log = simulate(arm, prompt, output, arm_rng, concurrency=int(value) if axis == "concurrency" else None,
                        arrival=arrival, limits=limits, kv_capacity=cap, measure_from=warm, stagger_s=stagger)
-        out[name] = summarize(log, warm, axis == "concurrency")
+        out[name] = summarize(log, warm)
     return out
 
 
