@@ -1,0 +1,53 @@
+"""Bad input on the verbs beyond predict: one line on stderr, exit status 2, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+
+CASES = [
+    ("policy-adaptive-ngram", ["policy", "--adaptive", "--method", "ngram"], "adaptive verification applies"),
+    ("policy-threshold-1.5", ["policy", "--adaptive", "--confidence-threshold", "1.5"], "threshold must lie"),
+    ("policy-concentration-0", ["policy", "--adaptive", "--confidence-concentration", "0"],
+     "--confidence-concentration"),
+    ("policy-batch-max-0", ["policy", "--batch-max", "0"], "--batch-max"),
+    ("policy-lengths-half", ["policy", "--prompt-len", "100"], "--output-len"),
+    ("plan-unknown-hardware", ["plan", "--workload", "gsm8k", "--slo-tpot-ms", "10", "--hardware", "h100-sxm,foo"],
+     "unknown hardware"),
+    ("plan-no-hardware", ["plan", "--workload", "gsm8k", "--slo-tpot-ms", "10", "--hardware", ","], "--hardware"),
+    ("plan-unknown-workload", ["plan", "--workload", "nope", "--slo-tpot-ms", "10"], "unknown workload"),
+    ("whatif-same-axes", ["whatif", "--x", "batch=1..8", "--y", "batch=1..4"], "two different axes"),
+    ("whatif-unknown-axis", ["whatif", "--x", "gpus=1..8"], "unknown axis"),
+    ("whatif-no-batch-axis", ["whatif", "--x", "k=1..4", "--y", "acceptance=0.5,0.6"], "batch"),
+    ("whatif-points-1", ["whatif", "--points", "1"], "--points"),
+    ("tree-and-k", ["predict", "--tree", "3x2", "--k", "5"], "disagrees"),
+    ("simulate-burstiness-0", ["simulate", "--workload", "gsm8k", "--request-rate", "2", "--burstiness", "0"],
+     "--burstiness"),
+    ("simulate-max-seqs-0", ["simulate", "--workload", "gsm8k", "--concurrency", "2", "--max-num-seqs", "0"],
+     "--max-num-seqs"),
+    ("calibration-missing", ["predict", "--calibration", "no/such/fit.yaml"], "no such file"),
+    ("calibrate-no-files", ["calibrate", "--model", "llama-3.1-8b"], "--on"),
+]
+
+
+@pytest.mark.parametrize("args,needle", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    r = run_cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("crossover: error:")
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_calibrate_refuses_a_request_rate_sweep(tmp_path):
+    csv = tmp_path / "rate.csv"
+    csv.write_text("arm,request_rate,output_throughput\noff,1,100\non,1,100\noff,4,380\non,4,390\n")
+    r = run_cli("calibrate", "--files", str(csv), "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "concurrency or batch sweep" in r.stderr
+
+
+def test_report_into_an_unwritable_place(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run_cli("report", "--model", "llama-3.1-8b", "--batch", "1,8", "--out", str(blocker / "sub"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot write" in r.stderr
