@@ -320,14 +320,26 @@ class StepTimer:
         positions needing logits (default: all tokens)."""
         t = np.asarray(tokens)
         base = self.table.take(t.astype(np.int64), mode="raise")  # out of the tabulated range: IndexError
+        read_s, write_s, flop_s = self._per_unit
         col = (slice(None),) + (None,) * t.ndim
-        kv = kv_win[self.window_index]
-        qk = qk_win[self.window_index]
-        tm = (self.kv_bytes_per_attended[col] * kv + self.kv_write_per_token[col] * t) / self.bandwidth[col]
-        tc = self.flops_per_query_attended[col] * qk / self.rate[col]
+        if len(self.window_index) == 1 and len(kv_win) == 1:  # one attention row (the common case)
+            tm = read_s[0] * kv_win[0] + write_s[0] * t
+            tc = flop_s[0] * qk_win[0]
+            att = combine(tm, tc, self.transition, self.p)
+        else:
+            kv = kv_win[self.window_index]
+            qk = qk_win[self.window_index]
+            tm = read_s[col] * kv + write_s[col] * t
+            tc = flop_s[col] * qk
+            att = combine(tm, tc, self.transition, self.p).sum(axis=0)
         s = t if sampled is None else np.asarray(sampled)
-        return base + combine(tm, tc, self.transition, self.p).sum(axis=0) + self.lm_table.take(
-            s.astype(np.int64), mode="raise")
+        return base + att + self.lm_table.take(s.astype(np.int64), mode="raise")
+
+    @cached_property
+    def _per_unit(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Seconds per attended KV token, per written token and per query-key pair, by row."""
+        return (self.kv_bytes_per_attended / self.bandwidth, self.kv_write_per_token / self.bandwidth,
+                self.flops_per_query_attended / self.rate)
 
 
 def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:

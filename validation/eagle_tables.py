@@ -79,3 +79,59 @@ def predict_series(s: Series, efficiency=None) -> tuple[float, list[float]]:
 
     tau = calibrate_tau(s, efficiency)
     return tau, [float(x) for x in speedup(scenario(s, tau, efficiency), list(s.batches))]
+
+
+# ------------------------------------------------------------------ EAGLE-1 Table 7 (rows E1-T7-*)
+# EAGLE-1's default draft tree (mc_sim_7b_63 in the EAGLE repository): 25 nodes over 5 depths,
+# 4 / 8 / 8 / 3 / 2 nodes per depth; one verify pass scores the root plus all 25 nodes.
+EAGLE1_TREE = (4, 8, 8, 3, 2)
+E1_SETUPS = {"Vicuna-7B": ("vicuna-7b", "rtx-3090", 1), "LLaMA2-Chat-70B": ("llama-2-70b", "a100-40gb-sxm", 4)}
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    """One EAGLE-1 Table 7 row: a batch, the published speedup and the published tree tau."""
+
+    id: str
+    model: str
+    hardware: str
+    tp: int
+    batch: int
+    tau: float
+    speedup: float
+
+
+def e1_rows(path: Path = HERE / "published_points.csv") -> list[TreeRow]:
+    """Table 7's speedup-by-batch rows (tree attention, tau published); the two memory-limited
+    max-throughput rows compare different batches with an unpublished chain tau and are left out."""
+    import re
+
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if not r["id"].startswith("E1-T7") or "tree" not in r["k"]:
+                continue
+            model, hw, tp = E1_SETUPS[r["target_model"]]
+            tau = float(re.search(r"tau=([\d.]+)", r["acceptance"]).group(1))  # type: ignore[union-attr]
+            out.append(TreeRow(r["id"], model, hw, tp, int(float(r["load_value"])), tau, float(r["speedup"])))
+    return out
+
+
+def predict_tree_row(row: TreeRow) -> float:
+    """Predicted speedup of one Table 7 row: the chain rate is set so the tree's tau is the
+    published one (no calibration on the measured speedup)."""
+    from crossover.curves import Scenario, speedup
+    from crossover.specs import Deployment, load_hardware, load_model
+    from crossover.speculation import Acceptance, Speculation
+
+    dep = Deployment(model=load_model(row.model), hardware=load_hardware(row.hardware), tp=row.tp)
+    k = len(EAGLE1_TREE)
+
+    def spec(a: float) -> Speculation:
+        return Speculation("eagle", k, Acceptance.rate(a), tree=EAGLE1_TREE)
+
+    lo, hi = 0.0, 0.999
+    for _ in range(50):  # tree tau rises with the chain rate
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if spec(mid).tau < row.tau else (lo, mid)
+    return float(speedup(Scenario(dep, spec(0.5 * (lo + hi)), MT_BENCH_CONTEXT), [row.batch])[0])

@@ -55,6 +55,11 @@ class _Mode:
     draft_forwards: int
     pass_widths: tuple[int, ...]
 
+    @property
+    def surv_ascending(self) -> np.ndarray:
+        """The survival probabilities in increasing order (for a search per draw)."""
+        return self.surv[::-1]
+
 
 def _mode(spec, k: int) -> _Mode:
     if k <= 0:
@@ -165,7 +170,8 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         """(verify width, tokens emitted) per step and decoding sequence."""
         if not md.on:
             return np.ones((steps, m)), np.ones((steps, m))
-        acc = (rng.random((steps, m))[..., None] < md.surv).sum(axis=-1).astype(float)
+        # drafts accepted = how many survival probabilities (decreasing) exceed one uniform draw
+        acc = (md.k - np.searchsorted(md.surv_ascending, rng.random((steps, m)), side="right")).astype(float)
         if md.match < 1.0:
             matched = rng.random((steps, m)) < md.match
             return 1.0 + md.k * matched, 1.0 + acc * matched
