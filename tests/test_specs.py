@@ -140,6 +140,48 @@ def test_no_substring_or_prefix_matching(ref, kind):
         resolve(ref, kind)
 
 
+@pytest.mark.parametrize("ref, name", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+    ("meta-llama/llama-3.1-8b-instruct", "llama-3.1-8b"),  # Hugging Face ids are case-insensitive
+    ("Llama-3.1-8B-Instruct", "llama-3.1-8b"),  # the organisation may be left out
+    ("meta-llama/Llama-3.1-8B", "llama-3.1-8b"),  # the spec's own hf_repo
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+    ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),
+])
+def test_hugging_face_ids_of_the_same_architecture_resolve(ref, name):
+    assert load_model(ref).name == name
+
+
+def test_declared_aliases_are_unique_across_the_library():
+    seen: dict[str, str] = {}
+    for name in available("models"):
+        m = load_model(name)
+        for hf in (m.hf_repo, *m.aliases):
+            for key in (hf.lower(), hf.lower().split("/")[-1]):
+                assert seen.setdefault(key, name) == name, f"{hf} declared by {seen[key]} and {name}"
+
+
+@pytest.mark.parametrize("ref", ["meta-llama/Llama-3.1-8B-Instruct-extra", "Llama-3.1-8B-Instr", "llama-3.1-8b-instruct-awq"])
+def test_hugging_face_ids_match_exactly(ref):
+    with pytest.raises(CrossoverError, match="unknown model"):
+        load_model(ref)
+
+
+def test_unknown_hugging_face_id_points_to_the_importer():
+    with pytest.raises(CrossoverError) as exc:
+        load_model("some-org/some-model")
+    msg = str(exc.value)
+    assert "\n" not in msg and "'some-org/some-model'" in msg and "models import" in msg
+
+
+def test_hardware_hint_lists_every_variant_the_name_starts():
+    with pytest.raises(CrossoverError) as exc:
+        load_hardware("H100")
+    msg = str(exc.value)
+    for variant in ("h100-sxm", "h100-pcie", "h100-nvl"):
+        assert repr(variant) in msg
+
+
 @pytest.mark.parametrize("ref", ["", "   "])
 def test_empty_name_is_an_error(ref):
     with pytest.raises(CrossoverError, match="empty"):
@@ -328,7 +370,8 @@ IMPORTS = [
     ("gpt-oss-120b.config.json", "gpt-oss-120b"),
 ]
 ARCH_FIELDS = [f for f in Model.model_fields if f not in (
-    "name", "display_name", "hf_repo", "sources", "unverified", "notes", "published_params_b", "computed_params_b")]
+    "name", "display_name", "hf_repo", "aliases", "sources", "unverified", "notes", "published_params_b",
+    "computed_params_b")]
 
 
 def _import(fixture: str, name: str | None = "imported") -> tuple[dict, Model]:

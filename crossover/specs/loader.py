@@ -142,17 +142,46 @@ def resolve_path(ref: str, kind: Kind) -> tuple[BaseModel, Path]:
     what = _WHAT[kind]
     if not ref or not ref.strip():
         raise CrossoverError(f"empty {what} name")
-    if _looks_like_path(ref):
-        path = Path(ref).expanduser()
+    path = Path(ref).expanduser()
+    if _looks_like_path(ref) and (path.exists() or ref.endswith((".yaml", ".yml", ".json")) or kind != "models"):
         return load_file(path, kind), path
     names = available(kind)
     if ref in names:
         return load_file(names[ref], kind), names[ref]
-    close = difflib.get_close_matches(ref.lower(), list(names), n=3, cutoff=0.5)
+    if kind == "models":
+        hit = _by_hf_id(ref, names)
+        if hit is not None:
+            return load_file(hit, kind), hit
+    close = _hints(ref, names)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     listing = f" (`crossover {kind} list` shows all)" if kind != "workloads" else (
         f" (known: {', '.join(sorted(names))})")
+    if kind == "models" and "/" in ref:
+        listing += "; for another checkpoint, `crossover models import CONFIG.json` writes a spec from its config"
     raise CrossoverError(f"unknown {what} {ref!r}{hint}{listing}")
+
+
+def _hints(ref: str, names: dict[str, Path]) -> list[str]:
+    """Names to suggest: those the reference starts (e.g. 'h100' -> the H100 variants), then close spellings."""
+    low = ref.lower().split("/")[-1]
+    prefixed = sorted(n for n in names if n.startswith(low))
+    close = difflib.get_close_matches(low, list(names), n=3, cutoff=0.5)
+    return (prefixed + [c for c in close if c not in prefixed])[:4]
+
+
+def _by_hf_id(ref: str, names: dict[str, Path]) -> Path | None:
+    """The library model whose Hugging Face id or declared alias is `ref` (case-insensitive; the
+    organisation prefix may be left out)."""
+    want = ref.strip().lower()
+    for path in names.values():
+        try:
+            model = load_file(path, "models")
+        except CrossoverError:
+            continue
+        for hf in (model.hf_repo, *model.aliases):  # type: ignore[attr-defined]
+            if hf and want in (hf.lower(), hf.lower().split("/")[-1]):
+                return path
+    return None
 
 
 def resolve(ref: str, kind: Kind) -> BaseModel:

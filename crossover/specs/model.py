@@ -53,6 +53,9 @@ class Model(BaseModel):
     name: str
     display_name: str = ""
     hf_repo: str = ""
+    # Other Hugging Face ids with this exact architecture (instruct/chat fine-tunes of the base):
+    # `--model` accepts them, matched exactly (case-insensitive), never by substring.
+    aliases: tuple[str, ...] = ()
     hidden_size: PositiveInt
     intermediate_size: PositiveInt
     num_hidden_layers: PositiveInt
