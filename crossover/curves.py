@@ -272,15 +272,10 @@ def draft_memory(sc: Scenario) -> tuple[float, float]:
     ops = spec.draft_ops(dep)
     if not ops:
         return 0.0, 0.0
-    weights = 0.0
-    for op in ops:
-        if op.name in ("draft_lm_head", "lm_head") and spec.method in ("eagle", "mtp"):
-            continue  # shares the target's LM head
-        if op.kind == "gemm":
-            weights += op.count * op.params * 2.0 / (dep.tp if op.sharded else 1)
-        elif op.kind == "experts":
-            weights += op.count * op.num_experts * op.params * 2.0 / dep.tp
-    return weights, memory.kv_bytes_per_seq_per_gpu(dep, ops, draft_length)
+    # EAGLE and MTP drafts share the target's LM head; each other op is held at its own dtype
+    # (an fp8 model's MTP layer is fp8, EAGLE heads are bf16)
+    own = [op for op in ops if not (op.name in ("draft_lm_head", "lm_head") and spec.method in ("eagle", "mtp"))]
+    return memory.op_weight_bytes(own, dep.tp), memory.kv_bytes_per_seq_per_gpu(dep, ops, draft_length)
 
 
 def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:

@@ -13,15 +13,21 @@ from .units import DTYPE_BYTES, GB
 RESERVE_BYTES_PER_GPU = 1.5 * GB
 
 
-def weight_bytes_per_gpu(dep: Deployment, ops: list[Op] | None = None) -> float:
-    """Weight bytes one GPU holds (streamed ops plus the input embedding)."""
-    ops = model_ops(dep.model, dep.wdtype, dep.tp) if ops is None else ops
+def op_weight_bytes(ops: list[Op], tp: int) -> float:
+    """Weight bytes one GPU holds for these ops, each at its own dtype (sharded ops split over tp)."""
     total = 0.0
     for op in ops:
         if op.kind == "gemm":
-            total += op.count * op.params * DTYPE_BYTES[op.dtype] / (dep.tp if op.sharded else 1)
+            total += op.count * op.params * DTYPE_BYTES[op.dtype] / (tp if op.sharded else 1)
         elif op.kind == "experts":
-            total += op.count * op.num_experts * op.params * DTYPE_BYTES[op.dtype] / dep.tp
+            total += op.count * op.num_experts * op.params * DTYPE_BYTES[op.dtype] / tp
+    return total
+
+
+def weight_bytes_per_gpu(dep: Deployment, ops: list[Op] | None = None) -> float:
+    """Weight bytes one GPU holds (streamed ops plus the input embedding)."""
+    ops = model_ops(dep.model, dep.wdtype, dep.tp) if ops is None else ops
+    total = op_weight_bytes(ops, dep.tp)
     m = dep.model
     if not m.tie_word_embeddings:
         total += m.embedding_params() * DTYPE_BYTES["bf16"] / dep.tp

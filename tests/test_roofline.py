@@ -151,6 +151,23 @@ def test_memory_limit_70b_tp4_h100():
     assert max_batch(d, 2048, slack_tokens=1) == int(budget // kv_per_seq)
 
 
+def test_draft_weights_by_hand():
+    from crossover.curves import Scenario, draft_memory
+    from crossover.speculation import Acceptance, Speculation
+
+    # EAGLE on Llama-3.1-8B: one 4096-wide layer (qkv 4096 x 6144, o 4096 x 4096, mlp 3 x 4096 x 14336)
+    # and fc 8192 -> 4096, bf16; the LM head is the target's
+    d = dep("llama-3.1-8b", eff=Efficiency())
+    w, _ = draft_memory(Scenario(d, Speculation("eagle", 3, Acceptance.rate(0.7)), 1000))
+    assert w == (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336 + 8192 * 4096) * 2
+    # DeepSeek-V3's MTP layer is fp8 like the rest: its 256 routed experts (3 x 7168 x 2048 each)
+    # are 1 byte per weight, 1.409 GB per GPU at TP 8, plus its attention, shared expert and eh_proj
+    ds = Deployment(model=load_model("deepseek-v3"), hardware=load_hardware("h200"), tp=8)
+    w, _ = draft_memory(Scenario(ds, Speculation("mtp", 1, Acceptance.rate(0.8)), 1000))
+    experts = 256 * 3 * 7168 * 2048 / 8
+    assert experts < w < experts * 1.03
+
+
 def test_batch_arrays_broadcast_with_context_arrays():
     d = dep(eff=Efficiency())
     t = step_time(d, np.array([1, 8, 64]), 1, np.array([100, 1000, 10000])).total
