@@ -41,7 +41,8 @@ def speed_of_light(sc: Scenario, tau_bound: float | None = None) -> Scenario:
     spec = sc.speculation
     tau = tau_bound if tau_bound is not None else spec.k + 1 - 1e-9
     # the measured (or the largest possible) tokens per step, as a chain
-    best = replace(spec, acceptance=Acceptance.mean_length(min(tau, spec.k + 1 - 1e-9)), tree=None)
+    best = replace(spec, acceptance=Acceptance.mean_length(min(tau, spec.k + 1 - 1e-9)), tree=None,
+                   tree_paths=None)
     # Pure decode at the prompt length: the least work any request of the sweep can need.
     ctx = sc.prompt_len if sc.prompt_len is not None else sc.context
     return Scenario(dep, best, float(ctx))

@@ -114,6 +114,42 @@ class Acceptance:
         return rate_from_tau(1.0 + float(self.survival(k).sum()), k)
 
 
+# EAGLE-1's default draft tree: `mc_sim_7b_63` in SafeAILab/EAGLE (eagle/model/choices.py), 25
+# nodes over 5 depths (4, 8, 8, 3, 2 per depth).
+EAGLE1_TREE_PATHS: tuple[tuple[int, ...], ...] = (
+    (0,), (1,), (2,), (3,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (0, 0, 0), (0, 0, 1),
+    (0, 0, 2), (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 1), (1, 0, 0), (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2),
+    (0, 0, 0, 0, 0), (0, 0, 0, 0, 1))
+TREE_PRESETS: dict[str, tuple[tuple[int, ...], ...]] = {"eagle1": EAGLE1_TREE_PATHS}
+
+
+def _check_paths(paths) -> tuple[int, ...]:
+    """Nodes per depth of a tree given as rank paths; one-line errors for a malformed tree."""
+    if not paths:
+        raise CrossoverError("a tree needs at least one node")
+    seen = set()
+    for path in paths:
+        if (not isinstance(path, tuple) or not path
+                or any(not isinstance(r, (int, np.integer)) or isinstance(r, bool) or r < 0 for r in path)):
+            raise CrossoverError(f"tree node {path!r}: write it as the ranks (integers >= 0) of its tokens, e.g. (0, 1)")
+        if path in seen:
+            raise CrossoverError(f"tree node {list(path)} appears twice")
+        seen.add(path)
+    for path in paths:
+        if len(path) > 1 and path[:-1] not in seen:
+            raise CrossoverError(f"tree node {list(path)} has no parent {list(path[:-1])} in the tree")
+    depth = max(len(p) for p in paths)
+    return tuple(sum(1 for p in paths if len(p) == d) for d in range(1, depth + 1))
+
+
+def _path_arrays(paths: tuple[tuple[int, ...], ...], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ranks per node and depth, -1 past the node's depth; each node's depth index)."""
+    ranks = np.full((len(paths), k), -1, dtype=float)
+    for i, path in enumerate(paths):
+        ranks[i, :len(path)] = path
+    return ranks, np.array([len(p) - 1 for p in paths])
+
+
 def _check_match(m: float) -> float:
     if not 0.0 <= m <= 1.0:
         raise CrossoverError(f"match rate {m:g} must lie in [0, 1]")
@@ -135,9 +171,14 @@ class Speculation:
     # KV budget of the draft (StreamingLLM / SnapKV self-speculation as in MagicDec): the draft
     # attends to at most this many cached tokens. None = the full context.
     draft_kv_budget: int | None = None
-    # Draft tree: nodes verified at each depth (alternatives under the most likely path), e.g.
-    # (4, 4, 2). None = a chain. A chain is the tree of width 1 at every depth, with equal results.
+    # Draft tree: nodes verified at each depth, e.g. (4, 4, 2). None = a chain. A chain is the tree
+    # of width 1 at every depth, with equal results. Widths alone place every node of a depth under
+    # the accepted path (the best case: an upper bound on tau); `tree_paths` gives the real shape.
     tree: tuple[int, ...] | None = None
+    # The tree node by node: each node is the ranks of its tokens among the draft's candidates at
+    # each depth, e.g. (0, 1) = the second candidate under the top first-depth candidate. Must be
+    # closed under prefixes. Sets `tree` (nodes per depth).
+    tree_paths: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -150,6 +191,12 @@ class Speculation:
             raise CrossoverError(f"draft KV budget must be >= 1 token (got {self.draft_kv_budget})")
         if self.method != "draft" and self.draft is not None:
             raise CrossoverError(f"--draft applies to method 'draft' only (method is {self.method!r})")
+        if self.tree_paths is not None:
+            widths = _check_paths(self.tree_paths)
+            if self.tree is not None and tuple(self.tree) != widths:
+                raise CrossoverError(f"tree widths {tuple(self.tree)} disagree with the tree's paths ({widths} nodes "
+                                     f"per depth)")
+            object.__setattr__(self, "tree", widths)
         if self.tree is not None:
             if not self.tree or any((not isinstance(w, (int, np.integer))) or w < 1 for w in self.tree):
                 raise CrossoverError(f"tree widths must be integers >= 1 per depth (got {self.tree!r})")
@@ -172,6 +219,13 @@ class Speculation:
         if self.tree is None:
             return s
         cond = s / np.concatenate([[1.0], s[:-1]]).clip(1e-300)
+        if self.tree_paths is not None:
+            # The draft's rank of the target's token at depth j is geometric: rank r with
+            # probability a_j (1 - a_j)^r (a chain, which offers only rank 0, keeps a_j). Exactly
+            # one path can be right at each depth, so P(reach depth d) sums over its nodes.
+            ranks, depth = _path_arrays(self.tree_paths, self.k)
+            p = np.where(ranks >= 0, cond * np.power(1.0 - cond, np.maximum(ranks, 0)), 1.0)
+            return np.bincount(depth, weights=p.prod(axis=1), minlength=self.k)
         per_depth = 1.0 - np.power(1.0 - cond, np.asarray(self.tree, float))
         return np.cumprod(per_depth)
 

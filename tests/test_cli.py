@@ -398,3 +398,20 @@ def test_weights_that_do_not_fit_are_a_one_line_error():
     r = run_cli("predict", "--model", "llama-3.1-405b", "--tp", "1")
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "does not fit" in r.stderr and "--tp" in r.stderr
+
+
+def test_tree_preset_and_paths_in_json():
+    import json as _json
+
+    from conftest import run_cli
+
+    r = run_cli("predict", "--model", "vicuna-7b", "--hardware", "rtx-3090", "--tp", "1", "--tree", "eagle1",
+                "--acceptance", "0.65", "--batch", "1,4", "--json")
+    assert r.returncode == 0, r.stderr
+    inputs = _json.loads(r.stdout)["inputs"]
+    assert inputs["k"] == 5 and inputs["tree"] == [4, 8, 8, 3, 2] and len(inputs["tree_paths"]) == 25
+    assert inputs["verify_width"] == 26 and inputs["tau"] == pytest.approx(3.99, abs=0.01)
+    r = run_cli("predict", "--model", "vicuna-7b", "--hardware", "rtx-3090", "--tp", "1", "--tree", "[[0],[1],[0,0]]",
+                "--acceptance", "0.65", "--batch", "1", "--json")
+    inputs = _json.loads(r.stdout)["inputs"]
+    assert inputs["tree"] == [2, 1] and inputs["tau"] == pytest.approx(2.3)

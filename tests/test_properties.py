@@ -96,3 +96,17 @@ def test_regimes_are_all_reachable():
     assert always.regime == "always_faster"
     never = predict(Scenario(d, Speculation("eagle", 5, Acceptance.rate(0.05)), 512), [1, 64])
     assert never.regime == "never_faster"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=4), min_size=1, max_size=12),
+       st.floats(0.0, 0.99))
+def test_tree_tau_lies_between_one_and_depth_plus_one_and_below_the_width_bound(raw, a):
+    # close the random node set under prefixes, so it is a tree
+    nodes = {tuple(p[:i]) for p in raw for i in range(1, len(p) + 1)}
+    paths = tuple(sorted(nodes, key=lambda p: (len(p), p)))
+    depth = max(len(p) for p in paths)
+    real = Speculation("eagle", depth, Acceptance.rate(a), tree_paths=paths)
+    bound = Speculation("eagle", depth, Acceptance.rate(a), tree=real.tree)
+    assert 1.0 <= real.tau <= depth + 1 + 1e-12
+    assert real.tau <= bound.tau + 1e-12

@@ -124,3 +124,57 @@ def test_spec_step_shows_its_parts():
     assert float(st.total[0]) == pytest.approx(
         float(st.draft.total[0] + st.verify.total[0]) + d.efficiency.spec_overhead_s
         + 4 * d.efficiency.spec_overhead_per_seq_s)
+
+
+# ----------------------------------------------------------------------- trees as node paths
+
+def test_tree_paths_tau_by_hand():
+    from crossover.speculation import Speculation
+
+    # ranks are geometric: the top candidate is right with a, the second with a (1 - a); the child
+    # (0, 0) needs the top candidate right twice
+    spec = Speculation("eagle", 2, Acceptance.rate(0.65), tree_paths=((0,), (1,), (0, 0)))
+    assert spec.tau == pytest.approx(1 + (0.65 + 0.65 * 0.35) + 0.65 * 0.65)
+    assert spec.tree == (2, 1) and spec.verify_width == 4.0 and spec.draft_pass_widths == (1, 2)
+
+
+def test_a_chain_written_as_paths_is_the_chain():
+    from crossover.speculation import Speculation
+
+    for acc in (Acceptance.rate(0.6), Acceptance.per_position((0.9, 0.7, 0.4))):
+        chain = Speculation("eagle", 3, acc)
+        paths = Speculation("eagle", 3, acc, tree_paths=((0,), (0, 0), (0, 0, 0)))
+        assert paths.tau == pytest.approx(chain.tau)
+
+
+def test_width_only_trees_bound_the_real_shape():
+    from crossover.speculation import EAGLE1_TREE_PATHS, Speculation
+
+    real = Speculation("eagle", 5, Acceptance.rate(0.7), tree_paths=EAGLE1_TREE_PATHS)
+    assert real.tree == (4, 8, 8, 3, 2) and real.verify_width == 26
+    bound = Speculation("eagle", 5, Acceptance.rate(0.7), tree=real.tree)
+    chain = Speculation("eagle", 5, Acceptance.rate(0.7))
+    assert chain.tau < real.tau < bound.tau
+    # EAGLE-1 reports tau 3.94 for Vicuna-7B on MT-bench with this tree: a chain rate near 0.65
+    assert Speculation("eagle", 5, Acceptance.rate(0.65), tree_paths=EAGLE1_TREE_PATHS).tau == pytest.approx(3.99, abs=0.01)
+
+
+@pytest.mark.parametrize("paths, needle", [
+    (((0,), (0, 1, 2)), "no parent"),
+    (((0,), (0,)), "twice"),
+    (((0,), (-1,)), "ranks"),
+    ((), "at least one node"),
+])
+def test_malformed_tree_paths_are_one_line_errors(paths, needle):
+    from crossover.speculation import Speculation
+
+    with pytest.raises(CrossoverError, match=needle) as exc:
+        Speculation("eagle", 3, Acceptance.rate(0.6), tree_paths=paths)
+    assert "\n" not in str(exc.value)
+
+
+def test_tree_widths_must_agree_with_paths():
+    from crossover.speculation import Speculation
+
+    with pytest.raises(CrossoverError, match="disagree"):
+        Speculation("eagle", 2, Acceptance.rate(0.6), tree=(1, 1), tree_paths=((0,), (1,), (0, 0)))

@@ -82,9 +82,8 @@ def predict_series(s: Series, efficiency=None) -> tuple[float, list[float]]:
 
 
 # ------------------------------------------------------------------ EAGLE-1 Table 7 (rows E1-T7-*)
-# EAGLE-1's default draft tree (mc_sim_7b_63 in the EAGLE repository): 25 nodes over 5 depths,
-# 4 / 8 / 8 / 3 / 2 nodes per depth; one verify pass scores the root plus all 25 nodes.
-EAGLE1_TREE = (4, 8, 8, 3, 2)
+# EAGLE-1's default draft tree (crossover.speculation.EAGLE1_TREE_PATHS, mc_sim_7b_63 in the EAGLE
+# repository): 25 nodes over 5 depths; one verify pass scores the root plus all 25 nodes.
 E1_SETUPS = {"Vicuna-7B": ("vicuna-7b", "rtx-3090", 1), "LLaMA2-Chat-70B": ("llama-2-70b", "a100-40gb-sxm", 4)}
 
 
@@ -122,13 +121,13 @@ def predict_tree_row(row: TreeRow) -> float:
     published one (no calibration on the measured speedup)."""
     from crossover.curves import Scenario, speedup
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation
+    from crossover.speculation import EAGLE1_TREE_PATHS, Acceptance, Speculation
 
     dep = Deployment(model=load_model(row.model), hardware=load_hardware(row.hardware), tp=row.tp)
-    k = len(EAGLE1_TREE)
+    k = max(len(p) for p in EAGLE1_TREE_PATHS)
 
     def spec(a: float) -> Speculation:
-        return Speculation("eagle", k, Acceptance.rate(a), tree=EAGLE1_TREE)
+        return Speculation("eagle", k, Acceptance.rate(a), tree_paths=EAGLE1_TREE_PATHS)
 
     lo, hi = 0.0, 0.999
     for _ in range(50):  # tree tau rises with the chain rate

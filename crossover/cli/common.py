@@ -58,9 +58,29 @@ def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
     return items
 
 
-def parse_tree(text: str) -> tuple[int, ...]:
-    """'3x4' (depth 3, 4 nodes per depth) or '4,4,2' (nodes per depth)."""
+def parse_tree(text: str) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | None]:
+    """(nodes per depth, node paths) from '3x4' (depth 3, 4 nodes per depth), '4,4,2' (nodes per
+    depth), a preset name ('eagle1') or node paths as JSON ('[[0],[1],[0,0]]')."""
+    import json
+
+    from ..speculation import TREE_PRESETS, _check_paths
+
     t = text.strip().lower()
+    if t in TREE_PRESETS:
+        return None, TREE_PRESETS[t]
+    if t.startswith("["):
+        try:
+            raw = json.loads(t)
+            paths = tuple(tuple(int(r) for r in node) for node in raw)
+            if any(not isinstance(node, list) or any(isinstance(r, bool) or not isinstance(r, int) for r in node)
+                   for node in raw):
+                raise ValueError
+        except (ValueError, TypeError):
+            raise CrossoverError(f"--tree {text!r}: node paths are a JSON list of rank lists, e.g. [[0],[1],[0,0]]") from None
+        widths = _check_paths(paths)
+        if len(widths) > 32:
+            raise CrossoverError(f"--tree {text!r}: depth 1..32")
+        return None, paths
     try:
         if "x" in t:
             depth, branch = (int(x) for x in t.split("x", 1))
@@ -68,10 +88,11 @@ def parse_tree(text: str) -> tuple[int, ...]:
         else:
             widths = tuple(int(x) for x in t.split(",") if x.strip())
     except ValueError:
-        raise CrossoverError(f"--tree {text!r}: write DEPTHxBRANCHING (e.g. 3x4) or nodes per depth (e.g. 4,4,2)") from None
+        raise CrossoverError(f"--tree {text!r}: write DEPTHxBRANCHING (e.g. 3x4), nodes per depth (e.g. 4,4,2), "
+                             f"node paths (e.g. [[0],[1],[0,0]]) or a preset ({', '.join(TREE_PRESETS)})") from None
     if not widths or any(w < 1 for w in widths) or len(widths) > 32:
         raise CrossoverError(f"--tree {text!r}: depth 1..32 and at least one node per depth")
-    return widths
+    return widths, None
 
 
 def _fraction(text: str, what: str) -> float:

@@ -28,7 +28,9 @@ def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
     a.add_argument("--tau", help="mean tokens per step, bonus included, as engines report it")
     a.add_argument("--acceptance-per-position", help="per-position acceptance rates as engines print them, e.g. 0.8,0.6,0.45")
     s.add_argument("--match-rate", help="ngram: share of steps whose context holds a match (default 1)")
-    s.add_argument("--tree", help="draft tree: DEPTHxBRANCHING (3x4) or nodes per depth (4,4,2); sets k = depth")
+    s.add_argument("--tree", help="draft tree: node paths as JSON ([[0],[1],[0,0]]: ranks of each node's tokens), "
+                   "a preset (eagle1), or nodes per depth (4,4,2; 3x4), which places every node under the accepted "
+                   "path (an upper bound on tau); sets k = depth")
 
 
 def _add_scenario_flags(p: argparse.ArgumentParser) -> None:

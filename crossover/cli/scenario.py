@@ -27,11 +27,12 @@ def speculation_from_args(args: argparse.Namespace, workload_acceptance=None,
     k = int(_number(args.k, "--k", integer=True, positive=False))
     if k < 1:
         raise CrossoverError(f"--k must be >= 1 (got {args.k}); speculation off is the baseline itself")
-    tree = parse_tree(args.tree) if getattr(args, "tree", None) else None
-    if tree is not None:
-        if args.k != str(DEFAULT_K) and int(args.k) != len(tree):
-            raise CrossoverError(f"--k {args.k} disagrees with --tree {args.tree} (depth {len(tree)}); drop --k")
-        k = len(tree)
+    tree, paths = parse_tree(args.tree) if getattr(args, "tree", None) else (None, None)
+    depth = len(tree) if tree is not None else (max(len(p) for p in paths) if paths is not None else None)
+    if depth is not None:
+        if args.k != str(DEFAULT_K) and int(args.k) != depth:
+            raise CrossoverError(f"--k {args.k} disagrees with --tree {args.tree} (depth {depth}); drop --k")
+        k = depth
     wa = workload_acceptance
     if args.match_rate is not None:
         match = _number(args.match_rate, "--match-rate", positive=False)
@@ -59,7 +60,8 @@ def speculation_from_args(args: argparse.Namespace, workload_acceptance=None,
     draft = load_model(args.draft) if args.draft else None
     draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp is not None else None
     spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
-                       draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)), tree=tree)
+                       draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)), tree=tree,
+                       tree_paths=paths)
     if acc.kind == "tau" and spec.tau > k + 1:
         raise CrossoverError(f"--tau {acc.value:g} exceeds k+1 = {k + 1}")
     return spec
@@ -139,7 +141,9 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
         "draft": draft.name if draft else None, "k": k, "acceptance_kind": acc.kind,
         "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
         "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
-        "tree": list(tree) if tree else None, "verify_width": spec.verify_width,
+        "tree": list(tree) if tree else None,
+        "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
+        "verify_width": spec.verify_width,
         "efficiency": dep.efficiency.model_dump(),
     }
     return sc, resolved
