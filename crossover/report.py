@@ -214,6 +214,32 @@ def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], float 
     return rows, cross, side
 
 
+# Latency metrics compared level by level (vLLM names; lower is better); p50 and p99 of what a
+# user sees per token and per request, and the mean where only that is reported.
+LATENCY_METRICS: tuple[str, ...] = (
+    "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms", "median_ttft_ms", "p99_ttft_ms",
+    "median_e2el_ms", "p99_e2el_ms", "mean_tpot_ms", "mean_e2el_ms")
+
+
+def latency_crossovers(table) -> dict[str, dict[str, Any]]:
+    """Per latency metric both arms report at every level: the ratio off/on per level (> 1: lower
+    with speculation), where it crosses 1 between levels, or the side it stayed on."""
+    from .curves import crossing_between_levels
+
+    pairs = table.pairs()
+    out: dict[str, dict[str, Any]] = {}
+    for name in LATENCY_METRICS:
+        vals = [(load, off.metrics.get(name), on.metrics.get(name)) for load, off, on in pairs]
+        if not vals or any(not a or not b for _, a, b in vals):
+            continue
+        ratios = [a / b for _, a, b in vals]
+        cross = crossing_between_levels([v[0] for v in vals], ratios)
+        out[name] = {"ratios": [round(r, 4) for r in ratios], "crossover": None if cross is None else round(cross, 4),
+                     "bracketed": cross is not None,
+                     "side": None if cross is not None else ("on" if ratios[0] > 1 else "off")}
+    return out
+
+
 def measured_dict(table, checks) -> dict[str, Any]:
     """The JSON contract of `crossover measured --json`."""
     rows, cross, side = measured_summary(table)
@@ -231,6 +257,7 @@ def measured_dict(table, checks) -> dict[str, Any]:
         "crossover": None if cross is None else round(cross, 4),
         "bracketed": cross is not None,
         "side": side,
+        "latency": latency_crossovers(table),
     }
     if checks:
         out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
@@ -257,6 +284,17 @@ def measured_table(table, checks, causes) -> str:
                      f"{'faster' if side == 'on' else 'slower'}")
     else:
         lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
+    lat = latency_crossovers(table)
+    if lat:
+        lines.append("")
+        lines.append("latency, off/on per level (> 1: lower with speculation):")
+        for name, d in lat.items():
+            where = (f"crosses at {axis} {d['crossover']:.1f}" if d["bracketed"] else
+                     f"not bracketed; {'lower' if d['side'] == 'on' else 'higher'} with speculation throughout")
+            lines.append(f"  {name:<15} {' '.join(f'{r:6.3f}' for r in d['ratios'])}   {where}")
+        if any(n.endswith("itl_ms") for n in lat):
+            lines.append("  (ITL is the gap between streamed chunks, and a speculative step streams several tokens "
+                         "at once: compare TPOT per token)")
     if checks:
         lines.append("")
         lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")

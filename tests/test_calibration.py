@@ -134,3 +134,20 @@ def test_measured_bad_input_is_one_line_exit_2(args, needle):
     r = run_cli(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_measured_latency_crossovers_by_hand():
+    m = run_cli("measured", "--files", str(MEASURED / "sweep.csv"), "--json")
+    lat = json.loads(m.stdout)["latency"]
+    rows = [r for r in (MEASURED / "sweep.csv").read_text().splitlines() if r and not r.startswith(("#", "arm"))]
+    by = {(r.split(",")[0], float(r.split(",")[1])): r.split(",") for r in rows}
+    levels = sorted({lv for _, lv in by})
+    # median TPOT off/on at each level, straight from the file (column 5)
+    want = [float(by["off", lv][4]) / float(by["on", lv][4]) for lv in levels]
+    assert lat["median_tpot_ms"]["ratios"] == pytest.approx(want, abs=1e-4)
+    i = next(j for j in range(len(want) - 1) if (want[j] - 1) * (want[j + 1] - 1) < 0)
+    assert lat["median_tpot_ms"]["bracketed"] and levels[i] < lat["median_tpot_ms"]["crossover"] < levels[i + 1]
+    # speculation costs TTFT at every level: not bracketed, higher with it on
+    assert lat["median_ttft_ms"]["bracketed"] is False and lat["median_ttft_ms"]["side"] == "off"
+    text = run_cli("measured", "--files", str(MEASURED / "sweep.csv")).stdout
+    assert "latency, off/on per level" in text and "median_tpot_ms" in text
