@@ -136,7 +136,13 @@ def simulation_dict(res) -> dict[str, Any]:
         "levels": levels,
         f"crossover_{key}": None if res.crossover is None else round(res.crossover, 4),
         "crossover_side": res.side,
+        "latency": _simulated_latency(res),
     }
+
+
+def _simulated_latency(res) -> dict[str, dict[str, Any]]:
+    return latency_crossings([lv.value for lv in res.levels], [lv.off for lv in res.levels],
+                             [lv.on for lv in res.levels])
 
 
 def simulation_rows(res) -> list[dict[str, Any]]:
@@ -194,6 +200,7 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
                      f"speculation stayed {side} ({metric})")
     else:
         lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1)")
+    lines += latency_lines(_simulated_latency(res), what)
     return "\n".join(lines)
 
 
@@ -221,16 +228,36 @@ LATENCY_METRICS: tuple[str, ...] = (
     "median_e2el_ms", "p99_e2el_ms", "mean_tpot_ms", "mean_e2el_ms")
 
 
+def latency_lines(lat: dict[str, dict[str, Any]], axis: str) -> list[str]:
+    """The latency crossings as text lines (empty when no metric is in both arms)."""
+    if not lat:
+        return []
+    lines = ["", "latency, off/on per level (> 1: lower with speculation):"]
+    for name, d in lat.items():
+        where = (f"crosses at {axis.replace('_', ' ')} {d['crossover']:.1f}" if d["bracketed"] else
+                 f"not bracketed; {'lower' if d['side'] == 'on' else 'higher'} with speculation throughout")
+        lines.append(f"  {name:<15} {' '.join(f'{r:6.3f}' for r in d['ratios'])}   {where}")
+    if any(n.endswith("itl_ms") for n in lat):
+        lines.append("  (ITL is the gap between streamed chunks, and a speculative step streams several tokens "
+                     "at once: compare TPOT per token)")
+    return lines
+
+
 def latency_crossovers(table) -> dict[str, dict[str, Any]]:
-    """Per latency metric both arms report at every level: the ratio off/on per level (> 1: lower
-    with speculation), where it crosses 1 between levels, or the side it stayed on."""
+    """`latency_crossings` of a measured table's levels."""
+    pairs = table.pairs()
+    return latency_crossings([p[0] for p in pairs], [p[1].metrics for p in pairs], [p[2].metrics for p in pairs])
+
+
+def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
+    """Per latency metric both arms report at every level (metric dicts per level): the ratio off/on
+    per level (> 1: lower with speculation), where it crosses 1 between levels, or the side it stayed on."""
     from .curves import crossing_between_levels
 
-    pairs = table.pairs()
     out: dict[str, dict[str, Any]] = {}
     for name in LATENCY_METRICS:
-        vals = [(load, off.metrics.get(name), on.metrics.get(name)) for load, off, on in pairs]
-        if not vals or any(not a or not b for _, a, b in vals):
+        vals = [(load, off.get(name), on.get(name)) for load, off, on in zip(loads, offs, ons)]
+        if not vals or any(not a or not b or a != a or b != b for _, a, b in vals):
             continue
         ratios = [a / b for _, a, b in vals]
         cross = crossing_between_levels([v[0] for v in vals], ratios)
@@ -284,17 +311,7 @@ def measured_table(table, checks, causes) -> str:
                      f"{'faster' if side == 'on' else 'slower'}")
     else:
         lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
-    lat = latency_crossovers(table)
-    if lat:
-        lines.append("")
-        lines.append("latency, off/on per level (> 1: lower with speculation):")
-        for name, d in lat.items():
-            where = (f"crosses at {axis} {d['crossover']:.1f}" if d["bracketed"] else
-                     f"not bracketed; {'lower' if d['side'] == 'on' else 'higher'} with speculation throughout")
-            lines.append(f"  {name:<15} {' '.join(f'{r:6.3f}' for r in d['ratios'])}   {where}")
-        if any(n.endswith("itl_ms") for n in lat):
-            lines.append("  (ITL is the gap between streamed chunks, and a speculative step streams several tokens "
-                         "at once: compare TPOT per token)")
+    lines += latency_lines(latency_crossovers(table), axis)
     if checks:
         lines.append("")
         lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")

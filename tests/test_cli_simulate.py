@@ -36,6 +36,11 @@ def test_simulate_json_contract(conc_json):
         assert lv["speedup"] == pytest.approx(lv["on"]["output_throughput"] / lv["off"]["output_throughput"],
                                               rel=1e-3)
     assert d["inputs"]["workload"] == "random-1024-128" and d["inputs"]["prompt_len"] == 1024
+    # latency crossings: off/on of each percentile, per level, from the levels' own metrics
+    lat = d["latency"]["p99_tpot_ms"]
+    assert lat["ratios"] == pytest.approx([lv["off"]["p99_tpot_ms"] / lv["on"]["p99_tpot_ms"] for lv in d["levels"]],
+                                          abs=1e-3)
+    assert (lat["crossover"] is None) == (not lat["bracketed"]) and (lat["side"] is None) == lat["bracketed"]
 
 
 def test_simulate_table_rate_csv_and_plot(tmp_path):
