@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -267,7 +269,22 @@ def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
     return out
 
 
-def measured_dict(table, checks) -> dict[str, Any]:
+def predicted_at_levels(table, sc) -> dict[str, Any] | None:
+    """The model's throughput at the measured levels (load as concurrency or batch; the files' tau and
+    mean lengths in `sc`) and its crossover root; None for request-rate sweeps (use simulate)."""
+    if sc is None or table.load_axis == "request_rate":
+        return None
+    from .curves import evaluate, find_crossings
+
+    loads = [r[0] for r in table.pairs()]
+    c = evaluate(sc, loads)
+    roots = find_crossings(sc, max(loads) * 2.0)
+    return {"off": [float(x) for x in c.tokens_per_s_off], "on": [float(x) for x in c.tokens_per_s_on],
+            "speedup": [float(x) for x in c.speedup], "crossover": roots[0].batch if roots else None,
+            "range": max(loads) * 2.0}
+
+
+def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON contract of `crossover measured --json`."""
     rows, cross, side = measured_summary(table)
     points = []
@@ -277,6 +294,11 @@ def measured_dict(table, checks) -> dict[str, Any]:
             "speedup": round(ratio, 4), "on_acceptance_length": on.acceptance_length,
             "off_median_tpot_ms": off.metrics.get("median_tpot_ms"), "on_median_tpot_ms": on.metrics.get("median_tpot_ms"),
         })
+        if predicted is not None:
+            i = len(points) - 1
+            points[-1].update({"predicted_off_output_throughput": round(predicted["off"][i], 2),
+                               "predicted_on_output_throughput": round(predicted["on"][i], 2),
+                               "predicted_speedup": round(predicted["speedup"][i], 4)})
     out: dict[str, Any] = {
         "load_axis": table.load_axis,
         "speedup_metric": "mean_e2el_ms off/on" if table.load_axis == "request_rate" else "output_throughput on/off",
@@ -286,6 +308,8 @@ def measured_dict(table, checks) -> dict[str, Any]:
         "side": side,
         "latency": latency_crossovers(table),
     }
+    if predicted is not None:
+        out["predicted_crossover"] = None if predicted["crossover"] is None else round(predicted["crossover"], 4)
     if checks:
         out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
                            "fraction_of_bound": round(c.fraction, 4), "beats_physics": c.beats_physics,
@@ -293,8 +317,8 @@ def measured_dict(table, checks) -> dict[str, Any]:
     return out
 
 
-def measured_table(table, checks, causes) -> str:
-    """The measured on/off table, the crossover and the physics check."""
+def measured_table(table, checks, causes, predicted: dict[str, Any] | None = None) -> str:
+    """The measured on/off table, the crossover, the model beside it and the physics check."""
     rows, cross, side = measured_summary(table)
     axis = table.load_axis
     lines = [f"{'level':>9} ({axis}) | {'off tok/s':>10} {'on tok/s':>10} {'speedup':>8} | {'TPOT p50 off':>12} "
@@ -312,6 +336,17 @@ def measured_table(table, checks, causes) -> str:
     else:
         lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
     lines += latency_lines(latency_crossovers(table), axis)
+    if predicted is not None:
+        lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = measured / predicted):",
+                  f"{'level':>9} | {'off tok/s':>10} {'ln':>7} | {'on tok/s':>10} {'ln':>7} | {'speedup':>8} {'ln':>7}"]
+        for i, (load, off, on, ratio) in enumerate(rows):
+            po, pn, ps = predicted["off"][i], predicted["on"][i], predicted["speedup"][i]
+            ln = lambda m, p: f"{math.log(m / p):+7.3f}" if m > 0 and p > 0 else f"{'-':>7}"  # noqa: E731
+            lines.append(f"{load:>9g} | {po:>10.1f} {ln(off.output_throughput, po)} | {pn:>10.1f} "
+                         f"{ln(on.output_throughput, pn)} | {ps:>8.3f} {ln(ratio, ps)}")
+        pc = predicted["crossover"]
+        lines.append(f"predicted crossover: {axis} {pc:.1f}" if pc is not None else
+                     f"predicted crossover: none up to {axis} {predicted['range']:g}")
     if checks:
         lines.append("")
         lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")

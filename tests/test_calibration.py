@@ -151,3 +151,25 @@ def test_measured_latency_crossovers_by_hand():
     assert lat["median_ttft_ms"]["bracketed"] is False and lat["median_ttft_ms"]["side"] == "off"
     text = run_cli("measured", "--files", str(MEASURED / "sweep.csv")).stdout
     assert "latency, off/on per level" in text and "median_tpot_ms" in text
+
+
+def test_measured_with_a_model_lays_the_prediction_beside_the_measurement():
+    from crossover.curves import Scenario, evaluate
+    from crossover.specs import Deployment, load_hardware, load_model
+    from crossover.speculation import Acceptance, Speculation
+
+    args = ["measured", "--files", str(MEASURED / "sweep.csv"), "--json"]
+    bare = json.loads(run_cli(*args).stdout)
+    assert "predicted_crossover" not in bare and "predicted_speedup" not in bare["points"][0]
+    d = json.loads(run_cli(*args, "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1",
+                           "--method", "eagle3").stdout)
+    # the same closed form by hand: the files' mean tau, concurrency as batch; the CSV records no
+    # token totals, so pure decode at the default 2048-token context
+    taus = [2.62, 2.55, 2.46, 2.38]
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
+    sc = Scenario(dep, Speculation("eagle3", 3, Acceptance.mean_length(sum(taus) / 4)), 2048)
+    c = evaluate(sc, [1, 8, 32, 128])
+    for i, p in enumerate(d["points"]):
+        assert p["predicted_off_output_throughput"] == pytest.approx(c.tokens_per_s_off[i], rel=1e-3)
+        assert p["predicted_speedup"] == pytest.approx(c.speedup[i], rel=1e-3)
+    assert "predicted_crossover" in d

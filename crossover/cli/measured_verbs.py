@@ -46,16 +46,18 @@ def _measured_scenario(args: argparse.Namespace, table):
 def cmd_measured(args: argparse.Namespace) -> int:
     """`crossover measured`."""
     from ..physics import LIKELY_CAUSES, check
-    from ..report import measured_dict, measured_table
+    from ..report import measured_dict, measured_table, predicted_at_levels
 
     table = _read_arms(args)
     scenario = _measured_scenario(args, table)
     checks = check(scenario[0], table.points) if scenario else []
+    predicted = predicted_at_levels(table, scenario[0]) if scenario else None
     if args.plot:
         from ..plots import plot_measured
 
         plot_measured(table, scenario, args.plot)
-    _emit(args, lambda: measured_dict(table, checks), lambda: measured_table(table, checks, LIKELY_CAUSES))
+    _emit(args, lambda: measured_dict(table, checks, predicted),
+          lambda: measured_table(table, checks, LIKELY_CAUSES, predicted))
     return 0
 
 

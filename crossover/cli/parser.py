@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
     _add_measured_flags(me)
-    me.add_argument("--model", help="with --hardware: check every point against the physical bound")
+    me.add_argument("--model", help="with --hardware: the model's prediction beside each level, and every point "
+                                    "checked against the physical bound")
     me.add_argument("--hardware", help="accelerator of the measurement (name or path)")
     me.add_argument("--tp", help="tensor-parallel degree of the measurement")
     me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
