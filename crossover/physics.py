@@ -23,6 +23,7 @@ class BoundCheck:
     measured: float  # output tokens/s
     bound: float  # output tokens/s at 100% of peak bandwidth and FLOP/s, no overhead
     source: str = ""
+    batch: float | None = None  # requests in flight the bound was taken at (None: the load itself)
 
     @property
     def fraction(self) -> float:
@@ -48,12 +49,29 @@ def speed_of_light(sc: Scenario, tau_bound: float | None = None) -> Scenario:
     return Scenario(dep, best, float(ctx))
 
 
+def in_flight(p, sc: Scenario) -> float:
+    """Requests in flight at a measured point: its concurrency or batch; for a request rate, Little's
+    law (rate x mean end-to-end latency) when the file has the latency, else the most the KV cache
+    holds (the loosest bound that is still a bound)."""
+    if getattr(p, "load_axis", "concurrency") != "request_rate":
+        return float(p.load)
+    e2el = (getattr(p, "metrics", None) or {}).get("mean_e2el_ms")
+    if e2el:
+        return max(float(p.load) * e2el / 1e3, 1.0)
+    from . import memory
+
+    peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
+    return float(max(memory.max_batch(sc.deployment, peak), 1))
+
+
 def check(sc: Scenario, points) -> list[BoundCheck]:
-    """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length)."""
+    """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length;
+    load_axis and metrics when the load is a request rate)."""
     out = []
     for p in points:
         sol = speed_of_light(sc, p.acceptance_length if p.arm == "on" and p.acceptance_length else None)
-        c = evaluate(sol, [p.load])
+        batch = in_flight(p, sc)
+        c = evaluate(sol, [batch])
         bound = float(c.tokens_per_s_on[0] if p.arm == "on" else c.tokens_per_s_off[0])
-        out.append(BoundCheck(p.arm, p.load, p.output_throughput, bound, p.source))
+        out.append(BoundCheck(p.arm, p.load, p.output_throughput, bound, p.source, batch))
     return out

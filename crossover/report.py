@@ -269,11 +269,35 @@ def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
     return out
 
 
-def predicted_at_levels(table, sc) -> dict[str, Any] | None:
-    """The model's throughput at the measured levels (load as concurrency or batch; the files' tau and
-    mean lengths in `sc`) and its crossover root; None for request-rate sweeps (use simulate)."""
-    if sc is None or table.load_axis == "request_rate":
+# Requests simulated per level when a request-rate sweep is predicted beside its measurement.
+PREDICT_RATE_PROMPTS = 300
+
+
+def _predicted_rates(table, sc) -> dict[str, Any] | None:
+    """A request-rate sweep through the serving simulator at the files' mean lengths (fixed), on the
+    same seeds for both arms; None when the files do not record their token totals."""
+    from .serving.sweep import sweep
+    from .workload import Workload
+
+    if sc.prompt_len is None:
         return None
+    wl = Workload(name="measured-means", prompt_len={"dist": "fixed", "value": max(1, round(sc.prompt_len))},
+                  output_len={"dist": "fixed", "value": max(1, round(sc.output_len))})
+    loads = [r[0] for r in table.pairs()]
+    res = sweep(sc, wl, "request_rate", loads, num_prompts=PREDICT_RATE_PROMPTS, seed=0)
+    return {"off": [lv.off["output_throughput"] for lv in res.levels],
+            "on": [lv.on["output_throughput"] for lv in res.levels],
+            "speedup": [float(x) for x in res.ratios], "crossover": res.crossover, "range": max(loads)}
+
+
+def predicted_at_levels(table, sc) -> dict[str, Any] | None:
+    """The model at the measured levels and its crossover: the closed form with the load as the
+    batch (concurrency or batch sweeps; the files' tau and mean lengths are in `sc`), the serving
+    simulator for request-rate sweeps (speedup = mean e2e latency off/on, as measured)."""
+    if sc is None:
+        return None
+    if table.load_axis == "request_rate":
+        return _predicted_rates(table, sc)
     from .curves import evaluate, find_crossings
 
     loads = [r[0] for r in table.pairs()]
@@ -313,6 +337,7 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
     if checks:
         out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
                            "fraction_of_bound": round(c.fraction, 4), "beats_physics": c.beats_physics,
+                           "in_flight": None if c.batch is None else round(c.batch, 3),
                            "source": c.source} for c in checks]
     return out
 
@@ -347,13 +372,17 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
         pc = predicted["crossover"]
         lines.append(f"predicted crossover: {axis} {pc:.1f}" if pc is not None else
                      f"predicted crossover: none up to {axis} {predicted['range']:g}")
+        if axis == "request_rate":
+            lines.append(f"(request rates through the serving simulator, {PREDICT_RATE_PROMPTS} requests per level at "
+                         f"the files' mean lengths; speedup = mean e2e latency off/on)")
     if checks:
         lines.append("")
         lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")
         for c in checks:
             flag = "  BEATS PHYSICS" if c.beats_physics else ""
+            held = f"  (bound at {c.batch:.1f} in flight)" if axis == "request_rate" and c.batch else ""
             lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / {c.bound:>10.1f} tok/s = "
-                         f"{c.fraction:6.1%}{flag}")
+                         f"{c.fraction:6.1%}{flag}{held}")
         if any(c.beats_physics for c in checks):
             lines.append("  likely causes: " + "; ".join(causes))
     return "\n".join(lines)

@@ -173,3 +173,39 @@ def test_measured_with_a_model_lays_the_prediction_beside_the_measurement():
         assert p["predicted_off_output_throughput"] == pytest.approx(c.tokens_per_s_off[i], rel=1e-3)
         assert p["predicted_speedup"] == pytest.approx(c.speedup[i], rel=1e-3)
     assert "predicted_crossover" in d
+
+
+RATE_CSV = """arm,request_rate,output_throughput,mean_e2el_ms,median_tpot_ms,total_input_tokens,total_output_tokens,completed
+off,1,120,2600,20.1,102400,12800,100
+on,1,120,1500,11.2,102400,12800,100
+off,8,950,3600,27.0,102400,12800,100
+on,8,930,4200,31.0,102400,12800,100
+"""
+
+
+def test_request_rate_points_are_bounded_at_the_requests_in_flight(tmp_path):
+    # 1 request/s of 128 output tokens, each in the system 2.6 s: ~2.6 requests in flight, not 1.
+    # Bounding at "batch = 1 request/s" would flag this honest 120 tokens/s as beating physics.
+    f = tmp_path / "rates.csv"
+    f.write_text(RATE_CSV)
+    d = json.loads(run_cli("measured", "--files", str(f), "--model", "llama-3.1-70b", "--hardware", "h100-sxm",
+                           "--tp", "4", "--method", "eagle", "--json").stdout)
+    phys = {(p["arm"], p["level"]): p for p in d["physics"]}
+    assert phys["off", 1.0]["in_flight"] == pytest.approx(2.6) and phys["on", 8.0]["in_flight"] == pytest.approx(33.6)
+    assert not any(p["beats_physics"] for p in d["physics"])
+    # the prediction beside a request-rate sweep comes from the serving simulator: latency off/on
+    assert d["load_axis"] == "request_rate"
+    assert all(p["predicted_speedup"] > 0 for p in d["points"]) and "predicted_crossover" in d
+
+
+def test_request_rate_bound_without_latency_falls_back_to_the_kv_capacity():
+    from crossover import memory
+    from crossover.physics import in_flight
+
+    sc = truth_scenario()
+
+    class P:
+        arm, load, load_axis, metrics, output_throughput, acceptance_length, source = "off", 2.0, "request_rate", {}, 1.0, None, ""
+
+    peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context
+    assert in_flight(P(), sc) == memory.max_batch(sc.deployment, peak)
