@@ -36,7 +36,12 @@ BOOTSTRAP_TOL = 1e-4
 
 @dataclass
 class Observation:
-    """One measured level: the load, both arms' output tokens/s and (optional) mean TPOT in ms."""
+    """One measured level: the load, both arms' output tokens/s and (optional) mean TPOT in ms.
+
+    For a request-rate sweep the load of each arm is its requests in flight (Little's law: rate x
+    mean end-to-end latency), which differs between the arms (`load_on`), and throughput only
+    echoes the offered rate (`use_throughput` False): the fit then rests on TPOT.
+    """
 
     load: float
     tput_off: float
@@ -44,6 +49,13 @@ class Observation:
     tpot_off: float | None = None
     tpot_on: float | None = None
     label: str = ""
+    load_on: float | None = None
+    use_throughput: bool = True
+
+    @property
+    def on_load(self) -> float:
+        """Requests in flight with speculation on."""
+        return self.load if self.load_on is None else self.load_on
 
 
 @dataclass
@@ -115,8 +127,9 @@ def _initial(sc: Scenario, name: str) -> float:
 def _predict(sc: Scenario, obs: list[Observation]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     c = evaluate(sc, [o.load for o in obs])
     tau = sc.speculation.tau
+    c_on = c if all(o.load_on is None for o in obs) else evaluate(sc, [o.on_load for o in obs])
     # mean TPOT: decode time per output token of a request (prefill step excluded)
-    return c.tokens_per_s_off, c.tokens_per_s_on, c.step_off * 1e3, c.step_on * 1e3 / tau
+    return c.tokens_per_s_off, c_on.tokens_per_s_on, c.step_off * 1e3, c_on.step_on * 1e3 / tau
 
 
 def residual_vector(sc: Scenario, obs: list[Observation], names: list[str], values: np.ndarray) -> np.ndarray:
@@ -125,7 +138,8 @@ def residual_vector(sc: Scenario, obs: list[Observation], names: list[str], valu
     off, on, tp_off, tp_on = _predict(s, obs)
     res = []
     for i, o in enumerate(obs):
-        res += [np.log(off[i] / o.tput_off), np.log(on[i] / o.tput_on)]
+        if o.use_throughput:
+            res += [np.log(off[i] / o.tput_off), np.log(on[i] / o.tput_on)]
         if o.tpot_off:
             res.append(np.log(tp_off[i] / o.tpot_off))
         if o.tpot_on:
@@ -170,7 +184,7 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
     except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise on singular input
         stderr = np.full(len(x), np.nan)
     fitted = apply(base, names, x)
-    b_max = max(o.load for o in obs) * 2.0
+    b_max = max(max(o.load, o.on_load) for o in obs) * 2.0
     cross = find_crossings(fitted, b_max)
     crossover = cross[0].batch if cross else None
     interval = None
@@ -192,13 +206,19 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
     off, on, tp_off, tp_on = _predict(fitted, obs)
     residuals = []
     for i, o in enumerate(obs):
-        residuals.append({
-            load_axis: o.load,
-            "tokens_per_s_off": {"measured": o.tput_off, "predicted": float(off[i]),
-                                 "ln_ratio": float(np.log(off[i] / o.tput_off))},
-            "tokens_per_s_on": {"measured": o.tput_on, "predicted": float(on[i]),
-                                "ln_ratio": float(np.log(on[i] / o.tput_on))},
-        })
+        r: dict[str, Any] = {load_axis: o.load}
+        if o.load_on is not None:
+            r["in_flight_on"] = o.load_on
+        if o.use_throughput:
+            r["tokens_per_s_off"] = {"measured": o.tput_off, "predicted": float(off[i]),
+                                     "ln_ratio": float(np.log(off[i] / o.tput_off))}
+            r["tokens_per_s_on"] = {"measured": o.tput_on, "predicted": float(on[i]),
+                                    "ln_ratio": float(np.log(on[i] / o.tput_on))}
+        for arm, meas, pred in (("off", o.tpot_off, tp_off[i]), ("on", o.tpot_on, tp_on[i])):
+            if meas:
+                r[f"mean_tpot_ms_{arm}"] = {"measured": meas, "predicted": float(pred),
+                                            "ln_ratio": float(np.log(pred / meas))}
+        residuals.append(r)
     return Fit(names, x, stderr, residuals, fitted, crossover, interval, load_axis, dict(fix), float(sol.cost))
 
 

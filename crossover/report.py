@@ -412,12 +412,19 @@ def calibration_table(fit, inputs: dict[str, Any]) -> str:
         lines.append(f"{name:<24} {p['value']:>10.4g} {p['stderr']:>10.2g}{note}")
     for name, v in fit.fixed.items():
         lines.append(f"{name:<24} {v:>10.4g} {'(fixed)':>10}")
-    lines += ["", f"{'level':>8} | {'off measured':>12} {'predicted':>10} {'ln':>7} | {'on measured':>12} "
-                  f"{'predicted':>10} {'ln':>7}"]
+    by_tput = all("tokens_per_s_off" in r for r in fit.residuals)
+    what, key = ("tok/s", "tokens_per_s") if by_tput else ("TPOT ms", "mean_tpot_ms")
+    width = 8 if by_tput else 13
+    lines += ["", f"{'level' if by_tput else 'in flight':>{width}} | {'off ' + what:>12} {'predicted':>10} {'ln':>7} | "
+                  f"{'on ' + what:>12} {'predicted':>10} {'ln':>7}"]
     for r in fit.residuals:
-        off, on = r["tokens_per_s_off"], r["tokens_per_s_on"]
-        lines.append(f"{r[fit.load_axis]:>8g} | {off['measured']:>12.1f} {off['predicted']:>10.1f} "
+        off, on = r[f"{key}_off"], r[f"{key}_on"]
+        level = f"{r[fit.load_axis]:g}" if by_tput else f"{r[fit.load_axis]:.1f} / {r['in_flight_on']:.1f}"
+        lines.append(f"{level:>{width}} | {off['measured']:>12.1f} {off['predicted']:>10.1f} "
                      f"{off['ln_ratio']:>+7.3f} | {on['measured']:>12.1f} {on['predicted']:>10.1f} {on['ln_ratio']:>+7.3f}")
+    if not by_tput:
+        lines.append("(a request-rate sweep: each level is fitted at its requests in flight off/on, rate x mean "
+                     "e2e latency, on mean TPOT; the crossover is in requests in flight)")
     lines.append("")
     if fit.crossover is None:
         lines.append("crossover: none within twice the largest measured level")

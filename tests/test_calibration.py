@@ -209,3 +209,36 @@ def test_request_rate_bound_without_latency_falls_back_to_the_kv_capacity():
 
     peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context
     assert in_flight(P(), sc) == memory.max_batch(sc.deployment, peak)
+
+
+def test_calibrate_a_request_rate_sweep_on_tpot_at_the_requests_in_flight(tmp_path):
+    # a synthetic rate sweep from the model itself: at each rate, both arms' requests in flight and
+    # TPOT come from the truth scenario; the fit must find them again
+    from crossover.calibration import Observation, calibrate
+    from crossover.curves import evaluate
+
+    sc = truth_scenario()
+    off_b, on_b = [2.0, 9.0, 30.0, 70.0], [1.5, 6.0, 24.0, 90.0]
+    c_off, c_on = evaluate(sc, off_b), evaluate(sc, on_b)
+    tau = sc.speculation.tau
+    obs = [Observation(b, 1.0, 1.0, float(c_off.step_off[i]) * 1e3, float(c_on.step_on[i]) * 1e3 / tau,
+                       load_on=on_b[i], use_throughput=False) for i, b in enumerate(off_b)]
+    start = Scenario(sc.deployment.with_efficiency(bandwidth_fraction=0.6, step_overhead_s=3e-3), sc.speculation,
+                     sc.context, sc.prompt_len, sc.output_len)
+    fit = calibrate(start, obs, fit_acceptance=False, load_axis="in_flight", bootstrap=0,
+                    fix={"flops_fraction": 0.6, "draft_step_overhead_ms": 0.3})
+    assert all(abs(r["mean_tpot_ms_off"]["ln_ratio"]) < 1e-3 and abs(r["mean_tpot_ms_on"]["ln_ratio"]) < 1e-3
+               for r in fit.residuals)
+    got = dict(zip(fit.names, fit.values))
+    assert got["bandwidth_fraction"] == pytest.approx(0.7, rel=1e-3) and got["step_overhead_ms"] == pytest.approx(2.0, rel=1e-2)
+    assert "tokens_per_s_off" not in fit.residuals[0] and fit.residuals[0]["in_flight_on"] == 1.5
+    # through the CLI: in flight = rate x mean e2e latency per arm
+    f = tmp_path / "rates.csv"
+    f.write_text("arm,request_rate,output_throughput,mean_e2el_ms,mean_tpot_ms\n"
+                 "off,1,120,2600,20.1\non,1,120,1500,11.2\noff,4,480,2900,22.0\non,4,478,1900,14.5\n"
+                 "off,8,950,3600,27.0\non,8,930,4200,31.0\noff,12,1410,5200,38.0\non,12,1300,9800,70.0\n")
+    d = json.loads(run_cli("calibrate", "--files", str(f), "--model", "llama-3.1-70b", "--hardware", "h100-sxm",
+                           "--tp", "4", "--method", "eagle", "--bootstrap", "5", "--json").stdout)
+    assert d["load_axis"] == "in_flight"
+    assert [r["in_flight"] for r in d["residuals"]] == pytest.approx([2.6, 11.6, 28.8, 62.4])
+    assert [r["in_flight_on"] for r in d["residuals"]] == pytest.approx([1.5, 7.6, 33.6, 117.6])

@@ -44,11 +44,13 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
     assert needle in r.stderr and "Traceback" not in r.stderr
 
 
-def test_calibrate_refuses_a_request_rate_sweep(tmp_path):
+def test_calibrate_needs_latency_and_tpot_on_a_request_rate_sweep(tmp_path):
+    # throughput at a fixed request rate only echoes the offered load: without latency and TPOT there
+    # is nothing to fit
     csv = tmp_path / "rate.csv"
     csv.write_text("arm,request_rate,output_throughput\noff,1,100\non,1,100\noff,4,380\non,4,390\n")
     r = run_cli("calibrate", "--files", str(csv), "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "concurrency or batch sweep" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "mean_e2el_ms and mean_tpot_ms" in r.stderr
 
 
 def test_report_into_an_unwritable_place(tmp_path):

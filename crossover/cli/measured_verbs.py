@@ -61,6 +61,26 @@ def cmd_measured(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rate_observations(table):
+    """A request-rate sweep as observations: each arm's requests in flight by Little's law (rate x mean
+    end-to-end latency) and its mean TPOT; throughput only echoes the offered rate, so it is not fitted."""
+    from ..calibration import Observation
+
+    obs = []
+    for load, off, on in table.pairs():
+        for p in (off, on):
+            if not p.metrics.get("mean_e2el_ms") or not p.metrics.get("mean_tpot_ms"):
+                raise CrossoverError(f"{p.source}: a request-rate sweep is calibrated on mean TPOT at the requests "
+                                     f"in flight (rate x mean_e2el_ms), so both arms need mean_e2el_ms and "
+                                     f"mean_tpot_ms at every level")
+        in_off = max(load * off.metrics["mean_e2el_ms"] / 1e3, 1.0)
+        in_on = max(load * on.metrics["mean_e2el_ms"] / 1e3, 1.0)
+        obs.append(Observation(in_off, off.output_throughput, on.output_throughput, off.metrics["mean_tpot_ms"],
+                               on.metrics["mean_tpot_ms"], f"{off.source} | {on.source}", load_on=in_on,
+                               use_throughput=False))
+    return obs
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """`crossover calibrate`."""
     import yaml
@@ -69,9 +89,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..report import calibration_dict, calibration_table
 
     table = _read_arms(args)
-    if table.load_axis == "request_rate":
-        raise CrossoverError("calibrate needs a concurrency or batch sweep: at a fixed request rate both arms deliver "
-                             "the offered load (use --load-axis concurrency when the files record it)")
     p_len, o_len = table.mean_lengths()
     if args.prompt_len is not None or args.output_len is not None:
         p_len, o_len = _lengths(args)
@@ -80,10 +97,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if taus and args.tau is None and args.acceptance is None and args.acceptance_per_position is None:
         args.tau = str(sum(taus) / len(taus))  # the files report it: use it, do not fit it
     sc, resolved = scenario_from_args(args, p_len, o_len)
-    obs = [Observation(load, off.output_throughput, on.output_throughput, off.metrics.get("mean_tpot_ms"),
-                       on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
-           for load, off, on in table.pairs()]
-    fit = calibrate(sc, obs, fit_acceptance=fit_acc, load_axis=table.load_axis,
+    if table.load_axis == "request_rate":
+        obs, axis = _rate_observations(table), "in_flight"
+    else:
+        obs = [Observation(load, off.output_throughput, on.output_throughput, off.metrics.get("mean_tpot_ms"),
+                           on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
+               for load, off, on in table.pairs()]
+        axis = table.load_axis
+    fit = calibrate(sc, obs, fit_acceptance=fit_acc, load_axis=axis,
                     bootstrap=int(_number(args.bootstrap, "--bootstrap", integer=True, positive=False)))
     if args.out:
         if os.path.exists(args.out):
