@@ -41,6 +41,7 @@ class Point:
     abs_published: float | None = None
     abs_predicted: float | None = None
     calibration: bool = False  # the point tau was calibrated on (excluded from the statistics)
+    group: str = ""  # one measured curve (series and fixed context); default: the series
 
 
 def _bisect(f, lo: float, hi: float, target: float, iters: int = 40) -> float:
@@ -59,8 +60,9 @@ def magicdec_points() -> list[Point]:
     out = []
     for r in rows():
         ar, sd = predict_row(r)
-        out.append(Point(r.id, f"MagicDec {r.hardware} {r.model} {r.draft or 'self-spec'}", r.batch, r.speedup,
-                         ar / sd, "decode tokens/s (off)", r.batch / r.t_ar_ms * 1e3, r.batch / ar * 1e3))
+        series = f"MagicDec {r.hardware} {r.model} {r.draft or 'self-spec'}"
+        out.append(Point(r.id, series, r.batch, r.speedup, ar / sd, "decode tokens/s (off)", r.batch / r.t_ar_ms * 1e3,
+                         r.batch / ar * 1e3, group=f"{series}, context {r.context}"))
     return out
 
 
@@ -173,6 +175,40 @@ def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
     return out
 
 
+def crossover_rows(points: list[Point]) -> list[dict]:
+    """Per measured curve (a series at one context): where the published and the predicted speedups
+    cross 1.0 between its levels, or the side each stayed on."""
+    from crossover.curves import crossing_between_levels
+
+    curves: dict[str, list[Point]] = {}
+    for p in points:
+        if p.published is not None and p.predicted is not None:
+            curves.setdefault(p.group or p.series, []).append(p)
+    out = []
+    for name, pts in curves.items():
+        pts = sorted(pts, key=lambda p: p.load)
+        loads = [p.load for p in pts]
+        if len(set(loads)) < 2 or len(set(loads)) != len(loads):
+            continue
+        pub = crossing_between_levels(loads, [p.published for p in pts])
+        pred = crossing_between_levels(loads, [p.predicted for p in pts])
+        side_pub = None if pub is not None else ("above" if pts[0].published > 1 else "below")
+        side_pred = None if pred is not None else ("above" if pts[0].predicted > 1 else "below")
+        if pub is None and pred is None:
+            agree = side_pub == side_pred
+        elif pub is not None and pred is not None:
+            agree = max(pub, pred) / min(pub, pred) <= 1.5
+        else:
+            agree = False
+        out.append({"curve": name, "levels": f"{loads[0]:g}-{loads[-1]:g}", "published": pub, "predicted": pred,
+                    "side_published": side_pub, "side_predicted": side_pred, "agree": agree})
+    return out
+
+
+def _cross_text(x, side) -> str:
+    return f"{x:.3g}" if x is not None else f"none ({side} 1)"
+
+
 NOT_REPRODUCED = [
     "E1-T7-05, E1-T7-10 (EAGLE-1 max-throughput ratios): each arm at its own memory-limited batch with a chain "
     "whose tau is not published.",
@@ -245,6 +281,16 @@ def main() -> None:
             continue
         lines.append(f"| {p.id}{tag} | {p.series} | {p.load:g} | {p.published:.3f} | {p.predicted:.3f} | "
                      f"{np.log(p.predicted / p.published):+.3f} | {ab} |")
+    cross = crossover_rows(every)
+    lines += ["", "## The crossover, curve by curve", "",
+              "Where each measured curve's speedup crosses 1.0, interpolated between its levels (the same "
+              "interpolation for the published and the predicted values); 'none' gives the side it stayed on. "
+              "Agree: both cross within a factor 1.5 of each other, or neither crosses and both stay on the same "
+              f"side. **{sum(c['agree'] for c in cross)} of {len(cross)} curves agree.**", "",
+              "| curve | levels | published crossover | predicted crossover | agree |", "|---|---|---|---|---|"]
+    for c in cross:
+        lines.append(f"| {c['curve']} | {c['levels']} | {_cross_text(c['published'], c['side_published'])} | "
+                     f"{_cross_text(c['predicted'], c['side_predicted'])} | {'yes' if c['agree'] else 'no'} |")
     lines += ["", "## Rows not reproduced, and why", ""] + [f"- {t}" for t in NOT_REPRODUCED]
     text = "\n".join(lines) + "\n"
     (HERE / "report.md").write_text(text)
