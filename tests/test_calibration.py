@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 from conftest import FIXTURES, run_cli
 
 from crossover.calibration import Observation, apply, calibrate, load_calibration
@@ -242,3 +243,20 @@ def test_calibrate_a_request_rate_sweep_on_tpot_at_the_requests_in_flight(tmp_pa
     assert d["load_axis"] == "in_flight"
     assert [r["in_flight"] for r in d["residuals"]] == pytest.approx([2.6, 11.6, 28.8, 62.4])
     assert [r["in_flight_on"] for r in d["residuals"]] == pytest.approx([1.5, 7.6, 33.6, 117.6])
+
+
+def test_measured_checks_a_saved_calibration_against_another_sweep(tmp_path):
+    base = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3"]
+    fit = tmp_path / "fit.yaml"
+    c = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *base,
+                "--out", str(fit), "--bootstrap", "0")
+    assert c.returncode == 0, c.stderr
+    plain = json.loads(run_cli("measured", "--files", str(MEASURED / "sweep.csv"), *base, "--json").stdout)
+    held = json.loads(run_cli("measured", "--files", str(MEASURED / "sweep.csv"), *base, "--calibration", str(fit),
+                              "--json").stdout)
+    bw = yaml.safe_load(fit.read_text())["parameters"]["bandwidth_fraction"]["value"]
+    off_plain = plain["points"][0]["predicted_off_output_throughput"]
+    off_held = held["points"][0]["predicted_off_output_throughput"]
+    assert off_held != off_plain and (off_held > off_plain) == (bw > 0.8)  # batch 1 is bandwidth-bound
+    r = run_cli("measured", "--files", str(MEASURED / "sweep.csv"), "--calibration", str(fit))
+    assert r.returncode == 2 and "--model" in r.stderr

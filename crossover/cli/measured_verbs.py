@@ -28,6 +28,9 @@ def _read_arms(args: argparse.Namespace):
 def _measured_scenario(args: argparse.Namespace, table):
     """A scenario for the bound check and overlay of `crossover measured` (None without --model)."""
     if not args.model:
+        if getattr(args, "calibration", None):
+            raise CrossoverError("--calibration applies to the prediction beside the measurement: give --model and "
+                                 "--hardware too")
         return None
     if not args.hardware:
         raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
@@ -35,7 +38,7 @@ def _measured_scenario(args: argparse.Namespace, table):
                             kv_dtype="bf16", method=args.method, draft=args.draft, draft_tp=None, draft_vocab="32000",
                             k=args.k, acceptance=None, tau=None, acceptance_per_position=None, match_rate=None,
                             bandwidth_fraction=None, flops_fraction=None, step_overhead_ms=None, transition=None,
-                            expert_parallel=False, calibration=None)
+                            expert_parallel=False, calibration=getattr(args, "calibration", None))
     taus = [p.acceptance_length for p in table.arm("on") if p.acceptance_length]
     if taus:  # the files report it: the overlay and the bound use the measured acceptance length
         ns.tau = str(sum(taus) / len(taus))

@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
     me.add_argument("--draft", help="draft model for --method draft")
     me.add_argument("--k", default=str(DEFAULT_K), help="draft tokens per step")
+    me.add_argument("--calibration", help="predict beside the measurement with a fit saved by `crossover calibrate` "
+                                          "(e.g. one made on another sweep: a hold-out check)")
     me.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me.add_argument("--plot", help="write a figure of the measured points (over the predicted curves with --model)")
     ca = sub.add_parser("calibrate", help="fit efficiencies, overheads and acceptance to a measured sweep")
