@@ -131,7 +131,8 @@ def _check_paths(paths) -> tuple[int, ...]:
     for path in paths:
         if (not isinstance(path, tuple) or not path
                 or any(not isinstance(r, (int, np.integer)) or isinstance(r, bool) or r < 0 for r in path)):
-            raise CrossoverError(f"tree node {path!r}: write it as the ranks (integers >= 0) of its tokens, e.g. (0, 1)")
+            raise CrossoverError(
+                f"tree node {path!r}: write it as the ranks (integers >= 0) of its tokens, e.g. (0, 1)")
         if path in seen:
             raise CrossoverError(f"tree node {list(path)} appears twice")
         seen.add(path)

@@ -511,7 +511,7 @@ def test_prometheus_v0_gauges_and_counters():
     assert out["k"] == 4  # efficiency 2149 / (662 x 5)
     assert out["acceptance_length"] == pytest.approx(2149 / 662)
     assert out["system_efficiency"] == pytest.approx(0.6492447)
-    gauge_only = "\n".join(l for l in PROM_V0.read_text().splitlines() if "acceptance_rate" in l)
+    gauge_only = "\n".join(ln for ln in PROM_V0.read_text().splitlines() if "acceptance_rate" in ln)
     assert parse_prometheus(gauge_only)["acceptance_rate"] == pytest.approx(0.6552114803625377)
 
 

@@ -76,7 +76,8 @@ def parse_tree(text: str) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...]
                    for node in raw):
                 raise ValueError
         except (ValueError, TypeError):
-            raise CrossoverError(f"--tree {text!r}: node paths are a JSON list of rank lists, e.g. [[0],[1],[0,0]]") from None
+            raise CrossoverError(
+                f"--tree {text!r}: node paths are a JSON list of rank lists, e.g. [[0],[1],[0,0]]") from None
         widths = _check_paths(paths)
         if len(widths) > 32:
             raise CrossoverError(f"--tree {text!r}: depth 1..32")
