@@ -103,16 +103,22 @@ def plot_simulation(res, inputs: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def plot_measured(table, scenario, path: str) -> None:
-    """Measured on/off points, over the predicted curves when a scenario is given."""
+def plot_measured(table, scenario, path: str, predicted=None) -> None:
+    """Measured on/off points, over the predicted curves when a scenario is given. A request-rate
+    sweep is drawn as mean end-to-end latency (its throughput only echoes the offered rate), with
+    the simulated levels in `predicted`."""
     import numpy as np
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
+    rates = table.load_axis == "request_rate" and all(p.metrics.get("mean_e2el_ms") for p in table.points)
+
+    def y(p) -> float:
+        return p.metrics["mean_e2el_ms"] / 1e3 if rates else p.output_throughput
+
     for arm, color in (("off", "tab:blue"), ("on", "tab:orange")):
         pts = table.arm(arm)
-        ax.plot([p.load for p in pts], [p.output_throughput for p in pts], "o", color=color,
-                label=f"measured, speculation {arm}")
+        ax.plot([p.load for p in pts], [y(p) for p in pts], "o", color=color, label=f"measured, speculation {arm}")
     title = f"measured sweep ({table.load_axis})"
     if scenario is not None and table.load_axis != "request_rate":
         from .curves import evaluate
@@ -124,9 +130,16 @@ def plot_measured(table, scenario, path: str) -> None:
         ax.plot(xs, c.tokens_per_s_off, "-", color="tab:blue", alpha=0.6, label="predicted, off")
         ax.plot(xs, c.tokens_per_s_on, "-", color="tab:orange", alpha=0.6, label="predicted, on")
         title = _title(inputs) + "\n" + title
+    elif scenario is not None and predicted is not None:  # request rates: the simulated levels
+        loads = [lv for lv, _, _ in table.pairs()]
+        key = "e2el" if rates else ""
+        for arm, color in (("off", "tab:blue"), ("on", "tab:orange")):
+            vals = [v / 1e3 for v in predicted[f"{key}_{arm}"]] if rates else predicted[arm]
+            ax.plot(loads, vals, "--x", color=color, alpha=0.6, label=f"simulated, {arm}")
+        title = _title(scenario[1]) + "\n" + title
     ax.set_xscale("log", base=2)
     ax.set_xlabel(table.load_axis.replace("_", " "))
-    ax.set_ylabel("output tokens/s")
+    ax.set_ylabel("mean end-to-end latency (s)" if rates else "output tokens/s")
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(title, fontsize=10)

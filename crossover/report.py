@@ -287,6 +287,8 @@ def _predicted_rates(table, sc) -> dict[str, Any] | None:
     res = sweep(sc, wl, "request_rate", loads, num_prompts=PREDICT_RATE_PROMPTS, seed=0)
     return {"off": [lv.off["output_throughput"] for lv in res.levels],
             "on": [lv.on["output_throughput"] for lv in res.levels],
+            "e2el_off": [lv.off["mean_e2el_ms"] for lv in res.levels],
+            "e2el_on": [lv.on["mean_e2el_ms"] for lv in res.levels],
             "speedup": [float(x) for x in res.ratios], "crossover": res.crossover, "range": max(loads)}
 
 

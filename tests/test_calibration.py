@@ -197,6 +197,11 @@ def test_request_rate_points_are_bounded_at_the_requests_in_flight(tmp_path):
     # the prediction beside a request-rate sweep comes from the serving simulator: latency off/on
     assert d["load_axis"] == "request_rate"
     assert all(p["predicted_speedup"] > 0 for p in d["points"]) and "predicted_crossover" in d
+    png = tmp_path / "rates.png"  # drawn as mean e2e latency against the rate, simulated levels over it
+    r = run_cli("measured", "--files", str(f), "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4",
+                "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_request_rate_bound_without_latency_falls_back_to_the_kv_capacity():

@@ -58,7 +58,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
     if args.plot:
         from ..plots import plot_measured
 
-        plot_measured(table, scenario, args.plot)
+        plot_measured(table, scenario, args.plot, predicted)
     _emit(args, lambda: measured_dict(table, checks, predicted),
           lambda: measured_table(table, checks, LIKELY_CAUSES, predicted))
     return 0
