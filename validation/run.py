@@ -22,6 +22,8 @@ sys.path.insert(0, str(HERE))
 
 from eagle_tables import e1_rows, predict_series, predict_tree_row, series  # noqa: E402
 from magicdec import predict_off, predict_row, predict_v1_group, rows, step_rows, v1_groups  # noqa: E402
+from step_times import report_lines as step_time_lines  # noqa: E402
+from step_times import step_points  # noqa: E402
 
 from crossover.curves import Scenario, evaluate  # noqa: E402
 from crossover.specs import Deployment, load_hardware, load_model  # noqa: E402
@@ -331,6 +333,7 @@ def main() -> None:
               "| concurrency | published gain | predicted gain | ln error |", "|---|---|---|---|"]
     for load, m, p in adaptive_gain:
         lines.append(f"| {load:g} | {m:.3f} | {p:.3f} | {np.log(p / m):+.3f} |")
+    lines += step_time_lines(step_points())
     lines += ["", "## Rows not reproduced, and why", ""] + [f"- {t}" for t in NOT_REPRODUCED]
     text = "\n".join(lines) + "\n"
     (HERE / "report.md").write_text(text)
