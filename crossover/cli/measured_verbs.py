@@ -55,6 +55,10 @@ def cmd_measured(args: argparse.Namespace) -> int:
     scenario = _measured_scenario(args, table)
     checks = check(scenario[0], table.points) if scenario else []
     predicted = predicted_at_levels(table, scenario[0]) if scenario else None
+    if scenario and predicted is None:
+        print("note: no prediction beside this request-rate sweep: its files record no token totals "
+              "(total_input_tokens, total_output_tokens, completed), which the serving simulator needs",
+              file=sys.stderr)
     if args.plot:
         from ..plots import plot_measured
 
