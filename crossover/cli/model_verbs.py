@@ -118,13 +118,43 @@ def cmd_policy(args: argparse.Namespace) -> int:
                     "best_fixed_tokens_per_s": [round(float(pol.best_tput[p - 1]), 2) for p in pts],
                     "off_tokens_per_s": [round(float(pol.tput[0][p - 1]), 2) for p in pts],
                     "threshold": thr, "concentration": kappa}
+    trees = None
+    if args.tree_nodes is not None:
+        from ..trees import best_tree_policy
+
+        plan = best_tree_policy(sc, b_max, int(_number(args.tree_nodes, "--tree-nodes", integer=True)), k_max)
+        rows = []
+        for r in plan.schedule():
+            i = plan.sizes.index(r["nodes"])
+            b = r["batch_min"]
+            rows.append({**r, "tau": round(plan.tau[i], 4), "tokens_per_s": round(float(plan.tput[i][b - 1]), 2),
+                         "best_chain_k": int(pol.best_k[b - 1]),
+                         "best_chain_tokens_per_s": round(float(pol.best_tput[b - 1]), 2),
+                         "paths": [list(x) for x in plan.paths[i]]})
+        trees = {"max_nodes": plan.sizes[-1], "max_depth": k_max, "schedule": rows}
     if args.json:
         out = policy_dict(pol, configs)
         out["adaptive"] = adaptive
+        out["trees"] = trees
         out["inputs"] = resolved
         print(json.dumps(out, indent=2))
     else:
         print(policy_table(pol, configs, resolved))
+        if trees:
+            print("")
+            print(f"draft trees by load (the likeliest tree of each size up to {trees['max_nodes']} nodes, depth <= "
+                  f"{k_max}; at each range's first batch):")
+            print(f"{'batches':>11} {'nodes':>6} {'depth':>6} {'topk':>5} {'tau':>6} {'tok/s':>9} "
+                  f"{'best chain k':>13} {'tok/s':>9} {'gain':>6}")
+            for r in trees["schedule"]:
+                rng = f"{r['batch_min']}-{r['batch_max']}"
+                gain = r["tokens_per_s"] / r["best_chain_tokens_per_s"]
+                print(f"{rng:>11} {r['nodes']:>6} {r['depth']:>6} {r['topk']:>5} {r['tau']:>6.2f} "
+                      f"{r['tokens_per_s']:>9.0f} {r['best_chain_k']:>13} {r['best_chain_tokens_per_s']:>9.0f} "
+                      f"{gain:>6.3f}")
+            print("  SGLang: --speculative-num-steps DEPTH --speculative-eagle-topk TOPK "
+                  "--speculative-num-draft-tokens NODES+1; vLLM: speculative_config.speculative_token_tree = the "
+                  "node paths (--json)")
         if adaptive:
             print("")
             print("adaptive verification (confidence-scheduled, load budget) vs the best fixed k:")

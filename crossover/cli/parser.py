@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                  "confidence (default 0)")
     po.add_argument("--confidence-concentration", default="2", help="adaptive: Beta concentration of the draft's "
                                                                      "confidences; small = informative (default 2)")
+    po.add_argument("--tree-nodes", help="also size a draft tree by load: the likeliest tree of each size up to "
+                                         "this many nodes (depth <= --k-max), priced at every batch")
     po.add_argument("--json", action="store_true", help="one JSON object on stdout")
     po.add_argument("--plot", help="write a figure of every k's throughput and the schedule against batch")
     rp = sub.add_parser("report", help="one self-contained HTML page of a scenario, for a design review")

@@ -1,0 +1,115 @@
+"""Draft trees: the most likely tree of n nodes, and the best tree size at each load.
+
+Under the geometric rank model (speculation.Speculation.survival) the chance that a node's path is
+the right one is the product over its depths of a_j (1 - a_j)^r_j: a child is never likelier than
+its parent, nor a lower-ranked sibling than a higher one. So the n likeliest paths form a tree (closed
+under prefixes), and it is the n-node tree of highest tau; a best-first search finds it. Bigger
+trees raise tau with diminishing returns while every node costs a verified position, so the best
+size falls with load, as EAGLE-2's dynamic trees and SGLang's `speculative_num_draft_tokens` assume.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .curves import Scenario, evaluate
+from .errors import CrossoverError
+from .speculation import Acceptance, Speculation
+
+
+def best_tree_paths(acceptance: Acceptance, nodes: int, max_depth: int) -> tuple[tuple[int, ...], ...]:
+    """The `nodes` likeliest rank paths of depth <= `max_depth` (ties: the shallower, then the lower rank)."""
+    if nodes < 1 or max_depth < 1:
+        raise CrossoverError(f"a tree needs at least one node and depth 1 (got {nodes} nodes, depth {max_depth})")
+    surv = acceptance.survival(max_depth)
+    cond = np.clip(surv / np.concatenate([[1.0], surv[:-1]]).clip(1e-300), 0.0, 1.0)
+
+    def prob(path: tuple[int, ...]) -> float:
+        return float(np.prod([cond[j] * (1.0 - cond[j]) ** r for j, r in enumerate(path)]))
+
+    heap = [(-prob((0,)), 1, (0,))]
+    seen = {(0,)}
+    out: list[tuple[int, ...]] = []
+    while heap and len(out) < nodes:
+        _, _, path = heapq.heappop(heap)
+        out.append(path)
+        nxt = [path[:-1] + (path[-1] + 1,)]  # the next candidate at this depth
+        if len(path) < max_depth:
+            nxt.append(path + (0,))  # the top candidate one depth further
+        for p in nxt:
+            if p not in seen:
+                seen.add(p)
+                heapq.heappush(heap, (-prob(p), len(p), p))
+    return tuple(out)
+
+
+def branching(paths: tuple[tuple[int, ...], ...]) -> int:
+    """The most children any node of the tree has (the root included): SGLang's per-step top-k."""
+    counts: dict[tuple[int, ...], int] = {}
+    for p in paths:
+        counts[p[:-1]] = counts.get(p[:-1], 0) + 1
+    return max(counts.values(), default=0)
+
+
+@dataclass
+class TreePlan:
+    """Throughput of the likeliest tree of each size at every batch (size 0: speculation off), and
+    the best size per batch."""
+
+    batches: np.ndarray
+    sizes: list[int]  # nodes verified besides the bonus position; 0 = speculation off
+    paths: list[tuple[tuple[int, ...], ...]]
+    tau: list[float]
+    tput: np.ndarray  # (len(sizes), len(batches)) output tokens/s
+
+    @property
+    def best(self) -> np.ndarray:
+        """Index into `sizes` of the best tree at each batch (ties: the smaller tree)."""
+        return np.argmax(self.tput, axis=0)
+
+    def schedule(self) -> list[dict[str, int]]:
+        """Batch ranges sharing the best size: {batch_min, batch_max, nodes, depth, topk} (nodes 0: off)."""
+        out: list[dict[str, int]] = []
+        for b, i in zip(self.batches.astype(int), self.best):
+            n, p = self.sizes[i], self.paths[i]
+            if out and out[-1]["nodes"] == n:
+                out[-1]["batch_max"] = int(b)
+            else:
+                out.append({"batch_min": int(b), "batch_max": int(b), "nodes": n,
+                            "depth": max((len(x) for x in p), default=0), "topk": branching(p)})
+        return out
+
+
+def best_tree_policy(sc: Scenario, b_max: int, max_nodes: int, max_depth: int | None = None) -> TreePlan:
+    """The likeliest tree of every size 1..max_nodes (depth <= max_depth, default the scenario's k),
+    priced at every integer batch 1..b_max."""
+    spec = sc.speculation
+    if spec.method == "ngram":
+        raise CrossoverError("n-gram proposals are a single chain; tree sizes apply to draft, eagle, eagle3, medusa "
+                             "and mtp")
+    if max_nodes < 1 or max_nodes > 256:
+        raise CrossoverError(f"--tree-nodes must lie in 1..256 (got {max_nodes})")
+    if b_max < 1:
+        raise CrossoverError(f"the batch range must reach at least 1 (got {b_max})")
+    depth = max_depth or spec.k
+    acc = spec.acceptance
+    if acc.kind == "tau":  # a mean length describes one k: the i.i.d. rate that reproduces it
+        acc = Acceptance.rate(min(acc.alpha(spec.k), 0.999), acc.match_rate)
+    b = np.arange(1, b_max + 1, dtype=float)
+    sizes: list[int] = [0]
+    paths: list[tuple[tuple[int, ...], ...]] = [()]
+    taus, rows = [1.0], []
+    for n in range(1, max_nodes + 1):
+        p = best_tree_paths(acc, n, depth)
+        s = replace(spec, k=max(len(x) for x in p), acceptance=acc, tree=None, tree_paths=p)
+        c = evaluate(Scenario(sc.deployment, s, sc.context, sc.prompt_len, sc.output_len), b)
+        if not rows:
+            rows.append(c.tokens_per_s_off)
+        sizes.append(n)
+        paths.append(p)
+        taus.append(s.tau)
+        rows.append(c.tokens_per_s_on)
+    return TreePlan(b, sizes, paths, taus, np.vstack(rows))
