@@ -271,7 +271,9 @@ def draft_memory(sc: Scenario) -> tuple[float, float]:
         ops = model_ops(d.model, d.wdtype, d.tp)
         # The draft is sharded over its own TP; its share per target GPU assumes draft_tp <= tp.
         scale = d.tp / dep.tp
-        return (memory.weight_bytes_per_gpu(d, ops) * scale,
+        # self-speculation drafts with the target's own weights: only its (budgeted) KV cache is extra
+        shared = d.model == dep.model and d.tp == dep.tp
+        return (0.0 if shared else memory.weight_bytes_per_gpu(d, ops) * scale,
                 memory.kv_bytes_per_seq_per_gpu(d, ops, draft_length) * scale)
     ops = spec.draft_ops(dep)
     if not ops:

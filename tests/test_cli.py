@@ -415,3 +415,23 @@ def test_tree_preset_and_paths_in_json():
                 "--acceptance", "0.65", "--batch", "1", "--json")
     inputs = _json.loads(r.stdout)["inputs"]
     assert inputs["tree"] == [2, 1] and inputs["tau"] == pytest.approx(2.3)
+
+
+def test_self_speculation_with_a_draft_kv_budget():
+    # MagicDec's StreamingLLM self-speculation: the target drafts with 512 cached tokens; its weights
+    # are shared, so only the budgeted KV cache is extra memory
+    import json as _json
+
+    from conftest import run_cli
+
+    base = ["predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "8", "--method", "draft",
+            "--draft", "self", "--k", "3", "--tau", "3.08", "--context", "32000", "--batch", "64", "--json"]
+    d = _json.loads(run_cli(*base, "--draft-kv-budget", "512").stdout)
+    assert d["inputs"]["draft"] == "llama-3.1-8b" and d["inputs"]["draft_kv_budget"] == 512
+    # per sequence the draft holds 512 + k + 1 tokens of KV beside the target's 32000 + k + 1: ~1.6% more
+    assert d["max_batch_off"] * 0.97 <= d["max_batch_on"] <= d["max_batch_off"]
+    full = _json.loads(run_cli(*base).stdout)  # no budget: the draft attends the whole context
+    assert full["max_batch_on"] <= d["max_batch_off"] // 2 + 1
+    assert full["points"][0]["speedup"] < d["points"][0]["speedup"]
+    r = run_cli("predict", "--draft-kv-budget", "0", "--method", "draft", "--draft", "self")
+    assert r.returncode == 2 and "budget" in r.stderr

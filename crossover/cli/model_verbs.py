@@ -229,7 +229,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not hws:
         raise CrossoverError("--hardware needs at least one accelerator name")
     tps = tuple(int(x) for x in parse_list(args.tp, "--tp", integer=True))
-    spec = speculation_from_args(args, workload.acceptance)
+    spec = speculation_from_args(args, workload.acceptance, target=model)
     slo_tpot = _number(args.slo_tpot_ms, "--slo-tpot-ms")
     slo_ttft = _number(args.slo_ttft_ms, "--slo-ttft-ms") if args.slo_ttft_ms is not None else None
     k_max = int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None

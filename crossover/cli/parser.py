@@ -19,7 +19,10 @@ from .common import (
 def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("speculation")
     s.add_argument("--method", default=DEFAULT_METHOD, help="draft, eagle, eagle3, medusa, ngram, mtp (default eagle)")
-    s.add_argument("--draft", help="draft model for --method draft (name or path)")
+    s.add_argument("--draft", help="draft model for --method draft (name or path; `self`: the target itself, "
+                                   "as in self-speculation)")
+    s.add_argument("--draft-kv-budget", help="the draft attends to at most this many cached tokens (StreamingLLM/"
+                                             "SnapKV self-speculation, as in MagicDec; default: the whole context)")
     s.add_argument("--draft-tp", help="draft model TP (default: the target's)")
     s.add_argument("--draft-vocab", default="32000", help="eagle3 reduced draft vocabulary (default 32000)")
     s.add_argument("--k", default=str(DEFAULT_K), help=f"draft tokens per step (default {DEFAULT_K})")

@@ -18,7 +18,7 @@ from .common import (
 
 
 def speculation_from_args(args: argparse.Namespace, workload_acceptance=None,
-                          calibrated: dict[str, float] | None = None):
+                          calibrated: dict[str, float] | None = None, target=None):
     """The speculation flags (method, k, tree, acceptance, draft) as a Speculation."""
     from ..specs import load_model
     from ..speculation import Acceptance, Speculation
@@ -57,11 +57,18 @@ def speculation_from_args(args: argparse.Namespace, workload_acceptance=None,
         acc = Acceptance.rate(wa.rate, match)
     else:
         acc = Acceptance.rate(DEFAULT_ACCEPTANCE, match)
-    draft = load_model(args.draft) if args.draft else None
+    if args.draft == "self":  # self-speculation: the target drafts for itself, usually with a KV budget
+        if target is None:
+            raise CrossoverError("--draft self needs the target model (--model)")
+        draft = target
+    else:
+        draft = load_model(args.draft) if args.draft else None
     draft_tp = int(_number(args.draft_tp, "--draft-tp", integer=True)) if args.draft_tp is not None else None
+    budget = getattr(args, "draft_kv_budget", None)
+    budget = int(_number(budget, "--draft-kv-budget", integer=True)) if budget is not None else None
     spec = Speculation(args.method, k, acc, draft=draft, draft_tp=draft_tp,
                        draft_vocab=int(_number(args.draft_vocab, "--draft-vocab", integer=True)), tree=tree,
-                       tree_paths=paths)
+                       tree_paths=paths, draft_kv_budget=budget)
     if acc.kind == "tau" and spec.tau > k + 1:
         raise CrossoverError(f"--tau {acc.value:g} exceeds k+1 = {k + 1}")
     return spec
@@ -131,14 +138,15 @@ def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None
                 f"{model.name} does not fit on {tp} x {hardware.name}: {need:.1f} GB of weights per GPU plus one "
                 f"sequence of {context:g} tokens exceed {hardware.memory_gb:g} GB x {dep.memory_utilization:g}; "
                 f"use a larger --tp, a smaller --context or --weight-dtype fp8")
-    spec = speculation_from_args(args, workload_acceptance, calibrated)
+    spec = speculation_from_args(args, workload_acceptance, calibrated, target=model)
     k, tree, acc, draft = spec.k, spec.tree, spec.acceptance, spec.draft
     sc = Scenario(dep, spec, float(context), prompt_len, output_len)
     resolved = {
         "model": model.name, "hardware": hardware.name, "tp": tp, "tp_auto": tp_auto,
         "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype, "context": context, "prompt_len": prompt_len,
         "output_len": output_len, "method": spec.method,
-        "draft": draft.name if draft else None, "k": k, "acceptance_kind": acc.kind,
+        "draft": draft.name if draft else None, "draft_kv_budget": spec.draft_kv_budget, "k": k,
+        "acceptance_kind": acc.kind,
         "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
         "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
         "tree": list(tree) if tree else None,
