@@ -17,7 +17,7 @@ import numpy as np
 
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
-from .speculation import Acceptance, Speculation
+from .speculation import Acceptance
 
 
 def best_tree_paths(acceptance: Acceptance, nodes: int, max_depth: int) -> tuple[tuple[int, ...], ...]:

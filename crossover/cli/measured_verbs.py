@@ -49,7 +49,8 @@ def _measured_scenario(args: argparse.Namespace, table):
 def cmd_measured(args: argparse.Namespace) -> int:
     """`crossover measured`."""
     from ..physics import LIKELY_CAUSES, check
-    from ..report import measured_dict, measured_table, predicted_at_levels
+    from ..compare import predicted_at_levels
+    from ..report import measured_dict, measured_table
 
     table = _read_arms(args)
     scenario = _measured_scenario(args, table)

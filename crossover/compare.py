@@ -1,0 +1,78 @@
+"""A measured sweep beside the model: latency crossings per percentile, and the prediction at the
+measured levels (the closed form for concurrency or batch sweeps, the serving simulator for
+request rates). Used by `measured` and `simulate`; the tables and JSON live in report.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Latency metrics compared level by level (vLLM names; lower is better); p50 and p99 of what a
+# user sees per token and per request, and the mean where only that is reported.
+LATENCY_METRICS: tuple[str, ...] = (
+    "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms", "median_ttft_ms", "p99_ttft_ms",
+    "median_e2el_ms", "p99_e2el_ms", "mean_tpot_ms", "mean_e2el_ms")
+
+
+def latency_crossovers(table) -> dict[str, dict[str, Any]]:
+    """`latency_crossings` of a measured table's levels."""
+    pairs = table.pairs()
+    return latency_crossings([p[0] for p in pairs], [p[1].metrics for p in pairs], [p[2].metrics for p in pairs])
+
+
+def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
+    """Per latency metric both arms report at every level (metric dicts per level): the ratio off/on
+    per level (> 1: lower with speculation), where it crosses 1 between levels, or the side it stayed on."""
+    from .curves import crossing_between_levels
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in LATENCY_METRICS:
+        vals = [(load, off.get(name), on.get(name)) for load, off, on in zip(loads, offs, ons)]
+        if not vals or any(not a or not b or a != a or b != b for _, a, b in vals):
+            continue
+        ratios = [a / b for _, a, b in vals]
+        cross = crossing_between_levels([v[0] for v in vals], ratios)
+        out[name] = {"ratios": [round(r, 4) for r in ratios], "crossover": None if cross is None else round(cross, 4),
+                     "bracketed": cross is not None,
+                     "side": None if cross is not None else ("on" if ratios[0] > 1 else "off")}
+    return out
+
+
+# Requests simulated per level when a request-rate sweep is predicted beside its measurement.
+PREDICT_RATE_PROMPTS = 300
+
+
+def _predicted_rates(table, sc) -> dict[str, Any] | None:
+    """A request-rate sweep through the serving simulator at the files' mean lengths (fixed), on the
+    same seeds for both arms; None when the files do not record their token totals."""
+    from .serving.sweep import sweep
+    from .workload import Workload
+
+    if sc.prompt_len is None:
+        return None
+    wl = Workload(name="measured-means", prompt_len={"dist": "fixed", "value": max(1, round(sc.prompt_len))},
+                  output_len={"dist": "fixed", "value": max(1, round(sc.output_len))})
+    loads = [r[0] for r in table.pairs()]
+    res = sweep(sc, wl, "request_rate", loads, num_prompts=PREDICT_RATE_PROMPTS, seed=0)
+    return {"off": [lv.off["output_throughput"] for lv in res.levels],
+            "on": [lv.on["output_throughput"] for lv in res.levels],
+            "e2el_off": [lv.off["mean_e2el_ms"] for lv in res.levels],
+            "e2el_on": [lv.on["mean_e2el_ms"] for lv in res.levels],
+            "speedup": [float(x) for x in res.ratios], "crossover": res.crossover, "range": max(loads)}
+
+
+def predicted_at_levels(table, sc) -> dict[str, Any] | None:
+    """The model at the measured levels and its crossover: the closed form with the load as the
+    batch (concurrency or batch sweeps; the files' tau and mean lengths are in `sc`), the serving
+    simulator for request-rate sweeps (speedup = mean e2e latency off/on, as measured)."""
+    if sc is None:
+        return None
+    if table.load_axis == "request_rate":
+        return _predicted_rates(table, sc)
+    from .curves import evaluate, find_crossings
+
+    loads = [r[0] for r in table.pairs()]
+    c = evaluate(sc, loads)
+    roots = find_crossings(sc, max(loads) * 2.0)
+    return {"off": [float(x) for x in c.tokens_per_s_off], "on": [float(x) for x in c.tokens_per_s_on],
+            "speedup": [float(x) for x in c.speedup], "crossover": roots[0].batch if roots else None,
+            "range": max(loads) * 2.0}
