@@ -40,8 +40,7 @@ def cumulative_confidence(sc: Scenario, k_max: int, kappa: float, samples: int, 
     """(samples, k_max) draws of S_j = c_1 ... c_j."""
     if kappa <= 0:
         raise CrossoverError(f"confidence concentration must be > 0 (got {kappa:g})")
-    surv = sc.speculation.acceptance.survival(k_max)
-    cond = np.clip(surv / np.concatenate([[1.0], surv[:-1]]).clip(1e-300), 1e-6, 1 - 1e-6)
+    cond = np.clip(sc.speculation.acceptance.conditional(k_max), 1e-6, 1 - 1e-6)  # Beta needs (0, 1)
     rng = np.random.default_rng(seed)
     c = rng.beta(kappa * cond, kappa * (1.0 - cond), size=(samples, k_max))
     return np.cumprod(c, axis=1)

@@ -9,7 +9,7 @@ import numpy as np
 
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
-from .speculation import Acceptance, Speculation
+from .speculation import Speculation
 
 
 def with_k(spec: Speculation, k: int) -> Speculation:
@@ -17,7 +17,7 @@ def with_k(spec: Speculation, k: int) -> Speculation:
     it becomes the i.i.d. rate that reproduces it; per-position rates must cover k."""
     acc = spec.acceptance
     if acc.kind == "tau":
-        acc = Acceptance.rate(min(acc.alpha(spec.k), 0.999), acc.match_rate)
+        acc = acc.as_rate(spec.k)
     if spec.tree is not None:
         raise CrossoverError("a best-k schedule applies to chains; give --k-max without --tree")
     return replace(spec, k=k, acceptance=acc)

@@ -130,10 +130,6 @@ class Plan:
         return tuple(np.unique(self.window).tolist())
 
     @cached_property
-    def _one_full_window(self) -> bool:
-        return self.windows == (float("inf"),)
-
-    @cached_property
     def window_index(self) -> np.ndarray:
         """For each row, the index of its window in `windows`."""
         return np.searchsorted(np.asarray(self.windows), self.window)
@@ -153,8 +149,6 @@ class Plan:
 
     def window_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(KV tokens read, query x key pairs) summed over sequences (last axis), per distinct window."""
-        if self._one_full_window:  # every row attends the whole context: one pass, no caps
-            return ((context + q).sum(axis=-1)[None], (q * (context + (q + 1.0) / 2.0)).sum(axis=-1)[None])
         kv = []
         qk = []
         for w in self.windows:
@@ -328,16 +322,9 @@ class StepTimer:
         base = self.table.take(t.astype(np.int64), mode="raise")  # out of the tabulated range: IndexError
         read_s, write_s, flop_s = self._per_unit
         col = (slice(None),) + (None,) * t.ndim
-        if len(self.window_index) == 1 and len(kv_win) == 1:  # one attention row (the common case)
-            tm = read_s[0] * kv_win[0] + write_s[0] * t
-            tc = flop_s[0] * qk_win[0]
-            att = combine(tm, tc, self.transition, self.p)
-        else:
-            kv = kv_win[self.window_index]
-            qk = qk_win[self.window_index]
-            tm = read_s[col] * kv + write_s[col] * t
-            tc = flop_s[col] * qk
-            att = combine(tm, tc, self.transition, self.p).sum(axis=0)
+        tm = read_s[col] * kv_win[self.window_index] + write_s[col] * t
+        tc = flop_s[col] * qk_win[self.window_index]
+        att = combine(tm, tc, self.transition, self.p).sum(axis=0)
         s = t if sampled is None else np.asarray(sampled)
         return base + att + self.lm_table.take(s.astype(np.int64), mode="raise")
 

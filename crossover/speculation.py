@@ -113,6 +113,16 @@ class Acceptance:
         """The equivalent i.i.d. rate at window k."""
         return rate_from_tau(1.0 + float(self.survival(k).sum()), k)
 
+    def conditional(self, k: int) -> np.ndarray:
+        """a_j = s_j / s_(j-1), j = 1..k: P(draft j is accepted | drafts 1..j-1 were)."""
+        s = self.survival(k)
+        return s / np.concatenate([[1.0], s[:-1]]).clip(1e-300)
+
+    def as_rate(self, k: int) -> "Acceptance":
+        """The i.i.d. rate equivalent at window k (capped at 0.999), usable at any other window: a
+        mean length (tau) describes one k only."""
+        return Acceptance.rate(min(self.alpha(k), 0.999), self.match_rate)
+
 
 # EAGLE-1's default draft tree: `mc_sim_7b_63` in SafeAILab/EAGLE (eagle/model/choices.py), 25
 # nodes over 5 depths (4, 8, 8, 3, 2 per depth).
@@ -219,7 +229,7 @@ class Speculation:
         s = self.acceptance.survival(self.k)
         if self.tree is None:
             return s
-        cond = s / np.concatenate([[1.0], s[:-1]]).clip(1e-300)
+        cond = self.acceptance.conditional(self.k)
         if self.tree_paths is not None:
             # The draft's rank of the target's token at depth j is geometric: rank r with
             # probability a_j (1 - a_j)^r (a chain, which offers only rank 0, keeps a_j). Exactly

@@ -24,8 +24,7 @@ def best_tree_paths(acceptance: Acceptance, nodes: int, max_depth: int) -> tuple
     """The `nodes` likeliest rank paths of depth <= `max_depth` (ties: the shallower, then the lower rank)."""
     if nodes < 1 or max_depth < 1:
         raise CrossoverError(f"a tree needs at least one node and depth 1 (got {nodes} nodes, depth {max_depth})")
-    surv = acceptance.survival(max_depth)
-    cond = np.clip(surv / np.concatenate([[1.0], surv[:-1]]).clip(1e-300), 0.0, 1.0)
+    cond = acceptance.conditional(max_depth)  # in [0, 1]: survival never rises
 
     def prob(path: tuple[int, ...]) -> float:
         return float(np.prod([cond[j] * (1.0 - cond[j]) ** r for j, r in enumerate(path)]))
@@ -96,8 +95,8 @@ def best_tree_policy(sc: Scenario, b_max: int, max_nodes: int, max_depth: int | 
         raise CrossoverError(f"the batch range must reach at least 1 (got {b_max})")
     depth = max_depth or spec.k
     acc = spec.acceptance
-    if acc.kind == "tau":  # a mean length describes one k: the i.i.d. rate that reproduces it
-        acc = Acceptance.rate(min(acc.alpha(spec.k), 0.999), acc.match_rate)
+    if acc.kind == "tau":
+        acc = acc.as_rate(spec.k)
     b = np.arange(1, b_max + 1, dtype=float)
     sizes: list[int] = [0]
     paths: list[tuple[tuple[int, ...], ...]] = [()]

@@ -98,8 +98,7 @@ def _speedup(sc: Scenario, batch, context, k, alpha) -> np.ndarray:
     match = spec.acceptance.match_rate
     width = 1.0 + (match * k if spec.method == "ngram" else k)
     verify = engine_step(plan, dep, batch, width, context).total  # batch x k x context
-    acc = spec.acceptance if spec.acceptance.kind == "rate" else type(spec.acceptance).rate(
-        min(spec.acceptance.alpha(spec.k), 0.999), match)
+    acc = spec.acceptance if spec.acceptance.kind == "rate" else spec.acceptance.as_rate(spec.k)
     if spec.method == "medusa":  # the heads are the draft: its cost grows with k itself
         ks = np.unique(k)
         parts = [replace(spec, k=int(kk), acceptance=acc).draft_time(dep, batch, context).total for kk in ks]

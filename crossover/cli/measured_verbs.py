@@ -48,8 +48,8 @@ def _measured_scenario(args: argparse.Namespace, table):
 
 def cmd_measured(args: argparse.Namespace) -> int:
     """`crossover measured`."""
-    from ..physics import LIKELY_CAUSES, check
     from ..compare import predicted_at_levels
+    from ..physics import LIKELY_CAUSES, check
     from ..report import measured_dict, measured_table
 
     table = _read_arms(args)
@@ -69,10 +69,11 @@ def cmd_measured(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rate_observations(table):
+def _rate_observations(table, sc):
     """A request-rate sweep as observations: each arm's requests in flight by Little's law (rate x mean
     end-to-end latency) and its mean TPOT; throughput only echoes the offered rate, so it is not fitted."""
     from ..calibration import Observation
+    from ..physics import in_flight
 
     obs = []
     for load, off, on in table.pairs():
@@ -81,11 +82,9 @@ def _rate_observations(table):
                 raise CrossoverError(f"{p.source}: a request-rate sweep is calibrated on mean TPOT at the requests "
                                      f"in flight (rate x mean_e2el_ms), so both arms need mean_e2el_ms and "
                                      f"mean_tpot_ms at every level")
-        in_off = max(load * off.metrics["mean_e2el_ms"] / 1e3, 1.0)
-        in_on = max(load * on.metrics["mean_e2el_ms"] / 1e3, 1.0)
-        obs.append(Observation(in_off, off.output_throughput, on.output_throughput, off.metrics["mean_tpot_ms"],
-                               on.metrics["mean_tpot_ms"], f"{off.source} | {on.source}", load_on=in_on,
-                               use_throughput=False))
+        obs.append(Observation(in_flight(off, sc), off.output_throughput, on.output_throughput,
+                               off.metrics["mean_tpot_ms"], on.metrics["mean_tpot_ms"], f"{off.source} | {on.source}",
+                               load_on=in_flight(on, sc), use_throughput=False))
     return obs
 
 
@@ -106,7 +105,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         args.tau = str(sum(taus) / len(taus))  # the files report it: use it, do not fit it
     sc, resolved = scenario_from_args(args, p_len, o_len)
     if table.load_axis == "request_rate":
-        obs, axis = _rate_observations(table), "in_flight"
+        obs, axis = _rate_observations(table, sc), "in_flight"
     else:
         obs = [Observation(load, off.output_throughput, on.output_throughput, off.metrics.get("mean_tpot_ms"),
                            on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")

@@ -309,11 +309,8 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         pre_left[pre_idx] -= chunk
         remaining = remaining - total_emit
         emitted_any = emit.any(axis=0)
-        if steps == 1:
-            last_t = np.where(emitted_any, ends[0], last_t)
-        else:
-            last_emit_step = steps - 1 - np.argmax(emit[::-1] > 0, axis=0)
-            last_t = np.where(emitted_any, ends[last_emit_step], last_t)
+        last_emit_step = steps - 1 - np.argmax(emit[::-1] > 0, axis=0)
+        last_t = np.where(emitted_any, ends[last_emit_step], last_t)
         now = float(ends[-1])
         # ---- completions
         fin = remaining <= 0
