@@ -61,16 +61,10 @@ def scenario(s: Series, tau: float, efficiency=None):
 def calibrate_tau(s: Series, efficiency=None) -> float:
     """The tau that reproduces the lowest-batch speedup of the series (bisection on [1, k+1])."""
     from crossover.curves import speedup
+    from fit import bisect
 
-    lo, hi = 1.0, float(s.k + 1)
-    target = s.speedups[0]
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        if float(speedup(scenario(s, mid, efficiency), [s.batches[0]])[0]) < target:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    return bisect(lambda t: float(speedup(scenario(s, t, efficiency), [s.batches[0]])[0]), 1.0, float(s.k + 1),
+                  s.speedups[0], iters=50, clamp=False)
 
 
 def predict_series(s: Series, efficiency=None) -> tuple[float, list[float]]:
@@ -129,8 +123,7 @@ def predict_tree_row(row: TreeRow) -> float:
     def spec(a: float) -> Speculation:
         return Speculation("eagle", k, Acceptance.rate(a), tree_paths=EAGLE1_TREE_PATHS)
 
-    lo, hi = 0.0, 0.999
-    for _ in range(50):  # tree tau rises with the chain rate
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if spec(mid).tau < row.tau else (lo, mid)
-    return float(speedup(Scenario(dep, spec(0.5 * (lo + hi)), MT_BENCH_CONTEXT), [row.batch])[0])
+    from fit import bisect
+
+    alpha = bisect(lambda a: spec(a).tau, 0.0, 0.999, row.tau, iters=50, clamp=False)  # tree tau rises with a
+    return float(speedup(Scenario(dep, spec(alpha), MT_BENCH_CONTEXT), [row.batch])[0])

@@ -80,34 +80,47 @@ def _rows(path: Path, sharp: bool) -> list[Row]:
     return out
 
 
-def predict_off(row: Row, efficiency=None) -> float:
-    """Predicted T_AR (ms): one decode step of the batch at the row's context."""
+def _deployment(model: str, hardware: str, tp: int, efficiency=None):
+    from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+
+    return Deployment(model=load_model(model), hardware=load_hardware(hardware), tp=tp,
+                      efficiency=efficiency or Efficiency())
+
+
+def _step_ms(dep, batch: int, context: int) -> float:
+    """T_AR (ms): one decode step of the batch."""
     import numpy as np
 
     from crossover.roofline import step_time
-    from crossover.specs import Deployment, Efficiency, load_hardware, load_model
 
-    dep = Deployment(model=load_model(row.model), hardware=load_hardware(row.hardware), tp=row.tp,
-                     efficiency=efficiency or Efficiency())
-    return float(step_time(dep, np.array([row.batch]), 1, row.context).total[0]) * 1e3
+    return float(step_time(dep, np.array([batch]), 1, context).total[0]) * 1e3
+
+
+def _spec_ms_per_token(dep, draft: str | None, k: int, acceptance, batch: int, context: int) -> float:
+    """T_SD (ms per token): one speculative step of the batch over its tau; the draft is the target
+    itself (self-speculation) when `draft` is None, attending to the StreamingLLM budget."""
+    import numpy as np
+
+    from crossover.specs import load_model
+    from crossover.speculation import Speculation, spec_step_time
+
+    spec = Speculation("draft", k, acceptance, draft=load_model(draft) if draft else dep.model,
+                       draft_kv_budget=STREAMING_BUDGET)
+    return float(spec_step_time(dep, spec, np.array([batch]), context).total[0]) / spec.tau * 1e3
+
+
+def predict_off(row: Row, efficiency=None) -> float:
+    """Predicted T_AR (ms): one decode step of the batch at the row's context."""
+    return _step_ms(_deployment(row.model, row.hardware, row.tp, efficiency), row.batch, row.context)
 
 
 def predict_row(row: Row, efficiency=None) -> tuple[float, float]:
     """(predicted T_AR ms, predicted T_SD ms per token) for one row."""
-    import numpy as np
+    from crossover.speculation import Acceptance
 
-    from crossover.roofline import step_time
-    from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation, spec_step_time
-
-    eff = efficiency or Efficiency()
-    target = load_model(row.model)
-    dep = Deployment(model=target, hardware=load_hardware(row.hardware), tp=row.tp, efficiency=eff)
-    draft = load_model(row.draft) if row.draft else target
-    spec = Speculation("draft", row.k, Acceptance.mean_length(row.tau), draft=draft, draft_kv_budget=STREAMING_BUDGET)
-    off = float(step_time(dep, np.array([row.batch]), 1, row.context).total[0])
-    on = float(spec_step_time(dep, spec, np.array([row.batch]), row.context).total[0]) / row.tau
-    return off * 1e3, on * 1e3
+    dep = _deployment(row.model, row.hardware, row.tp, efficiency)
+    return (_step_ms(dep, row.batch, row.context),
+            _spec_ms_per_token(dep, row.draft, row.k, Acceptance.mean_length(row.tau), row.batch, row.context))
 
 
 # --------------------------------------------------------------- MagicDec v1 blog table (MD-V1-*)
@@ -145,26 +158,13 @@ def v1_groups(path: Path = HERE / "published_points.csv") -> list[list[V1Row]]:
 def predict_v1_group(group: list[V1Row], efficiency=None) -> tuple[float, list[float]]:
     """(acceptance rate calibrated on the lowest batch, predicted speedups): the rate is a property
     of the draft/target pair, so rows at another gamma reuse it."""
-    import numpy as np
-
-    from crossover.roofline import step_time
-    from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation, spec_step_time
-
-    eff = efficiency or Efficiency()
+    from crossover.speculation import Acceptance
+    from fit import bisect
 
     def speedup(r: V1Row, alpha: float) -> float:
-        target = load_model(r.model)
-        dep = Deployment(model=target, hardware=load_hardware(r.hardware), tp=r.tp, efficiency=eff)
-        spec = Speculation("draft", r.k, Acceptance.rate(alpha), draft=load_model(r.draft) if r.draft else target,
-                           draft_kv_budget=STREAMING_BUDGET)
-        off = float(step_time(dep, np.array([r.batch]), 1, r.context).total[0])
-        on = float(spec_step_time(dep, spec, np.array([r.batch]), r.context).total[0]) / spec.tau
-        return off / on
+        dep = _deployment(r.model, r.hardware, r.tp, efficiency)
+        return (_step_ms(dep, r.batch, r.context)
+                / _spec_ms_per_token(dep, r.draft, r.k, Acceptance.rate(alpha), r.batch, r.context))
 
-    lo, hi = 0.0, 0.99
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if speedup(group[0], mid) < group[0].speedup else (lo, mid)
-    alpha = 0.5 * (lo + hi)
+    alpha = bisect(lambda a: speedup(group[0], a), 0.0, 0.99, group[0].speedup, clamp=False)
     return alpha, [speedup(r, alpha) for r in group]

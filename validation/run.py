@@ -21,6 +21,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from eagle_tables import e1_rows, predict_series, predict_tree_row, series  # noqa: E402
+from fit import bisect  # noqa: E402
 from magicdec import predict_off, predict_row, predict_v1_group, rows, step_rows, v1_groups  # noqa: E402
 from step_times import report_lines as step_time_lines  # noqa: E402
 from step_times import step_points  # noqa: E402
@@ -44,18 +45,6 @@ class Point:
     abs_predicted: float | None = None
     calibration: bool = False  # the point tau was calibrated on (excluded from the statistics)
     group: str = ""  # one measured curve (series and fixed context); default: the series
-
-
-def _bisect(f, lo: float, hi: float, target: float, iters: int = 40) -> float:
-    """x in [lo, hi] with f(x) = target for increasing f (clamped to the ends)."""
-    if f(hi) < target:
-        return hi
-    if f(lo) > target:
-        return lo
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
-    return 0.5 * (lo + hi)
 
 
 def magicdec_points() -> list[Point]:
@@ -105,26 +94,36 @@ def eagle_points() -> list[Point]:
 DSPARK_PROMPT, DSPARK_OUTPUT = 600.0, 1000.0
 
 
+def _published(prefix: str) -> list[dict]:
+    """The rows of published_points.csv whose id starts with `prefix`."""
+    with open(HERE / "published_points.csv", newline="", encoding="utf-8") as fh:
+        return [r for r in csv.DictReader(fh) if r["id"].startswith(prefix)]
+
+
+def _dspark_scenario(k: int, alpha: float) -> Scenario:
+    """The DSpark deployment (TP8 + expert parallel, FP8 KV cache, as the source says) at fixed k."""
+    dep = Deployment(model=load_model("deepseek-v3"), hardware=load_hardware("b300"), tp=8, kv_dtype="fp8",
+                     expert_parallel=True)
+    return Scenario(dep, Speculation("medusa", k, Acceptance.rate(alpha)), DSPARK_PROMPT + DSPARK_OUTPUT / 2,
+                    DSPARK_PROMPT, DSPARK_OUTPUT)
+
+
+def _dspark_alpha(k: int, load: float, speedup: float) -> float:
+    """The acceptance rate that reproduces the fixed-k speedup at the series' lowest load."""
+    return bisect(lambda a: float(evaluate(_dspark_scenario(k, a), [load]).speedup[0]), 0.0, 0.98, speedup)
+
+
 def dspark_points() -> list[Point]:
     groups: dict[str, list[dict]] = {}
-    with open(HERE / "published_points.csv", newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            if r["id"].startswith("DSPARK") and r["k"].isdigit():
-                groups.setdefault(r["k"], []).append(r)
-    dep = Deployment(model=load_model("deepseek-v3"), hardware=load_hardware("b300"), tp=8, kv_dtype="fp8",
-                     expert_parallel=True)  # the source: TP8 + expert parallel, FP8 KV cache
+    for r in _published("DSPARK"):
+        if r["k"].isdigit():
+            groups.setdefault(r["k"], []).append(r)
     out = []
     for k, rs in sorted(groups.items(), key=lambda kv: int(kv[0])):
         rs.sort(key=lambda r: float(r["load_value"]))
         loads = [float(r["load_value"]) for r in rs]
-
-        def sc(alpha: float) -> Scenario:
-            return Scenario(dep, Speculation("medusa", int(k), Acceptance.rate(alpha)),
-                            DSPARK_PROMPT + DSPARK_OUTPUT / 2, DSPARK_PROMPT, DSPARK_OUTPUT)
-
-        first = float(rs[0]["speedup"])
-        alpha = _bisect(lambda a: float(evaluate(sc(a), [loads[0]]).speedup[0]), 0.0, 0.98, first)
-        c = evaluate(sc(alpha), loads)
+        alpha = _dspark_alpha(int(k), loads[0], float(rs[0]["speedup"]))
+        c = evaluate(_dspark_scenario(int(k), alpha), loads)
         for i, r in enumerate(rs):
             out.append(Point(r["id"], f"DSpark fixed k={k}", loads[i], float(r["speedup"]), float(c.speedup[i]),
                              "output tokens/s (off)", float(r["value_off"]), float(c.tokens_per_s_off[i]),
@@ -139,22 +138,13 @@ def dspark_adaptive_points() -> tuple[list[Point], list[tuple[float, float, floa
     from the base step-cost model."""
     from crossover.adaptive import adaptive_throughput
 
-    rows_ = []
-    with open(HERE / "published_points.csv", newline="", encoding="utf-8") as fh:
-        rows_ = [r for r in csv.DictReader(fh) if r["id"].startswith("DSPARK")]
+    rows_ = _published("DSPARK")
     fixed = sorted((r for r in rows_ if r["k"] == "7"), key=lambda r: float(r["load_value"]))
     adaptive = sorted((r for r in rows_ if r["k"].startswith("adaptive")), key=lambda r: float(r["load_value"]))
-    dep = Deployment(model=load_model("deepseek-v3"), hardware=load_hardware("b300"), tp=8, kv_dtype="fp8",
-                     expert_parallel=True)
-
-    def sc(alpha: float) -> Scenario:
-        return Scenario(dep, Speculation("medusa", 7, Acceptance.rate(alpha)), DSPARK_PROMPT + DSPARK_OUTPUT / 2,
-                        DSPARK_PROMPT, DSPARK_OUTPUT)
-
-    alpha = _bisect(lambda a: float(evaluate(sc(a), [1.0]).speedup[0]), 0.0, 0.98, float(fixed[0]["speedup"]))
+    sc = _dspark_scenario(7, _dspark_alpha(7, float(fixed[0]["load_value"]), float(fixed[0]["speedup"])))
     loads = [float(r["load_value"]) for r in adaptive]
-    c = evaluate(sc(alpha), loads)
-    pred = adaptive_throughput(sc(alpha), loads, 7).tokens_per_s / c.tokens_per_s_off
+    c = evaluate(sc, loads)
+    pred = adaptive_throughput(sc, loads, 7).tokens_per_s / c.tokens_per_s_off
     points = [Point(r["id"], "DSpark adaptive budget (k_max 7)", loads[i], float(r["speedup"]), float(pred[i]),
                     "output tokens/s (off)", float(r["value_off"]), float(c.tokens_per_s_off[i]))
               for i, r in enumerate(adaptive)]
@@ -172,12 +162,7 @@ def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
         "VLLMBLOG-SG": ("sharegpt", "draft", "qwama-0.5b"),
         "VLLMBLOG-CNN": ("cnn-dailymail", "ngram", None),
     }
-    rows_by: dict[str, list[dict]] = {}
-    with open(HERE / "published_points.csv", newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            for prefix in setups:
-                if r["id"].startswith(prefix + "-"):
-                    rows_by.setdefault(prefix, []).append(r)
+    rows_by = {prefix: rs for prefix in setups if (rs := _published(prefix + "-"))}
     dep = Deployment(model=load_model("llama-3-70b"), hardware=load_hardware("h100-sxm"), tp=4)
     out = []
     for prefix, rs in rows_by.items():
@@ -198,7 +183,7 @@ def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
             return r["off"]["mean_e2el_ms"] / r["on"]["mean_e2el_ms"], r
 
         first = float(rs[0]["speedup"])
-        alpha = _bisect(lambda a: ratio(a, float(rs[0]["load_value"]), 0)[0], 0.0, 0.97, first, iters=14)
+        alpha = bisect(lambda a: ratio(a, float(rs[0]["load_value"]), 0)[0], 0.0, 0.97, first, iters=14)
         for i, r in enumerate(rs):
             rate = float(r["load_value"])
             pr, res = ratio(alpha, rate, i)
