@@ -149,17 +149,15 @@ class Plan:
 
     def window_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(KV tokens read, query x key pairs) summed over sequences (last axis), per distinct window."""
-        kv = []
-        qk = []
-        for w in self.windows:
-            length = context + q
-            half = context + (q + 1.0) / 2.0
-            if np.isfinite(w):
-                length = np.minimum(length, w)
-                half = np.minimum(half, w)
-            kv.append(length.sum(axis=-1))
-            qk.append((q * half).sum(axis=-1))
-        return np.asarray(kv), np.asarray(qk)
+        length = context + q  # the same for every window until capped
+        half = context + (q + 1.0) / 2.0
+        kv = np.empty((len(self.windows),) + length.shape[:-1])
+        qk = np.empty_like(kv)
+        for i, w in enumerate(self.windows):
+            capped = np.isfinite(w)
+            kv[i] = (np.minimum(length, w) if capped else length).sum(axis=-1)
+            qk[i] = (q * (np.minimum(half, w) if capped else half)).sum(axis=-1)
+        return kv, qk
 
     def timer(self, max_tokens: int) -> "StepTimer":
         """A fast evaluator for integer token counts up to `max_tokens`: everything that depends only on
