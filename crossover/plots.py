@@ -78,6 +78,10 @@ def plot_simulation(res, inputs: dict[str, Any], path: str) -> None:
     for arm, color in (("off", "tab:blue"), ("on", "tab:orange")):
         ax.plot(x, [getattr(lv, arm)["output_throughput"] for lv in res.levels], "o-", color=color,
                 label=f"speculation {arm}")
+        sat = [i for i, lv in enumerate(res.levels) if getattr(lv, arm).get("saturated")]
+        if sat:  # the queue grew without bound there: the point depends on the run's length
+            ax.plot(x[sat], [getattr(res.levels[i], arm)["output_throughput"] for i in sat], "X", color="red",
+                    ms=9, label=f"{arm} saturated")
         metric = "tpot" if res.axis == "concurrency" else "e2el"
         ax2.plot(x, [getattr(lv, arm)[f"median_{metric}_ms"] for lv in res.levels], "o-", color=color,
                  label=f"{arm} p50 {metric.upper()}")
@@ -211,16 +215,15 @@ def plot_speedup_family(sc, inputs: dict[str, Any], path: str, ks=(1, 2, 3, 4, 6
     import numpy as np
 
     from .curves import Scenario, evaluate
-    from .policy import with_k
     from .speculation import Acceptance
 
     plt = _pyplot()
     xs = np.geomspace(1, 512, 120)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for k in ks:
-        s = Scenario(sc.deployment, with_k(sc.speculation, k), sc.context, sc.prompt_len, sc.output_len)
+        s = Scenario(sc.deployment, sc.speculation.with_k(k), sc.context, sc.prompt_len, sc.output_len)
         a1.plot(xs, evaluate(s, xs).speedup, label=f"k = {k}")
-    base = with_k(sc.speculation, sc.speculation.k)
+    base = sc.speculation.with_k(sc.speculation.k)
     for a in alphas:
         s = Scenario(sc.deployment, replace(base, acceptance=Acceptance.rate(a, base.acceptance.match_rate)),
                      sc.context, sc.prompt_len, sc.output_len)
@@ -244,7 +247,7 @@ def plot_roofline(sc, inputs: dict[str, Any], path: str, batches=(1, 8, 32, 128,
     decode and verify steps of the target at several batch sizes (whole-step FLOPs / bytes)."""
     import numpy as np
 
-    from .roofline import step_time
+    from .step import step_time
 
     plt = _pyplot()
     dep = sc.deployment
@@ -284,22 +287,21 @@ def plot_breakdown(sc, inputs: dict[str, Any], path: str, batches=(1, 8, 32, 128
     """Stacked step time at several batches, off and on: draft, verify by op, overheads."""
     import numpy as np
 
-    from .roofline import step_time
-    from .speculation import spec_step_time
+    from .step import StepModel
 
     plt = _pyplot()
-    dep = sc.deployment
+    model = StepModel.of(sc.deployment, sc.speculation)
     names: list[str] = []
     bars = []
     for b in batches:
-        off = step_time(dep, [b], 1, sc.context)
-        on = spec_step_time(dep, sc.speculation, [b], sc.context)
-        for arm, cost, extra in (("off", off, {}), ("on", on.verify, {
-                "draft": float(on.draft.total[0]),
-                "spec overhead": float(on.total[0] - on.draft.total[0] - on.verify.total[0])})):
-            parts = {n: float(o.time[0]) for n, o in cost.ops.items()}
-            parts["overhead"] = float(np.broadcast_to(cost.overhead, (1,))[0])
-            parts.update(extra)
+        off = model.price(model.decode(np.array([b], float), sc.context), detail=True)
+        on = model.price(model.decode(np.array([b], float), sc.context, sc.speculation), detail=True)
+        for arm, step in (("off", off), ("on", on)):
+            parts = {n: float(o.time[0]) for n, o in step.ops.items()}
+            parts["overhead"] = float(step.target.overhead + step.terms["step_overhead"][0])  # type: ignore[union-attr]
+            if arm == "on":
+                parts["draft"] = float(step.draft[0])
+                parts["spec overhead"] = float(step.terms["spec_overhead"][0] + step.terms["spec_overhead_per_seq"][0])
             for n in parts:
                 if n not in names:
                     names.append(n)

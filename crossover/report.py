@@ -115,10 +115,12 @@ def spec_text(spec) -> str:
     return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False).rstrip()
 
 
-def _clean(x: float) -> float | None:
-    """JSON-safe number: NaN becomes null."""
+def _clean(x: float | bool) -> float | bool | None:
+    """JSON-safe value: booleans stay booleans, NaN and infinities become null."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
     x = float(x)
-    return None if x != x else round(x, 4)
+    return round(x, 4) if math.isfinite(x) else None
 
 
 def simulation_dict(res) -> dict[str, Any]:
@@ -181,10 +183,12 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
     for lv, ratio in zip(res.levels, res.ratios):
         f, n = lv.off, lv.on
         lines.append(
-            f"{lv.value:>7g} | {f['output_throughput']:>8.0f} {n['output_throughput']:>8.0f} {ratio:>8.3f} | "
+            f"{lv.value:>7g} | {_tput(f)} {_tput(n)} {ratio:>8.3f} | "
             f"{f['median_ttft_ms']:>7.1f} {n['median_ttft_ms']:>7.1f} | {f['median_tpot_ms']:>7.2f} "
             f"{n['median_tpot_ms']:>7.2f} | {f['p99_tpot_ms']:>7.2f} {n['p99_tpot_ms']:>7.2f} | "
             f"{f['p99_e2el_ms'] / 1e3:>6.2f} {n['p99_e2el_ms'] / 1e3:>6.2f}")
+    if axis == "request_rate":
+        lines += _rate_lines(res)
     if res.levels and res.levels[0].policy is not None:
         lines += ["", "routing by load (the best-k schedule applied step by step):",
                   f"{label:>7} | {'policy tok/s':>12} {'vs on':>7} {'vs off':>7} | {'mean E2E s':>10} {'vs on':>7} "
@@ -206,6 +210,28 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
         lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1)")
     lines += latency_lines(_simulated_latency(res), what)
     return "\n".join(lines)
+
+
+def _tput(arm: dict[str, Any]) -> str:
+    """Output tok/s in 8 columns, a `*` when the arm's queue grew without bound at that level."""
+    return f"{arm['output_throughput']:>7.0f}{'*' if arm.get('saturated') else ' '}"
+
+
+def _rate_lines(res) -> list[str]:
+    """Offered and achieved request rates per level, and which arms saturated (request-rate sweeps)."""
+    first = res.levels[0]
+    cap = {a: getattr(first, a).get("capacity_request_rate") for a in ("off", "on")}
+    lines = ["", f"{'req/s':>7} | {'achieved req/s':^16} | saturated     (capacity at the engine's limit: "
+                 f"off {cap['off']:.2f}, on {cap['on']:.2f} req/s)",
+             f"{'offered':>7} | {'off':>7} {'on':>8} |"]
+    for lv in res.levels:
+        sat = [a for a in ("off", "on") if getattr(lv, a).get("saturated")]
+        lines.append(f"{lv.value:>7g} | {lv.off['achieved_request_rate']:>7.2f} {lv.on['achieved_request_rate']:>8.2f} "
+                     f"| {', '.join(sat) if sat else '-'}")
+    if any(lv.off.get("saturated") or lv.on.get("saturated") for lv in res.levels):
+        lines.append("* saturated: the offered rate exceeds what the server completes with its batch at the engine's "
+                     "limit, so the queue grows without bound and latencies grow with --num-prompts")
+    return lines
 
 
 def _measured_ratio(table, off, on) -> float:

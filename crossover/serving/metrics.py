@@ -37,23 +37,29 @@ def _stats(name: str, values: np.ndarray, weights: np.ndarray | None = None) -> 
     }
 
 
-def summarize(log: RunLog, measure_from: int) -> dict[str, float]:
-    """vLLM-style results: throughputs over the steady window, latency statistics over measured requests."""
+def summarize(log: RunLog, measure_from: int, offered_rate: float | None = None,
+              capacity: float | None = None) -> dict[str, float | bool]:
+    """vLLM-style results (`vllm bench serve`'s meaning): throughputs are what the completed requests
+    delivered over the benchmark's duration, from the first measured request sent to the last request
+    completed; latency statistics over the measured requests.
+
+    With the warm-up excluded (`measure_from` > 0) the window opens when the first measured request is
+    sent and counts every token emitted after that (the warm-up requests still in flight complete
+    inside it); with `measure_from` = 0 it is exactly vLLM's `output_throughput`. An open-loop run
+    (`offered_rate` req/s) is `saturated` when the offered rate exceeds the `capacity` (req/s the
+    server completes with its running batch at the engine's limit): its queue grows without bound.
+    """
     n = len(log.arrival)
     idx = np.arange(n)
     measured = idx >= measure_from
     ends = np.concatenate(log.step_end)
     toks = np.concatenate(log.step_tokens)
     pre = np.concatenate(log.step_prefill)
-    # Steady window: from the first measured request's arrival to the last arrival (after it the
-    # offered load drains away: closed-loop clients stop refilling, open-loop arrivals stop).
     t0 = float(log.arrival[measure_from])
-    t1 = float(np.max(log.arrival[np.isfinite(log.arrival)]))
-    if t1 - t0 <= 0:  # too few requests for a steady window: use the whole measured run
-        t1 = float(np.nanmax(log.finish))
-    in_win = (ends > t0) & (ends <= t1)
+    t1 = float(np.nanmax(log.finish))
+    in_win = ends > t0
     span = max(t1 - t0, 1e-12)
-    fin_in = np.count_nonzero((log.finish > t0) & (log.finish <= t1))
+    fin_in = np.count_nonzero(log.finish > t0)
     out_tokens = float(toks[in_win].sum())
     in_tokens = float(pre[in_win].sum())
     ttft = (log.first_token - log.arrival)[measured]
@@ -62,16 +68,22 @@ def summarize(log: RunLog, measure_from: int) -> dict[str, float]:
     tpot = ((log.finish - log.first_token) / np.maximum(log.output - 1, 1))[multi]
     itl_v = np.concatenate(log.itl_values) if log.itl_values else np.zeros(0)
     itl_w = np.concatenate(log.itl_counts) if log.itl_counts else np.zeros(0)
-    res: dict[str, float] = {
+    res: dict[str, float | bool] = {
         "completed": int(measured.sum()),
-        "duration": float(np.nanmax(log.finish)),
+        "duration": t1 - float(np.nanmin(log.arrival)),
         "window_s": span,
         "request_throughput": fin_in / span,
+        "achieved_request_rate": fin_in / span,
+        "saturated": bool(offered_rate is not None and capacity is not None and offered_rate > capacity),
         "output_throughput": out_tokens / span,
         "total_token_throughput": (out_tokens + in_tokens) / span,
         "total_input_tokens": int(log.prompt[measured].sum()),
         "total_output_tokens": int(log.output[measured].sum()),
     }
+    if offered_rate is not None:  # open loop: what was offered and what the server can complete
+        res["offered_request_rate"] = float(offered_rate)
+        if capacity is not None:
+            res["capacity_request_rate"] = float(capacity)
     res.update(_stats("ttft", ttft))
     res.update(_stats("tpot", tpot))
     res.update(_stats("itl", itl_v, itl_w))
@@ -80,3 +92,14 @@ def summarize(log: RunLog, measure_from: int) -> dict[str, float]:
         res["spec_decode_acceptance_length"] = 1.0 + log.drafts_accepted / log.verify_steps
         res["spec_decode_acceptance_rate"] = 100.0 * log.drafts_accepted / max(log.drafts_proposed, 1e-12)
     return res
+
+
+def steady_request_rate(log: RunLog, measure_from: int) -> float:
+    """Requests completed per second while the clients keep the server full: from the first measured
+    request sent to the last request sent (before the drain), for a closed-loop run at the engine's limit."""
+    t0 = float(log.arrival[measure_from])
+    t1 = float(np.max(log.arrival[np.isfinite(log.arrival)]))
+    if t1 - t0 <= 0:  # every request sent at once: the whole run
+        t1 = float(np.nanmax(log.finish))
+    done = np.count_nonzero((log.finish > t0) & (log.finish <= t1))
+    return done / max(t1 - t0, 1e-12)

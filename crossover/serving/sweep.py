@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -12,7 +13,7 @@ from ..curves import Scenario, crossing_between_levels
 from ..errors import CrossoverError
 from ..workload import Workload
 from .engine import EngineLimits, kv_capacity_tokens
-from .metrics import summarize
+from .metrics import steady_request_rate, summarize
 from .simulator import Arm, arrivals_poisson, simulate
 
 Axis = Literal["concurrency", "request_rate"]
@@ -79,36 +80,92 @@ def check_fits(sc: Scenario, workload: Workload, concurrency: float, base: Path 
             f"speculation and {fits_on} with it; use concurrency <= {fits_on}, a larger --tp or a smaller workload")
 
 
+AXIS_CODE = {"concurrency": 0, "request_rate": 1}
+ARM_CODE = {"off": 0, "on": 1, "policy": 2}
+CAPACITY_CODE = 2  # the closed-loop run at the engine's limit that sizes an open-loop level's capacity
+
+
+def level_entropy(seed: int, axis: Axis, value: float) -> list[int]:
+    """The seed of one level's random streams: (seed, axis, the level's value as its 64 IEEE bits), so a
+    level draws the same requests whatever other levels the sweep holds and in whatever order."""
+    if not (isinstance(seed, (int, np.integer)) and seed >= 0):
+        raise CrossoverError(f"--seed must be a whole number >= 0 (got {seed})")
+    bits = int.from_bytes(struct.pack("<d", float(value)), "little")
+    return [int(seed), AXIS_CODE[axis], bits]
+
+
+def _stagger(sc: Scenario, concurrency: float, prompt: np.ndarray, output: np.ndarray) -> float:
+    """Closed-loop clients start spread over one request's expected lifetime, as a long-running
+    benchmark's clients are after their first round: with equal lengths, a common start would lock
+    them into waves of prefill-only and decode-only steps that no steady state has."""
+    try:
+        from ..step import step_time
+    except ImportError:  # pragma: no cover - a tree from before the step model (crossover/step.py)
+        from ..roofline import step_time  # type: ignore[no-redef]
+
+    dec = float(step_time(sc.deployment, [concurrency], 1, float(prompt.mean())).total[0])
+    return float(output.mean()) * dec
+
+
+def _runs(sc: Scenario, arms: tuple[bool, ...], schedule: np.ndarray | None) -> list[tuple[str, Arm]]:
+    runs = [("on" if sp else "off", Arm(sc, sp)) for sp in arms]
+    if schedule is not None:
+        runs.append(("policy", Arm(sc, True, schedule)))
+    return runs
+
+
+def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, limits: EngineLimits = EngineLimits(),
+             warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
+             schedule: np.ndarray | None = None) -> dict[str, float]:
+    """Per arm, the requests/s the server completes with its running batch at the engine's limit
+    (max_num_seqs clients closed-loop, KV permitting): an offered rate above it saturates that arm."""
+    n = max(num_prompts, 4 * limits.max_num_seqs)
+    entropy = [int(seed), CAPACITY_CODE, limits.max_num_seqs, limits.max_num_batched_tokens]
+    prompt, output = workload.sample(np.random.default_rng(entropy), n, base)
+    warm = min(int(warmup_frac * n), n - 1)
+    conc = limits.max_num_seqs
+    stagger = _stagger(sc, conc, prompt, output)
+    out = {}
+    for name, arm in _runs(sc, arms, schedule):
+        cap = kv_capacity_tokens(sc.deployment, sc if arm.speculate else None)
+        log = simulate(arm, prompt, output, np.random.default_rng(entropy + [ARM_CODE[name]]), concurrency=conc,
+                       limits=limits, kv_capacity=cap, measure_from=warm, stagger_s=stagger)
+        out[name] = steady_request_rate(log, warm)
+    return out
+
+
 def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num_prompts: int, seed: int,
-              level_index: int, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(),
+              level_index: int | None = None, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(),
               warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
-              schedule: np.ndarray | None = None) -> dict:
-    """Both arms (and the scheduled arm, given a schedule) at one level, on the same requests."""
-    rng = np.random.default_rng([seed, level_index])
+              schedule: np.ndarray | None = None, capacities: dict[str, float] | None = None) -> dict:
+    """Both arms (and the scheduled arm, given a schedule) at one level, on the same requests.
+
+    The requests (lengths, arrivals) come from (seed, axis, value) and each arm's acceptance draws
+    from that and the arm, so a level is the same alone or inside any sweep (`level_index` is
+    accepted for old callers and ignored). An open-loop level is marked `saturated` per arm against
+    `capacities` (computed here when not given; see `capacity`).
+    """
+    entropy = level_entropy(seed, axis, value)
+    rng = np.random.default_rng(entropy)
     prompt, output = workload.sample(rng, num_prompts, base)
     arrival = None
     if axis == "request_rate":
         arrival = arrivals_poisson(rng, num_prompts, value, burstiness)
+        if capacities is None:
+            capacities = capacity(sc, workload, num_prompts=num_prompts, seed=seed, limits=limits,
+                                  warmup_frac=warmup_frac, base=base, arms=arms, schedule=schedule)
     warm = min(int(warmup_frac * num_prompts), num_prompts - 1)
-    stagger = 0.0
-    if axis == "concurrency":
-        # Clients start spread over one request's expected lifetime, as a long-running benchmark's
-        # clients are after their first round: with equal lengths, a common start would lock them
-        # into waves of prefill-only and decode-only steps that no steady state has.
-        from ..roofline import step_time
-
-        dec = float(step_time(sc.deployment, [value], 1, float(prompt.mean())).total[0])
-        stagger = float(output.mean()) * dec
+    stagger = _stagger(sc, value, prompt, output) if axis == "concurrency" else 0.0
     out = {}
-    runs = [("on" if sp else "off", Arm(sc, sp)) for sp in arms]
-    if schedule is not None:
-        runs.append(("policy", Arm(sc, True, schedule)))
-    for i, (name, arm) in enumerate(runs):
+    for name, arm in _runs(sc, arms, schedule):
         cap = kv_capacity_tokens(sc.deployment, sc if arm.speculate else None)
-        arm_rng = np.random.default_rng([seed, level_index, i if name != "off" else 0, int(arm.speculate)])
+        arm_rng = np.random.default_rng(entropy + [ARM_CODE[name]])
         log = simulate(arm, prompt, output, arm_rng, concurrency=int(value) if axis == "concurrency" else None,
                        arrival=arrival, limits=limits, kv_capacity=cap, measure_from=warm, stagger_s=stagger)
-        out[name] = summarize(log, warm)
+        if axis == "request_rate":
+            out[name] = summarize(log, warm, offered_rate=value, capacity=capacities[name])  # type: ignore[index]
+        else:
+            out[name] = summarize(log, warm)
     return out
 
 
@@ -125,9 +182,14 @@ def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, 
             if v != int(v) or v < 1:
                 raise CrossoverError(f"concurrency must be a positive integer (got {v:g})")
         check_fits(sc, workload, max(values), base)
+    level_entropy(seed, axis, values[0])  # a bad seed fails before any level runs
+    caps = None
+    if axis == "request_rate":
+        caps = capacity(sc, workload, num_prompts=num_prompts, seed=seed, limits=limits, warmup_frac=warmup_frac,
+                        base=base, schedule=schedule)
     res = SweepResult(axis)
-    for i, v in enumerate(sorted(values)):
-        r = run_level(sc, workload, axis, v, num_prompts=num_prompts, seed=seed, level_index=i,
-                      burstiness=burstiness, limits=limits, warmup_frac=warmup_frac, base=base, schedule=schedule)
+    for v in sorted(values):
+        r = run_level(sc, workload, axis, v, num_prompts=num_prompts, seed=seed, burstiness=burstiness,
+                      limits=limits, warmup_frac=warmup_frac, base=base, schedule=schedule, capacities=caps)
         res.levels.append(Level(v, r["off"], r["on"], r.get("policy")))
     return res
