@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .curves import Plans, Scenario
+from .curves import Scenario
 from .errors import CrossoverError
-from .roofline import engine_step
+from .step import StepModel
 
 
 @dataclass
@@ -58,19 +58,15 @@ def adaptive_throughput(sc: Scenario, batches, k_max: int, *, threshold: float =
     s = np.where(s >= threshold, s, 0.0)
     s = np.where(np.cumsum(s == 0.0, axis=1) > 0, 0.0, s)  # drafting stopped at the first miss
     drafted = (s > 0).sum(axis=1).astype(float)
-    dep = sc.deployment
-    eff = dep.efficiency
-    plans = Plans.of(sc)
     spec = replace(sc.speculation, k=k_max)
-    draft_plan = spec.draft_plan(dep)
-    draft_t = spec.draft_time(dep, b, sc.context, draft_plan).total
+    model = StepModel.of(sc.deployment, spec)
+    passes = model.draft_passes(b, sc.context, spec.draft_pass_widths)  # k_max sequential draft passes
     if not load_budget:
         if threshold == 0.0:  # every draft verified: exact expectations, E[c_1...c_j] = survival_j
             w, tau = float(k_max), 1.0 + float(sc.speculation.acceptance.survival(k_max).sum())
         else:
             w, tau = float(drafted.mean()), 1.0 + float(s.sum(axis=1).mean())
-        verify = engine_step(plans.target, dep, b, 1.0 + w, sc.context).total
-        step = draft_t + verify + eff.spec_overhead_s + b * eff.spec_overhead_per_seq_s
+        step = model.price(model.decode(b, sc.context, spec, width=1.0 + w, passes=passes)).total
         return AdaptiveResult(b, b * tau / step, np.full_like(b, w), np.full_like(b, tau))
     # Budget: the population of candidate S_j, best first; the top share f of them, per sequence.
     pool = np.sort(s[s > 0])[::-1]
@@ -80,9 +76,12 @@ def adaptive_throughput(sc: Scenario, batches, k_max: int, *, threshold: float =
     best_t = np.zeros_like(b)
     best_w = np.zeros_like(b)
     best_tau = np.zeros_like(b)
+    # every batch (rows) against every verified share (columns) in one pricing
+    col = b[:, None]
+    steps = model.price(model.decode(col, sc.context, spec, width=1.0 + grid[None, :],
+                                     passes=model.draft_passes(col, sc.context, spec.draft_pass_widths))).total
     for i, bi in enumerate(b):
-        verify = engine_step(plans.target, dep, np.full(grid.size, bi), 1.0 + grid, sc.context).total
-        step = draft_t[i] + verify + eff.spec_overhead_s + bi * eff.spec_overhead_per_seq_s
+        step = steps[i]
         tput = bi * (1.0 + acc) / step
         j = int(np.argmax(tput))
         best_t[i], best_w[i], best_tau[i] = tput[j], grid[j], 1.0 + acc[j]

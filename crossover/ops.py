@@ -4,6 +4,7 @@ of every op, reused by decode, verify, prefill and draft forwards (the cost engi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -53,28 +54,15 @@ def _linear_dtype(weight_dtype: str, part: Literal["dense", "experts"]) -> str:
 # Ops that run only where a next token is sampled: prompts need logits at their last position only.
 SAMPLED_OPS = ("lm_head", "draft_lm_head", "medusa_heads")
 
-_OPS: dict[tuple, tuple[Model, list[Op]]] = {}
-
-
 def model_ops(model: Model, weight_dtype: str | None = None, tp: int = 1, layers: float | None = None,
               lm_head_vocab: int | None = None, include_lm_head: bool = True) -> list[Op]:
-    """The op list of `model` (optionally a subset of `layers` layers, or another LM-head vocab).
-
-    Memoised per (immutable) model and arguments: the list depends on nothing else.
-    """
-    key = (id(model), weight_dtype, tp, layers, lm_head_vocab, include_lm_head)
-    hit = _OPS.get(key)
-    if hit is not None and hit[0] is model:
-        return list(hit[1])
-    if len(_OPS) > 512:
-        _OPS.clear()
-    ops = _model_ops(model, weight_dtype, tp, layers, lm_head_vocab, include_lm_head)
-    _OPS[key] = (model, ops)
-    return list(ops)
+    """The op list of `model` (optionally a subset of `layers` layers, or another LM-head vocab)."""
+    return list(_model_ops(model, weight_dtype, tp, layers, lm_head_vocab, include_lm_head))
 
 
+@lru_cache(maxsize=512)
 def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | None,
-               lm_head_vocab: int | None, include_lm_head: bool) -> list[Op]:
+               lm_head_vocab: int | None, include_lm_head: bool) -> tuple[Op, ...]:
     wd = weight_dtype or model.weight_dtype
     dd = _linear_dtype(wd, "dense")
     h, nq, nkv, hd = model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.hd
@@ -133,7 +121,7 @@ def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | 
         ops.append(Op("lm_head", "gemm", 1, params=vocab * h, dtype="bf16", in_features=h, out_features=vocab))
     if tp > 1:
         ops.append(Op("allreduce", "allreduce", 2 * n_layers, width=h))
-    return ops
+    return tuple(ops)
 
 
 def kv_share(op: Op, tp: int) -> float:

@@ -10,7 +10,6 @@ import numpy as np
 from . import memory
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
-from .policy import with_k
 from .specs.deployment import Deployment
 from .specs.hardware import Hardware
 from .specs.model import Model
@@ -113,7 +112,7 @@ def plan(model: Model, hardware: list[Hardware], spec: Speculation, prompt_len: 
                 if arm == "policy":
                     cand = [(None, *_latencies(sc, b, None))]
                     for k in range(1, k_max + 1):
-                        s = Scenario(dep, with_k(spec, k), ctx, prompt_len, output_len)
+                        s = Scenario(dep, spec.with_k(k), ctx, prompt_len, output_len)
                         cand.append((k, *_latencies(s, b, k)))
                 else:
                     cand = [(None if arm == "off" else spec.k, *_latencies(sc, b, None if arm == "off" else spec.k))]

@@ -12,17 +12,6 @@ from .errors import CrossoverError
 from .speculation import Speculation
 
 
-def with_k(spec: Speculation, k: int) -> Speculation:
-    """The same method and acceptance at window k. A mean accepted length (tau) describes one k, so
-    it becomes the i.i.d. rate that reproduces it; per-position rates must cover k."""
-    acc = spec.acceptance
-    if acc.kind == "tau":
-        acc = acc.as_rate(spec.k)
-    if spec.tree is not None:
-        raise CrossoverError("a best-k schedule applies to chains; give --k-max without --tree")
-    return replace(spec, k=k, acceptance=acc)
-
-
 @dataclass
 class Policy:
     """Throughput of every k (0 = speculation off) at every batch, and the best k."""
@@ -78,7 +67,7 @@ def best_k_policy(sc: Scenario, b_max: int, k_max: int) -> Policy:
     b = np.arange(1, b_max + 1, dtype=float)
     rows = []
     for k in range(1, k_max + 1):
-        s = Scenario(sc.deployment, with_k(sc.speculation, k), sc.context, sc.prompt_len, sc.output_len)
+        s = Scenario(sc.deployment, sc.speculation.with_k(k), sc.context, sc.prompt_len, sc.output_len)
         c = evaluate(s, b)
         if k == 1:
             rows.append(c.tokens_per_s_off)

@@ -20,7 +20,7 @@ Numbers: validation/transition.md, written by `python validation/transition.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -96,9 +96,10 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
     return big * np.power(1.0 + np.power(ratio, p), 1.0 / p)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Plan:
-    """An op list compiled against a deployment: per-row coefficients, so one step is a few array ops."""
+    """An op list compiled against a deployment: per-row coefficients, so one forward is a few array
+    ops. Hashed by identity (it holds arrays); built once per spec by the memoised builders below."""
 
     names: tuple[str, ...]
     weight_bytes: np.ndarray  # bytes streamed per step regardless of tokens (dense weights)
@@ -110,7 +111,7 @@ class Plan:
     kv_bytes_per_attended: np.ndarray  # per sequence per attended cached token
     kv_write_per_token: np.ndarray
     flops_per_query_attended: np.ndarray
-    window: np.ndarray  # attended-context cap (inf: none)
+    attention_window: np.ndarray  # attended-context cap per row (inf: none)
     bandwidth: np.ndarray
     rate: np.ndarray
     allreduce_s_per_token: float
@@ -127,25 +128,32 @@ class Plan:
     @cached_property
     def windows(self) -> tuple[float, ...]:
         """Distinct attention windows of the rows (inf: the whole context)."""
-        return tuple(np.unique(self.window).tolist())
+        return tuple(np.unique(self.attention_window).tolist())
 
     @cached_property
-    def window_index(self) -> np.ndarray:
-        """For each row, the index of its window in `windows`."""
-        return np.searchsorted(np.asarray(self.windows), self.window)
+    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row indices of token-count ops (GEMMs, experts), of sampled-position ops (LM heads) and of
+        attention ops."""
+        att = self.kv_bytes_per_attended > 0
+        lm = self.sampled_rows if self.sampled_rows is not None else np.zeros(len(self.names), bool)
+        return np.nonzero(~att & ~lm)[0], np.nonzero(~att & lm)[0], np.nonzero(att)[0]
 
-    def cost(self, batch, q=1, context=0) -> StepCost:
-        """Seconds for one forward over `batch` sequences, `q` new positions each, `context` cached."""
+    @cached_property
+    def _attention_window_index(self) -> np.ndarray:
+        """For each attention row, the index of its window in `windows`."""
+        return np.searchsorted(np.asarray(self.windows), self.attention_window[self._rows[2]])
+
+    # ------------------------------------------------------------------ attention sums per window
+
+    def uniform_sums(self, batch, q, context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(tokens, KV tokens read, query x key pairs) of `batch` sequences with `q` new positions
+        each over `context` cached tokens; the sums per window (window axis first)."""
         b, qq, c = np.asarray(batch, float), np.asarray(q, float), np.asarray(context, float)
-        shape = np.broadcast_shapes(b.shape, qq.shape, c.shape)
-        col = (slice(None),) + (None,) * len(shape)  # row coefficients against the input shape
-        w = self.window[col]
-        kv_len = b * np.minimum(c + qq, w)
+        w = np.asarray(self.windows)[(slice(None),) + (None,) * max(b.ndim, qq.ndim, c.ndim)]
+        kv = b * np.minimum(c + qq, w)
         # Causal: query j of the q new positions attends to context + j tokens (capped by the window).
-        qk_len = b * qq * np.minimum(c + (qq + 1.0) / 2.0, w)
-        out = self.from_sums(b * qq, kv_len, qk_len)  # token-only ops stay on the tokens' own shape
-        out.total = np.broadcast_to(out.total, shape)
-        return out
+        qk = b * qq * np.minimum(c + (qq + 1.0) / 2.0, w)
+        return b * qq, kv, qk
 
     def window_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(KV tokens read, query x key pairs) summed over sequences (last axis), per distinct window."""
@@ -159,82 +167,18 @@ class Plan:
             qk[i] = (q * (np.minimum(half, w) if capped else half)).sum(axis=-1)
         return kv, qk
 
-    def timer(self, max_tokens: int) -> "StepTimer":
-        """A fast evaluator for integer token counts up to `max_tokens`: everything that depends only on
-        the step's token count (GEMMs, experts, all-reduces, overheads) is tabulated once."""
-        att = self.kv_bytes_per_attended > 0
-        lm = self.sampled_rows if self.sampled_rows is not None else np.zeros(len(self.names), bool)
-        rest = ~att & ~lm
-        tokens = np.arange(max_tokens + 1, dtype=float)
-        sub = {f: getattr(self, f)[rest] for f in ("weight_bytes", "expert_bytes", "num_experts", "top_k",
-                                                   "act_bytes_per_token", "flops_per_token", "bandwidth", "rate")}
-        n = int(rest.sum())
-        zeros = np.zeros(n)
-        gemm_plan = Plan(tuple(np.asarray(self.names)[rest]), sub["weight_bytes"], sub["expert_bytes"],
-                         sub["num_experts"], sub["top_k"], sub["act_bytes_per_token"], sub["flops_per_token"],
-                         zeros, zeros, zeros, np.full(n, np.inf), sub["bandwidth"], sub["rate"],
-                         self.allreduce_s_per_token, self.allreduce_latency_s, self.has_allreduce, self.overhead_s,
-                         self.transition, self.p, self.ep_groups)
-        table = gemm_plan.from_sums(tokens, np.zeros((n, tokens.size)), np.zeros((n, tokens.size))).total
-        col = (slice(None), None)
-        lm_table = combine((self.weight_bytes[lm][col] + self.act_bytes_per_token[lm][col] * tokens)
-                           / self.bandwidth[lm][col], self.flops_per_token[lm][col] * tokens / self.rate[lm][col],
-                           self.transition, self.p).sum(axis=0)
-        wi = self.window_index[att]
-        return StepTimer(table, wi, self.kv_bytes_per_attended[att], self.kv_write_per_token[att],
-                         self.flops_per_query_attended[att], self.bandwidth[att], self.rate[att],
-                         self.transition, self.p, lm_table)
+    # ------------------------------------------------------------------ the one evaluator
 
-    @cached_property
-    def _split(self) -> tuple[np.ndarray, np.ndarray]:
-        """Row indices of token-only ops (GEMMs, experts) and of attention ops."""
-        att = self.kv_bytes_per_attended > 0
-        return np.nonzero(~att)[0], np.nonzero(att)[0]
-
-    @cached_property
-    def _coef(self) -> dict[str, np.ndarray]:
-        """Per-part coefficient arrays, indexed once (the hot path only takes views)."""
-        g, a = self._split
-        out = {f"g_{f}": getattr(self, f)[g] for f in ("weight_bytes", "act_bytes_per_token", "flops_per_token",
-                                                        "expert_bytes", "num_experts", "top_k", "bandwidth", "rate")}
-        out.update({f"a_{f}": getattr(self, f)[a] for f in ("kv_bytes_per_attended", "kv_write_per_token",
-                                                             "flops_per_query_attended", "bandwidth", "rate")})
-        out["g_names"] = tuple(self.names[i] for i in g)  # type: ignore[assignment]
-        out["a_names"] = tuple(self.names[i] for i in a)  # type: ignore[assignment]
-        out["has_experts"] = bool(out["g_expert_bytes"].any())  # type: ignore[assignment]
-        lm = self.sampled_rows if self.sampled_rows is not None else np.zeros(len(self.names), bool)
-        out["g_sampled"] = lm[g]
-        out["all_sampled"] = lm
-        out["has_sampled"] = bool(lm.any())  # type: ignore[assignment]
-        return out
-
-    def _row_tokens(self, mask: np.ndarray, tokens: np.ndarray, sampled) -> np.ndarray:
-        """Tokens each row processes: `sampled` on LM-head rows, `tokens` elsewhere (row axis first)."""
+    def _token_rows(self, rows: np.ndarray, tokens: np.ndarray, routed: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(time, memory time, compute time, bytes, FLOPs) of weight-streaming rows over `tokens`
+        positions each; `routed`: the step's tokens that pick experts. Row axis first."""
         col = (slice(None),) + (None,) * tokens.ndim
-        if sampled is None or not mask.any():
-            return tokens
-        return np.where(mask[col], np.asarray(sampled, float), tokens)
-
-    def from_sums(self, tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray, sampled=None) -> StepCost:
-        """Seconds for a forward of `tokens` new tokens whose attention reads `kv_len` cached tokens
-        and scores `qk_len` query-key pairs per row (row axis first): mixed batches of decode,
-        verify and prefill chunks cost the same way as a uniform batch. `sampled`: positions whose
-        logits are needed (LM head); default all `tokens` (decode and verify). Token-only ops are
-        computed on `tokens`' shape, attention ops on the sums' shape; the total broadcasts both."""
-        tokens = np.asarray(tokens, float)
-        kv_len, qk_len = np.asarray(kv_len, float), np.asarray(qk_len, float)
-        if kv_len.shape[1:] == tokens.shape and not self._coef["has_experts"]:
-            return _fused_rows(self, tokens, kv_len, qk_len, sampled)  # one shape: one pass over all rows
-        c = self._coef
-        col = (slice(None),) + (None,) * tokens.ndim
-        # token-only rows
-        row_tok = self._row_tokens(c["g_sampled"], tokens, sampled)
-        nbytes = c["g_weight_bytes"][col] + c["g_act_bytes_per_token"][col] * row_tok
-        flops = c["g_flops_per_token"][col] * row_tok
-        if c["has_experts"]:
-            e, k, eb, fpt = (c["g_num_experts"][col], c["g_top_k"][col], c["g_expert_bytes"][col],
-                             c["g_flops_per_token"][col])
-            distinct = expected_distinct_experts(tokens, e, k)
+        nbytes = self.weight_bytes[rows][col] + self.act_bytes_per_token[rows][col] * tokens
+        flops = self.flops_per_token[rows][col] * tokens
+        eb = self.expert_bytes[rows]
+        if eb.any():
+            e, k, eb = self.num_experts[rows][col], self.top_k[rows][col], eb[col]
+            distinct = expected_distinct_experts(routed, e, k)
             if self.ep_groups > 1:
                 # Expert parallelism: each GPU holds E/G whole experts and the step waits for the
                 # busiest one. Its distinct experts ~ mean + sd x sqrt(2 ln G) (Gaussian maximum of G),
@@ -245,92 +189,85 @@ class Plan:
                 local = e / gg
                 mu = distinct / gg
                 busiest = np.minimum(mu + z * np.sqrt(mu * np.clip(1.0 - mu / local, 0.0, 1.0)), local)
-                routed = tokens * k / gg
-                imbalance = np.where(routed > 0, (routed + z * np.sqrt(routed * (1.0 - 1.0 / gg)))
-                                     / np.maximum(routed, 1e-12), 1.0)
+                share = routed * k / gg
+                imbalance = np.where(share > 0, (share + z * np.sqrt(share * (1.0 - 1.0 / gg)))
+                                     / np.maximum(share, 1e-12), 1.0)
                 nbytes = nbytes + eb * busiest
-                flops = flops + (imbalance - 1.0) * np.where(eb > 0, fpt, 0.0) * tokens
+                flops = flops + (imbalance - 1.0) * np.where(eb > 0, self.flops_per_token[rows][col], 0.0) * routed
             else:
                 nbytes = nbytes + eb * distinct
-        tm = nbytes / c["g_bandwidth"][col]
-        tc = flops / c["g_rate"][col]
-        t = combine(tm, tc, self.transition, self.p)
-        total = t.sum(axis=0) + self.overhead_s
-        parts = [(c["g_names"], (t, tm, tc, nbytes, flops))]
-        if len(c["a_names"]):
-            _, a = self._split
-            shape_t = (slice(None),) + (None,) * (kv_len.ndim - 1)
-            a_bytes = c["a_kv_bytes_per_attended"][shape_t] * kv_len[a] + c["a_kv_write_per_token"][shape_t] * tokens
-            a_flops = c["a_flops_per_query_attended"][shape_t] * qk_len[a]
-            a_tm = a_bytes / c["a_bandwidth"][shape_t]
-            a_tc = a_flops / c["a_rate"][shape_t]
-            a_t = combine(a_tm, a_tc, self.transition, self.p)
-            total = total + a_t.sum(axis=0)
-            parts.append((c["a_names"], (a_t, a_tm, a_tc, a_bytes, a_flops)))
+        tm = nbytes / self.bandwidth[rows][col]
+        tc = flops / self.rate[rows][col]
+        return combine(tm, tc, self.transition, self.p), tm, tc, nbytes, flops
+
+    def _attention_rows(self, tokens: np.ndarray, kv: np.ndarray, qk: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(time, memory time, compute time, bytes, FLOPs) of the attention rows, from the per-window
+        sums (window axis first). Row axis first."""
+        rows = self._rows[2]
+        wi = self._attention_window_index
+        col = (slice(None),) + (None,) * (kv.ndim - 1)
+        nbytes = self.kv_bytes_per_attended[rows][col] * kv[wi] + self.kv_write_per_token[rows][col] * tokens
+        flops = self.flops_per_query_attended[rows][col] * qk[wi]
+        tm = nbytes / self.bandwidth[rows][col]
+        tc = flops / self.rate[rows][col]
+        return combine(tm, tc, self.transition, self.p), tm, tc, nbytes, flops
+
+    def _allreduce(self, tokens: np.ndarray) -> np.ndarray | float:
+        """Seconds of the step's tensor-parallel collectives."""
+        if not self.has_allreduce:
+            return 0.0
+        return self.allreduce_s_per_token * tokens + self.allreduce_latency_s
+
+    def evaluate(self, tokens, kv, qk, sampled=None) -> StepCost:
+        """THE cost of one forward: `tokens` new positions whose attention reads `kv` cached tokens
+        and scores `qk` query-key pairs (per distinct window, window axis first), logits at `sampled`
+        positions (default: all `tokens`; a prompt needs them at its last position only). Mixed
+        batches of decode, verify and prefill chunks cost the same way as a uniform batch."""
+        tokens = np.asarray(tokens, float)
+        kv, qk = np.asarray(kv, float), np.asarray(qk, float)
+        s = tokens if sampled is None else np.asarray(sampled, float)
+        main, lm, att = self._rows
+        parts = []
+        total: np.ndarray | float = self.overhead_s
+        for names, rows in ((main, self._token_rows(main, tokens, tokens)), (lm, self._token_rows(lm, s, tokens)),
+                            (att, self._attention_rows(tokens, kv, qk))):
+            if len(names):
+                total = total + rows[0].sum(axis=0)
+                parts.append((tuple(self.names[i] for i in names), rows))
         if self.has_allreduce:
-            ar = self.allreduce_s_per_token * tokens + self.allreduce_latency_s
+            ar = np.asarray(self._allreduce(tokens))
             total = total + ar
             zero = np.zeros_like(ar)
             parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
-        total = np.asarray(total)
-        return StepCost(total, parts, self.overhead_s)
+        return StepCost(np.asarray(total), parts, self.overhead_s)
+
+    def seconds(self, tokens, kv, qk, sampled=None) -> np.ndarray:
+        """`evaluate(...).total` for integer token counts: the token-count rows come from a table of
+        the same evaluator (tabulated once per plan and size), the attention rows are computed."""
+        t = np.asarray(tokens, np.int64)
+        s = t if sampled is None else np.asarray(sampled, np.int64)
+        size = int(max(t.max(initial=0), s.max(initial=0))) + 1
+        main, lm = _token_tables(self, 1 << max(size - 1, 1).bit_length())
+        att = self._attention_rows(t.astype(float), np.asarray(kv, float), np.asarray(qk, float))[0].sum(axis=0)
+        return main.take(t) + lm.take(s) + att + self.overhead_s
+
+    def cost(self, batch, q=1, context=0) -> StepCost:
+        """Seconds for one forward over `batch` sequences, `q` new positions each, `context` cached."""
+        shape = np.broadcast_shapes(np.shape(batch), np.shape(q), np.shape(context))
+        out = self.evaluate(*self.uniform_sums(batch, q, context))
+        out.total = np.broadcast_to(out.total, shape)
+        return out
 
 
-def _fused_rows(plan: "Plan", tokens: np.ndarray, kv_len: np.ndarray, qk_len: np.ndarray, sampled=None) -> StepCost:
-    """Plan.from_sums when tokens and the attention sums share a shape and no experts are routed:
-    all rows in one array (fewer, larger numpy calls; the same numbers)."""
-    col = (slice(None),) + (None,) * tokens.ndim
-    row_tok = plan._row_tokens(plan._coef["all_sampled"], tokens, sampled)
-    nbytes = (plan.weight_bytes[col] + plan.act_bytes_per_token[col] * row_tok
-              + plan.kv_bytes_per_attended[col] * kv_len + plan.kv_write_per_token[col] * tokens)
-    flops = plan.flops_per_token[col] * row_tok + plan.flops_per_query_attended[col] * qk_len
-    tm = nbytes / plan.bandwidth[col]
-    tc = flops / plan.rate[col]
-    t = combine(tm, tc, plan.transition, plan.p)
-    total = t.sum(axis=0) + plan.overhead_s
-    parts = [(plan.names, (t, tm, tc, nbytes, flops))]
-    if plan.has_allreduce:
-        ar = plan.allreduce_s_per_token * tokens + plan.allreduce_latency_s
-        total = total + ar
-        zero = np.zeros_like(ar)
-        parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
-    return StepCost(np.asarray(total), parts, plan.overhead_s)
-
-
-@dataclass(frozen=True)
-class StepTimer:
-    """Step seconds from (integer tokens, per-window attention sums): a table lookup for the
-    token-count-only part plus the attention rows. Same numbers as Plan.from_sums."""
-
-    table: np.ndarray
-    window_index: np.ndarray
-    kv_bytes_per_attended: np.ndarray
-    kv_write_per_token: np.ndarray
-    flops_per_query_attended: np.ndarray
-    bandwidth: np.ndarray
-    rate: np.ndarray
-    transition: str
-    p: float
-    lm_table: np.ndarray  # LM-head seconds by the number of sampled positions
-
-    def __call__(self, tokens, kv_win: np.ndarray, qk_win: np.ndarray, sampled=None) -> np.ndarray:
-        """Seconds; `tokens` integer(s), sums per window with the window axis first, `sampled` the
-        positions needing logits (default: all tokens)."""
-        t = np.asarray(tokens)
-        base = self.table.take(t.astype(np.int64), mode="raise")  # out of the tabulated range: IndexError
-        read_s, write_s, flop_s = self._per_unit
-        col = (slice(None),) + (None,) * t.ndim
-        tm = read_s[col] * kv_win[self.window_index] + write_s[col] * t
-        tc = flop_s[col] * qk_win[self.window_index]
-        att = combine(tm, tc, self.transition, self.p).sum(axis=0)
-        s = t if sampled is None else np.asarray(sampled)
-        return base + att + self.lm_table.take(s.astype(np.int64), mode="raise")
-
-    @cached_property
-    def _per_unit(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Seconds per attended KV token, per written token and per query-key pair, by row."""
-        return (self.kv_bytes_per_attended / self.bandwidth, self.kv_write_per_token / self.bandwidth,
-                self.flops_per_query_attended / self.rate)
+@lru_cache(maxsize=64)
+def _token_tables(plan: Plan, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of the token-count rows (with the collectives) and of the LM-head rows for 0..size-1
+    tokens: Plan.evaluate's own terms, tabulated."""
+    tokens = np.arange(size, dtype=float)
+    main, lm, _ = plan._rows
+    t_main = plan._token_rows(main, tokens, tokens)[0].sum(axis=0) + plan._allreduce(tokens)
+    t_lm = plan._token_rows(lm, tokens, tokens)[0].sum(axis=0)
+    return np.asarray(t_main, float), np.asarray(t_lm, float)
 
 
 def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:
@@ -404,35 +341,7 @@ def target_ops(dep: Deployment) -> list[Op]:
     return model_ops(dep.model, dep.wdtype, dep.tp)
 
 
-_PLANS: dict[tuple, tuple[tuple, Plan]] = {}
-
-
-def cached_plan(key: tuple, owners: tuple, build) -> Plan:
-    """A compiled plan memoised by the ids of immutable (frozen) inputs; holding `owners` keeps the
-    ids from being reused, and checking identity guards against a stale entry."""
-    hit = _PLANS.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], owners)):
-        return hit[1]
-    if len(_PLANS) > 256:
-        _PLANS.clear()
-    plan = build()
-    _PLANS[key] = (owners, plan)
-    return plan
-
-
+@lru_cache(maxsize=256)
 def target_plan(dep: Deployment) -> Plan:
-    """The target's compiled op list."""
-    return cached_plan(("target", id(dep)), (dep,), lambda: compile_ops(dep, target_ops(dep)))
-
-
-def engine_step(plan: Plan, dep: Deployment, batch, q=1, context=0) -> StepCost:
-    """One engine step: a forward of `plan` plus the per-step overhead."""
-    cost = plan.cost(batch, q, context)
-    cost.total = cost.total + dep.efficiency.step_overhead_s
-    cost.overhead = cost.overhead + dep.efficiency.step_overhead_s
-    return cost
-
-
-def step_time(dep: Deployment, batch, q=1, context=0) -> StepCost:
-    """One engine step of the target: a forward over `batch` x `q` new tokens plus the step overhead."""
-    return engine_step(target_plan(dep), dep, batch, q, context)
+    """The target's compiled op list (memoised per deployment)."""
+    return compile_ops(dep, target_ops(dep))

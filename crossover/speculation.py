@@ -6,15 +6,16 @@ adds the tokens that iteration yields and the draft forwards, so sweeping accept
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal, Sequence
 
 import numpy as np
 
+from . import memory
 from .errors import CrossoverError
 from .ops import Op, model_ops
-from .roofline import Plan, StepCost, cached_plan, compile_ops, engine_step
-from .roofline import target_plan as plan_of_target
+from .roofline import Plan, compile_ops
 from .specs.deployment import Deployment
 from .specs.model import Model
 
@@ -312,78 +313,67 @@ class Speculation:
         """Sequential draft forwards per speculative step."""
         return {"medusa": 1, "ngram": 0}.get(self.method, self.k)
 
-    def draft_plan(self, target: Deployment) -> Plan | None:
-        """The compiled op list of one draft forward (None for n-gram: no forward)."""
-        if self.draft_forwards == 0:
-            return None
-
-        def build() -> Plan:
-            ops = self.draft_ops(target)
-            layers = None if self.method == "draft" else sum(op.count for op in ops if op.kind == "attention")
-            return compile_ops(self.draft_deployment(target), ops, num_layers=layers)
-
-        return cached_plan(("draft", id(target), id(self)), (target, self), build)
-
-    def draft_time(self, target: Deployment, batch, context, plan: Plan | None = None) -> StepCost:
-        """Seconds of drafting per speculative step (all sequential draft forwards)."""
-        n = self.draft_forwards
-        if n == 0:
-            zero = np.zeros(np.broadcast(np.asarray(batch, float), np.asarray(context, float)).shape)
-            return StepCost(zero, [], 0.0)
-        plan = plan or self.draft_plan(target)
-        assert plan is not None
-        if self.draft_kv_budget is not None:
-            context = np.minimum(np.asarray(context, float), float(self.draft_kv_budget))
-        widths = self.draft_pass_widths
-        if all(w == 1 for w in widths):
-            return plan.cost(batch, 1, context).scaled(n, target.efficiency.draft_step_overhead_s)
-        total = None
-        for w in sorted(set(widths)):  # tree passes: each expands the previous depth's nodes
-            part = plan.cost(batch, w, context).scaled(widths.count(w), target.efficiency.draft_step_overhead_s)
-            total = part if total is None else total + part
-        assert total is not None
-        return total
+    def with_k(self, k: int) -> "Speculation":
+        """The same method and acceptance at window k. A mean accepted length (tau) describes one k, so
+        it becomes the i.i.d. rate that reproduces it; per-position rates must cover k."""
+        acc = self.acceptance
+        if acc.kind == "tau":
+            acc = acc.as_rate(self.k)
+        if self.tree is not None:
+            raise CrossoverError("a best-k schedule applies to chains; give --k-max without --tree")
+        return replace(self, k=k, acceptance=acc)
 
 
-_HEAD_LAYERS: dict[int, tuple[Model, Model]] = {}
-
-
-def _dense_layer(m: Model) -> Model:
-    """The EAGLE head's decoder layer: the target's attention shape with a dense MLP of its width
-    (memoised per target, so its op list is too)."""
-    hit = _HEAD_LAYERS.get(id(m))
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    layer = m.model_copy(update={"moe": None, "mla": None, "sliding_window": None, "num_hidden_layers": 1,
-                                 "intermediate_size": m.intermediate_size})
-    if len(_HEAD_LAYERS) > 128:
-        _HEAD_LAYERS.clear()
-    _HEAD_LAYERS[id(m)] = (m, layer)
-    return layer
-
-
-@dataclass
-class SpecStep:
-    """One speculative step over a batch: draft, verify, overheads and what it yields."""
-
-    draft: StepCost
-    verify: StepCost
-    total: np.ndarray
-    tau: float
-    verify_width: float
+    def memory(self, target: Deployment, held: float) -> tuple[float, float]:
+        """(weights per GPU, KV bytes per sequence per GPU) the method adds when each sequence holds
+        `held` tokens (plus the k + 1 positions a verify step writes)."""
+        length = held + self.k + 1
+        draft_length = length if self.draft_kv_budget is None else min(held, self.draft_kv_budget) + self.k + 1
+        if self.method == "draft":
+            d = self.draft_deployment(target)
+            ops = model_ops(d.model, d.wdtype, d.tp)
+            # The draft is sharded over its own TP; its share per target GPU assumes draft_tp <= tp.
+            scale = d.tp / target.tp
+            # self-speculation drafts with the target's own weights: only its (budgeted) KV cache is extra
+            shared = d.model == target.model and d.tp == target.tp
+            return (0.0 if shared else memory.weight_bytes_per_gpu(d, ops) * scale,
+                    memory.kv_bytes_per_seq_per_gpu(d, ops, draft_length) * scale)
+        ops = self.draft_ops(target)
+        if not ops:
+            return 0.0, 0.0
+        # EAGLE and MTP drafts share the target's LM head; each other op is held at its own dtype
+        # (an fp8 model's MTP layer is fp8, EAGLE heads are bf16)
+        own = [op for op in ops if not (op.name in ("draft_lm_head", "lm_head") and self.method in ("eagle", "mtp"))]
+        return memory.op_weight_bytes(own, target.tp), memory.kv_bytes_per_seq_per_gpu(target, ops, draft_length)
 
     @property
-    def wasted_positions(self) -> float:
-        """Verified positions per sequence that produce no token: width - tau."""
-        return self.verify_width - self.tau
+    def drafter(self) -> "Speculation":
+        """What the draft forward depends on, with everything else at a neutral value (the key its
+        compiled op list is memoised under): acceptance and trees change no draft op, and k only
+        Medusa's heads."""
+        return replace(self, k=self.k if self.method == "medusa" else 1, acceptance=_NEUTRAL, tree=None,
+                       tree_paths=None, draft_kv_budget=None)
 
 
-def spec_step_time(target: Deployment, spec: Speculation, batch, context, target_plan: Plan | None = None,
-                   draft_plan: Plan | None = None) -> SpecStep:
-    """Seconds of one speculative step: k draft forwards, one verify at width k+1, overheads."""
-    draft = spec.draft_time(target, batch, context, draft_plan)
-    verify = engine_step(target_plan or plan_of_target(target), target, batch,
-                         spec.verify_width, context)
-    eff = target.efficiency
-    total = draft.total + verify.total + eff.spec_overhead_s + np.asarray(batch, float) * eff.spec_overhead_per_seq_s
-    return SpecStep(draft, verify, total, spec.tau, spec.verify_width)
+_NEUTRAL = Acceptance.rate(0.5)
+
+
+def draft_plan(spec: Speculation, target: Deployment) -> Plan | None:
+    """The compiled op list of one draft forward (None for n-gram: no forward)."""
+    return _draft_plan(spec.drafter, target)
+
+
+@lru_cache(maxsize=256)
+def _draft_plan(spec: Speculation, target: Deployment) -> Plan | None:
+    if spec.draft_forwards == 0:
+        return None
+    ops = spec.draft_ops(target)
+    layers = None if spec.method == "draft" else sum(op.count for op in ops if op.kind == "attention")
+    return compile_ops(spec.draft_deployment(target), ops, num_layers=layers)
+
+
+@lru_cache(maxsize=128)
+def _dense_layer(m: Model) -> Model:
+    """The EAGLE head's decoder layer: the target's attention shape with a dense MLP of its width."""
+    return m.model_copy(update={"moe": None, "mla": None, "sliding_window": None, "num_hidden_layers": 1,
+                                "intermediate_size": m.intermediate_size})

@@ -8,8 +8,8 @@ import numpy as np
 
 from .curves import Scenario
 from .errors import CrossoverError
-from .roofline import engine_step, target_plan
 from .speculation import tau_from_rate
+from .step import StepModel
 
 AXES = ("batch", "k", "acceptance", "context", "hardware")
 
@@ -91,22 +91,24 @@ def parse_axis(spec: str, points: int) -> tuple[str, list]:
 def _speedup(sc: Scenario, batch, context, k, alpha) -> np.ndarray:
     """Pure-decode speedup; inputs broadcast against each other (pass each axis as a row or a column
     and every term is computed only over the axes it depends on)."""
-    dep, spec = sc.deployment, sc.speculation
-    eff = dep.efficiency
-    plan = target_plan(dep)
-    off = engine_step(plan, dep, batch, 1.0, context).total  # batch x context only
+    spec = sc.speculation
+    acc = spec.acceptance if spec.acceptance.kind == "rate" else spec.acceptance.as_rate(spec.k)
     match = spec.acceptance.match_rate
     width = 1.0 + (match * k if spec.method == "ngram" else k)
-    verify = engine_step(plan, dep, batch, width, context).total  # batch x k x context
-    acc = spec.acceptance if spec.acceptance.kind == "rate" else spec.acceptance.as_rate(spec.k)
+    model = StepModel.of(sc.deployment, spec)
+    off = model.price(model.decode(batch, context)).total  # batch x context only
     if spec.method == "medusa":  # the heads are the draft: its cost grows with k itself
         ks = np.unique(k)
-        parts = [replace(spec, k=int(kk), acceptance=acc).draft_time(dep, batch, context).total for kk in ks]
-        draft = np.choose(np.searchsorted(ks, k), parts) if len(ks) > 1 else parts[0]
+        parts = []
+        for kk in ks:
+            s = replace(spec, k=int(kk), acceptance=acc)
+            m = StepModel.of(sc.deployment, s)
+            parts.append(m.price(m.decode(batch, context, s, width=width)).total)
+        on = np.choose(np.searchsorted(ks, k), parts) if len(ks) > 1 else parts[0]
     else:  # k sequential forwards of one draft step (none for n-gram)
         one = replace(spec, k=1, acceptance=acc)
-        draft = k * one.draft_time(dep, batch, context).total if one.draft_forwards else 0.0
-    on = draft + verify + eff.spec_overhead_s + batch * eff.spec_overhead_per_seq_s
+        passes = tuple((k * count, fwd) for count, fwd in model.draft_passes(batch, context, one.draft_pass_widths))
+        on = model.price(model.decode(batch, context, spec, width=width, passes=passes)).total
     tau = 1.0 + match * (tau_from_rate(np.clip(alpha, 0.0, 0.999999), k) - 1.0)
     return tau * off / on
 

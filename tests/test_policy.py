@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from crossover.curves import Scenario, evaluate
 from crossover.errors import CrossoverError
-from crossover.policy import best_k_policy, engine_configs, ranges, with_k
+from crossover.policy import best_k_policy, engine_configs, ranges
 from crossover.specs import Deployment, load_hardware, load_model
 from crossover.speculation import Acceptance, Speculation
 
@@ -62,7 +62,7 @@ def test_speculation_switches_off_where_it_never_pays():
 
 def test_tau_acceptance_is_carried_to_other_k_as_its_rate():
     spec = Speculation("eagle", 3, Acceptance.mean_length(2.5))
-    s5 = with_k(spec, 5)
+    s5 = spec.with_k(5)
     assert s5.acceptance.kind == "rate"
     assert s5.acceptance.tau(3) == pytest.approx(2.5, rel=1e-6)
 
@@ -149,7 +149,7 @@ def test_whatif_grid_matches_the_predictor_and_finds_crossovers():
     xs = [1.0, 16.0, 64.0, 256.0]
     g = grid(sc, "batch", xs, "k", [1, 3, 5])
     for row, k in zip(g.speedup, [1, 3, 5]):
-        s = Scenario(sc.deployment, with_k(sc.speculation, k), sc.context)
+        s = Scenario(sc.deployment, sc.speculation.with_k(k), sc.context)
         np.testing.assert_allclose(row, evaluate(s, xs).speedup, rtol=1e-10)
     a = grid(sc, "acceptance", [0.4, 0.8], "batch", [8.0])
     assert a.speedup[0, 1] > a.speedup[0, 0]

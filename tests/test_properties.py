@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crossover.curves import Scenario, find_crossings, predict, speedup
-from crossover.roofline import step_time
+from crossover.step import step_time
 from crossover.specs import Deployment, load_hardware, load_model
 from crossover.speculation import Acceptance, Speculation, tau_from_rate
 

@@ -5,7 +5,8 @@ import pytest
 
 from crossover.memory import max_batch, weight_bytes_per_gpu
 from crossover.ops import expected_distinct_experts, model_ops
-from crossover.roofline import combine, step_time
+from crossover.roofline import combine
+from crossover.step import step_time
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
 
 SOL = Efficiency.speed_of_light()

@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 
 from crossover.errors import CrossoverError
-from crossover.roofline import step_time
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-from crossover.speculation import (
-    Acceptance,
-    Speculation,
-    rate_from_tau,
-    spec_step_time,
-    tau_from_rate,
-)
+from crossover.speculation import Acceptance, Speculation, rate_from_tau, tau_from_rate
+from crossover.step import StepModel, step_time
+
+
+def spec_step(d, s, batch, context):
+    """One speculative step priced by the step model, with the per-op detail."""
+    model = StepModel.of(d, s)
+    return model.price(model.decode(np.asarray(batch, float), context, s), detail=True)
 
 
 def dep(model="llama-3.1-8b", hw="h100-sxm", tp=1, eff=None):
@@ -66,7 +66,7 @@ def test_verify_with_q1_and_no_draft_equals_decode():
     d = dep(eff=eff)
     s = Speculation("ngram", 3, Acceptance.rate(0.5, match_rate=0.0))
     b = np.array([1.0, 16.0, 128.0])
-    on = spec_step_time(d, s, b, 2048)
+    on = spec_step(d, s, b, 2048)
     off = step_time(d, b, 1, 2048)
     np.testing.assert_allclose(on.total, off.total, rtol=1e-12)
 
@@ -78,32 +78,38 @@ def test_draft_model_pays_k_sequential_forwards():
     s = Speculation("draft", 4, Acceptance.rate(0.7), draft=draft, draft_tp=1)
     dd = Deployment(model=draft, hardware=d.hardware, tp=1, efficiency=eff)
     one = step_time(dd, [8], 1, 2048).total[0] - eff.step_overhead_s  # a draft forward, no engine step cost
-    assert float(s.draft_time(d, [8], 2048).total[0]) == pytest.approx(4 * one, rel=1e-9)
+    st = spec_step(d, s, [8], 2048)
+    assert float(st.terms["draft_forwards"][0]) == pytest.approx(4 * one, rel=1e-9)
+    assert float(st.draft[0]) == pytest.approx(4 * one, rel=1e-9)
 
 
 def test_eagle_head_is_one_layer_plus_lm_head_and_eagle3_is_cheaper_per_step():
     d = dep("llama-3.1-8b")
-    e1 = Speculation("eagle", 3, Acceptance.rate(0.7)).draft_time(d, [1], 512)
-    e3 = Speculation("eagle3", 3, Acceptance.rate(0.7)).draft_time(d, [1], 512)
+    s1, s3 = Speculation("eagle", 3, Acceptance.rate(0.7)), Speculation("eagle3", 3, Acceptance.rate(0.7))
+    e1, e3 = spec_step(d, s1, [1], 512), spec_step(d, s3, [1], 512)
+    (n1, p1), = [(c, w) for c, w in StepModel.of(d, s1).draft_passes(np.array([1.0]), 512, s1.draft_pass_widths)]
+    assert n1 == 3  # three sequential passes of one forward each
+    one1, one3 = e1.drafts[0].ops, e3.drafts[0].ops
     # EAGLE reuses the 128,256-token LM head; EAGLE-3 reads a 32,000-token draft head instead
-    assert float(e1.ops["draft_lm_head"].bytes[0]) == pytest.approx(3 * 128256 * 4096 * 2, rel=1e-3)
-    assert float(e3.ops["draft_lm_head"].bytes[0]) == pytest.approx(3 * 32000 * 4096 * 2, rel=1e-2)
-    assert float(e3.total[0]) < float(e1.total[0])
+    assert float(one1["draft_lm_head"].bytes[0]) == pytest.approx(128256 * 4096 * 2, rel=1e-3)
+    assert float(one3["draft_lm_head"].bytes[0]) == pytest.approx(32000 * 4096 * 2, rel=1e-2)
+    assert float(e3.draft[0]) < float(e1.draft[0])
     # one decoder layer of the target's shape per draft step
-    assert float(e1.ops["mlp"].bytes[0]) == pytest.approx(3 * 3 * 4096 * 14336 * 2, rel=1e-3)
+    assert float(one1["mlp"].bytes[0]) == pytest.approx(3 * 4096 * 14336 * 2, rel=1e-3)
 
 
 def test_medusa_is_one_pass_and_mtp_needs_a_module():
     d = dep("vicuna-7b", "a100-80gb-sxm")
     m = Speculation("medusa", 4, Acceptance.rate(0.6))
     assert m.draft_forwards == 1
-    t = m.draft_time(d, [1], 512)
-    assert float(t.ops["medusa_heads"].bytes[0]) == pytest.approx(4 * 32000 * 4096 * 2, rel=1e-3)
+    t = spec_step(d, m, [1], 512)
+    assert float(t.terms["draft_step_overhead"][0]) == pytest.approx(d.efficiency.draft_step_overhead_s)
+    assert float(t.drafts[0].ops["medusa_heads"].bytes[0]) == pytest.approx(4 * 32000 * 4096 * 2, rel=1e-3)
     with pytest.raises(CrossoverError, match="no MTP module"):
         Speculation("mtp", 2, Acceptance.rate(0.8)).draft_ops(d)
     ds = dep("deepseek-v3", "h200", tp=8)
     mtp = Speculation("mtp", 2, Acceptance.rate(0.8))
-    assert float(mtp.draft_time(ds, [1], 1000).total[0]) > 0
+    assert float(spec_step(ds, mtp, [1], 1000).draft[0]) > 0
 
 
 def test_method_arguments_are_validated():
@@ -118,12 +124,14 @@ def test_method_arguments_are_validated():
 def test_spec_step_shows_its_parts():
     d = dep()
     s = Speculation("eagle", 3, Acceptance.rate(0.7))
-    st = spec_step_time(d, s, np.array([4.0]), 1024)
-    assert st.verify_width == 4
-    assert st.wasted_positions == pytest.approx(4 - s.tau)
+    st = spec_step(d, s, [4.0], 1024)
+    assert s.verify_width == 4
+    eff = d.efficiency
     assert float(st.total[0]) == pytest.approx(
-        float(st.draft.total[0] + st.verify.total[0]) + d.efficiency.spec_overhead_s
-        + 4 * d.efficiency.spec_overhead_per_seq_s)
+        float(st.draft[0] + st.verify[0]) + eff.spec_overhead_s + 4 * eff.spec_overhead_per_seq_s, rel=1e-12)
+    # by hand: target forward at q = 4, the step overhead, three draft passes with their launches
+    assert float(st.verify[0]) == pytest.approx(float(step_time(d, [4.0], 4, 1024).total[0]), rel=1e-12)
+    assert float(st.terms["draft_step_overhead"][0]) == pytest.approx(3 * eff.draft_step_overhead_s)
 
 
 # ----------------------------------------------------------------------- trees as node paths

@@ -91,7 +91,7 @@ def _step_ms(dep, batch: int, context: int) -> float:
     """T_AR (ms): one decode step of the batch."""
     import numpy as np
 
-    from crossover.roofline import step_time
+    from crossover.step import step_time
 
     return float(step_time(dep, np.array([batch]), 1, context).total[0]) * 1e3
 
@@ -102,11 +102,13 @@ def _spec_ms_per_token(dep, draft: str | None, k: int, acceptance, batch: int, c
     import numpy as np
 
     from crossover.specs import load_model
-    from crossover.speculation import Speculation, spec_step_time
+    from crossover.speculation import Speculation
+    from crossover.step import StepModel
 
     spec = Speculation("draft", k, acceptance, draft=load_model(draft) if draft else dep.model,
                        draft_kv_budget=STREAMING_BUDGET)
-    return float(spec_step_time(dep, spec, np.array([batch]), context).total[0]) / spec.tau * 1e3
+    model = StepModel.of(dep, spec)
+    return float(model.price(model.decode(np.array([batch], float), context, spec)).total[0]) / spec.tau * 1e3
 
 
 def predict_off(row: Row, efficiency=None) -> float:

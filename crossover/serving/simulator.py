@@ -15,12 +15,13 @@ times for up to SEGMENT steps at once. That keeps a 1,000-request level at well 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..curves import Plans, Scenario
+from ..curves import Scenario
 from ..errors import CrossoverError
+from ..step import Forward, Mix, StepModel, ragged
 from .engine import EngineLimits
 
 SEGMENT = 256  # most decode-only steps simulated in one vectorised block
@@ -37,10 +38,6 @@ class Arm:
     scenario: Scenario
     speculate: bool
     schedule: np.ndarray | None = None
-    plans: Plans = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.plans = Plans.of(self.scenario)
 
 
 @dataclass(frozen=True)
@@ -49,6 +46,7 @@ class _Mode:
 
     on: bool
     k: int
+    model: StepModel
     surv: np.ndarray
     match: float
     width: float
@@ -61,14 +59,12 @@ class _Mode:
         return self.surv[::-1]
 
 
-def _mode(spec, k: int) -> _Mode:
+def _mode(dep, spec, k: int) -> _Mode:
     if k <= 0:
-        return _Mode(False, 0, np.zeros(0), 1.0, 1.0, 0, ())
+        return _Mode(False, 0, StepModel.of(dep, spec), np.zeros(0), 1.0, 1.0, 0, ())
     if k != spec.k:
-        from ..policy import with_k
-
-        spec = with_k(spec, k)
-    return _Mode(True, k, spec.survival, spec.acceptance.match_rate, spec.verify_width, spec.draft_forwards,
+        spec = spec.with_k(k)
+    return _Mode(True, k, StepModel.of(dep, spec), spec.survival, spec.acceptance.match_rate, spec.verify_width, spec.draft_forwards,
                  spec.draft_pass_widths)
 
 
@@ -89,6 +85,19 @@ class RunLog:
     drafts_proposed: float = 0.0
     drafts_accepted: float = 0.0
     verify_steps: float = 0.0
+
+
+def _first_step_only(work: Forward, steps: int) -> Forward:
+    """A forward that runs in the first of `steps` steps and not in the others."""
+    tokens = np.zeros(steps, np.int64)
+    tokens[0] = work.tokens
+    sampled = np.zeros(steps, np.int64)
+    sampled[0] = work.sampled
+    kv = np.zeros((len(work.kv), steps))
+    kv[:, 0] = work.kv
+    qk = np.zeros_like(kv)
+    qk[:, 0] = work.qk
+    return Forward(tokens, kv, qk, sampled)
 
 
 def arrivals_poisson(rng: np.random.Generator, n: int, rate: float, burstiness: float = 1.0) -> np.ndarray:
@@ -121,8 +130,6 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         arr = np.asarray(arrival, float).copy()
     sc = arm.scenario
     dep, spec = sc.deployment, sc.speculation
-    eff = dep.efficiency
-    target, draft = arm.plans.target, arm.plans.draft
     speculate = arm.speculate
     schedule = arm.schedule if speculate else None
     modes: dict[int, _Mode] = {}
@@ -130,7 +137,7 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
     def mode_for(batch: int) -> _Mode:
         kk = (spec.k if speculate else 0) if schedule is None else int(schedule[min(batch, len(schedule)) - 1])
         if kk not in modes:
-            modes[kk] = _mode(spec, kk)
+            modes[kk] = _mode(dep, spec, kk)
         return modes[kk]
 
     k = spec.k if speculate else 0
@@ -144,12 +151,8 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
             f"use a larger --tp or shorter lengths")
     log = RunLog(arr, prompt.astype(float), output.astype(float), np.full(n, np.nan), np.full(n, np.nan),
                  [], [], [], [], [])
-    step_overhead = eff.step_overhead_s
-    spec_overhead = eff.spec_overhead_s if speculate else 0.0
-    draft_step_overhead = eff.draft_step_overhead_s
-    t_max = int(max_tokens + limits.max_num_seqs * (k + 1) + prompt.max() + 1)
-    ttime = target.timer(t_max)
-    dtime = draft.timer(t_max) if (speculate and draft is not None) else None
+    base = StepModel.of(dep, spec)
+    has_draft = speculate and base.draft is not None
 
     # running state (parallel arrays, admission order)
     rid = np.zeros(0, dtype=np.int64)
@@ -240,14 +243,14 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
         emit = np.maximum(np.minimum(emit, remaining - (cum - emit)), 0.0)  # no tokens past the output length
         ctx_t = ctx + (np.cumsum(adv, axis=0) - adv)  # context at the start of each step
         live = q > 0
-        if live.all():
-            kv_w, qk_w = target.window_sums(q, ctx_t)
-        else:  # a prompt waiting for budget: nothing to attend this step
-            kv_w, qk_w = target.window_sums(np.where(live, q, 0.0), np.where(live, ctx_t, -q))
         sampled = q.sum(axis=1)
         if len(pre_idx):  # a prompt chunk needs logits only when it is the prompt's last
             sampled[0] = q[0, decoding].sum() + len(first)
-        dt = ttime(q.sum(axis=1).astype(np.int64), kv_w, qk_w, sampled) + step_overhead
+        # a prompt waiting for budget attends nothing this step
+        target_work = ragged(md.model.target, np.where(live, q, 0.0), np.where(live, ctx_t, -q),
+                             sampled=sampled.astype(np.int64))
+        verifying: np.ndarray | float = 0.0
+        passes: tuple = ()
         if md.on:
             n_dec = np.full(steps, float(m))
             n_dec[0] = nd
@@ -258,22 +261,22 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
                 proposed = np.where(dec > 0, q - 1.0, 0.0)
             else:
                 dec, dec_ctx, proposed = None, draft_ctx(ctx_t), q - 1.0
-            if dtime is not None and md.draft_forwards:
+            verifying = n_dec
+            if md.model.draft is not None and md.draft_forwards:
                 ones = np.ones((steps, m)) if dec is None else dec
-                for w in sorted(set(md.pass_widths)):  # chains: k passes of width 1; trees widen
-                    dkv, dqk = draft.window_sums(ones * w, dec_ctx)
-                    dt = dt + np.where(n_dec > 0, md.pass_widths.count(w) * (
-                        dtime((n_dec * w).astype(np.int64), dkv, dqk) + draft_step_overhead), 0.0)
-            dt = dt + np.where(n_dec > 0, spec_overhead + n_dec * eff.spec_overhead_per_seq_s, 0.0)
+                passes = tuple((md.pass_widths.count(w), ragged(md.model.draft, ones * w, dec_ctx,
+                                                                 tokens=(n_dec * w).astype(np.int64)))
+                               for w in sorted(set(md.pass_widths)))  # chains: k passes of width 1; trees widen
             accepted = np.minimum(emit - 1.0, proposed).clip(0)
             log.drafts_proposed += float(proposed.sum())
             log.drafts_accepted += float(accepted.sum() if dec is None else accepted[dec > 0].sum())
             log.verify_steps += float(n_dec.sum())
-        if dtime is not None and draft_prefills and len(pre_idx) and chunk.sum():
-            # the draft also reads every prompt (its KV cache / hidden states), whatever k is now;
-            # inside the first draft forward when there is one, so no second launch overhead then
-            pkv, pqk = draft.window_sums(chunk, draft_ctx(ctx[pre_idx]))
-            dt[0] += float(dtime(int(chunk.sum()), pkv, pqk, len(first))) - (draft.overhead_s if md.on and nd else 0.0)
+        prefill = None
+        if has_draft and draft_prefills and len(pre_idx) and chunk.sum():
+            # the draft also reads every prompt (its KV cache / hidden states), whatever k is now
+            prefill = _first_step_only(ragged(base.draft, chunk, draft_ctx(ctx[pre_idx]),
+                                              tokens=np.int64(chunk.sum()), sampled=np.int64(len(first))), steps)
+        dt = md.model.price(Mix(target_work, verifying, passes, prefill)).total
         ends = now + np.cumsum(dt)
         if admissible and steps > 1 and ends[-1] > next_arrival:
             cut = int(np.searchsorted(ends, next_arrival)) + 1  # the step running at the arrival completes

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from ..errors import CrossoverError
 from ..units import COMPUTE_DTYPE, DTYPE_BYTES
+from .frozen import Spec
 from .hardware import Hardware
 from .model import Model
 
 Transition = Literal["smooth", "max", "sum"]
 
 
-class Efficiency(BaseModel):
+class Efficiency(Spec):
     """Achieved fractions of peak and fixed overheads (seconds). None means 'the hardware's figure'."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     # Weight streaming reaches 0.80-0.90 of peak in copy kernels and 0.68-0.84 in real decode
     # kernels (hardware_facts.md 9.2: H200 copy 0.90, A100 0.83, gpt-fast decode 0.69-0.82).
@@ -71,10 +70,8 @@ class Efficiency(BaseModel):
         )
 
 
-class Deployment(BaseModel):
+class Deployment(Spec):
     """A model served on `tp` accelerators of one kind."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: Model
     hardware: Hardware

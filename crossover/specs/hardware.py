@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import Field, PositiveFloat
 
 from ..errors import CrossoverError
 from ..units import GB, TFLOPS
+from .frozen import Spec
 
 _RATE_KEYS = {
     "bf16": "bf16_dense_tflops",
@@ -15,10 +16,8 @@ _RATE_KEYS = {
 }
 
 
-class Hardware(BaseModel):
+class Hardware(Spec):
     """One accelerator (per chip), as written in hardware/*.yaml."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     display_name: str

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
+
+from .frozen import Spec
 
 
-class MoE(BaseModel):
+class MoE(Spec):
     """Mixture-of-experts MLP block."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     num_experts: PositiveInt
     num_experts_per_tok: PositiveInt
@@ -24,10 +24,8 @@ class MoE(BaseModel):
         return self
 
 
-class MLA(BaseModel):
+class MLA(Spec):
     """Multi-head latent attention (DeepSeek-V2/V3): a compressed KV cache shared by all heads."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     q_lora_rank: PositiveInt | None = None
     kv_lora_rank: PositiveInt
@@ -36,19 +34,15 @@ class MLA(BaseModel):
     v_head_dim: PositiveInt
 
 
-class SlidingWindow(BaseModel):
+class SlidingWindow(Spec):
     """Layers that attend only to the last `size` tokens."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     size: PositiveInt
     num_layers: int = Field(ge=0)
 
 
-class Model(BaseModel):
+class Model(Spec):
     """A transformer decoder, as written in models/*.yaml."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     display_name: str = ""

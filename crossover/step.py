@@ -1,0 +1,253 @@
+"""The step model: what one engine step costs, for any mix of sequences decoding (q = 1),
+verifying drafts (q = verify width), prefilling prompt chunks and drafting.
+
+`StepModel.price` is the only code that adds a step's terms: the target forward, the engine's
+per-step overhead, each sequential draft pass with its launch overhead, the draft reading new
+prompts, and the speculative bookkeeping (per step and per verifying sequence). Every caller
+(curves, adaptive, what-if, trees, policy, the serving simulator, plots, validation) describes its
+step as a `Mix` and calls it.
+
+A forward's seconds come from a cost mode: `Roofline` (bytes / bandwidth against FLOPs / FLOP/s,
+op by op, roofline.py) today. A second mode (measured kernel tables) is one new class with the
+same two methods, registered in COST_MODES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+
+from .errors import CrossoverError
+from .roofline import Plan, StepCost, target_plan
+from .specs.deployment import Deployment
+from .speculation import Speculation, draft_plan
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The work of one forward pass: `tokens` new positions, logits at `sampled` of them (None: all),
+    and the attention sums per distinct window of the plan (window axis first): KV tokens read and
+    query-key pairs scored. Integer `tokens` select the tabulated evaluation (same numbers)."""
+
+    tokens: np.ndarray
+    kv: np.ndarray
+    qk: np.ndarray
+    sampled: np.ndarray | None = None
+
+    def __add__(self, other: "Forward") -> "Forward":
+        """Two groups of sequences in one forward."""
+        s1 = self.tokens if self.sampled is None else self.sampled
+        s2 = other.tokens if other.sampled is None else other.sampled
+        return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2)
+
+
+def uniform(plan: Plan, batch, q, context) -> Forward:
+    """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast)."""
+    return Forward(*plan.uniform_sums(batch, q, context))
+
+
+def prompts(plan: Plan, count, length: float, attended: float) -> Forward:
+    """`count` whole prompts of `length` tokens prefilled from an empty cache, causal within each;
+    each attends to at most `attended` of its tokens (a draft's KV budget), logits at the last."""
+    n = np.asarray(count, float)
+    w = np.asarray(plan.windows)[(slice(None),) + (None,) * n.ndim]
+    return Forward(n * length, n * np.minimum(attended, w), n * length * np.minimum((attended + 1.0) / 2.0, w), n)
+
+
+def ragged(plan: Plan, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None) -> Forward:
+    """Sequences along the last axis with `q` new positions over `context` cached tokens each (q = 0:
+    the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path."""
+    kv, qk = plan.window_sums(q, context)
+    t = q.sum(axis=-1).astype(np.int64) if tokens is None else tokens
+    return Forward(t, kv, qk, sampled)
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What one engine step (or an array of them, broadcast) runs.
+
+    target: the target forward over every decode, verify and prefill position of the step.
+    verifying: sequences that verify drafts; the speculative overheads (per step and per sequence)
+      and the draft passes apply where it is > 0.
+    draft_passes: (number of sequential passes, one pass's forward) groups; a chain is one group of
+      k passes of width 1, a tree one group per distinct width.
+    draft_prefill: the draft reading this step's prompt tokens (EAGLE heads, MTP layers and draft
+      models keep their own KV cache); where a draft pass runs in the same step it shares that
+      pass's launch (no second per-forward overhead).
+    """
+
+    target: Forward
+    verifying: np.ndarray | float = 0.0
+    draft_passes: tuple[tuple[np.ndarray | float, Forward], ...] = ()
+    draft_prefill: Forward | None = None
+
+
+@dataclass
+class StepBreakdown:
+    """Seconds of a step by term (arrays over the broadcast inputs) and the target forward per op."""
+
+    terms: dict[str, np.ndarray]
+    total: np.ndarray
+    target: StepCost | None = None  # per-op detail of the target forward (price(detail=True))
+    drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group
+
+    TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
+             "spec_overhead", "spec_overhead_per_seq")
+
+    @property
+    def verify(self) -> np.ndarray:
+        """The target's part: its forward plus the engine step overhead."""
+        return self.terms["target_forward"] + self.terms["step_overhead"]
+
+    @property
+    def draft(self) -> np.ndarray:
+        """The draft's time: its passes with their launch overheads and its reading of new prompts."""
+        t = self.terms
+        return t["draft_forwards"] + t["draft_step_overhead"] + t["draft_prefill"]
+
+    @property
+    def ops(self):
+        """Per-op costs of the target forward (requires price(detail=True))."""
+        if self.target is None:
+            raise CrossoverError("the per-op breakdown needs price(mix, detail=True)")
+        return self.target.ops
+
+
+class CostMode(Protocol):
+    """How a forward's seconds are found (the seam for the roofline and measured kernel tables)."""
+
+    name: str
+
+    def forward(self, plan: Plan, work: Forward) -> StepCost:
+        """Seconds of one forward with the per-op breakdown."""
+
+    def seconds(self, plan: Plan, work: Forward) -> np.ndarray:
+        """Seconds of one forward (total only: the hot path)."""
+
+
+class Roofline:
+    """Each op at combine(bytes / achieved bandwidth, FLOPs / achieved FLOP/s) (roofline.py)."""
+
+    name = "roofline"
+
+    def forward(self, plan: Plan, work: Forward) -> StepCost:
+        return plan.evaluate(work.tokens, work.kv, work.qk, work.sampled)
+
+    def seconds(self, plan: Plan, work: Forward) -> np.ndarray:
+        if np.asarray(work.tokens).dtype.kind in "iu":
+            return plan.seconds(work.tokens, work.kv, work.qk, work.sampled)
+        return plan.evaluate(work.tokens, work.kv, work.qk, work.sampled).total
+
+
+COST_MODES: dict[str, CostMode] = {"roofline": Roofline()}
+
+
+@dataclass(frozen=True, eq=False)
+class StepModel:
+    """A deployment's compiled target (and draft) forwards and the one pricing of an engine step."""
+
+    deployment: Deployment
+    target: Plan
+    draft: Plan | None
+    cost: CostMode
+    draft_kv_budget: int | None = None  # the draft attends to at most this many cached tokens
+
+    @staticmethod
+    def of(deployment: Deployment, speculation: Speculation | None = None, cost: str = "roofline") -> "StepModel":
+        """The step model of a deployment (and a speculation method's draft), memoised."""
+        if cost not in COST_MODES:
+            raise CrossoverError(f"unknown cost mode {cost!r}; choose from {', '.join(COST_MODES)}")
+        if speculation is None:
+            return _step_model(deployment, None, None, cost)
+        return _step_model(deployment, speculation.drafter, speculation.draft_kv_budget, cost)
+
+    # ------------------------------------------------------------------ the one price
+
+    def price(self, mix: Mix, detail: bool = False) -> StepBreakdown:
+        """Seconds of the step(s) described by `mix`, by term."""
+        eff = self.deployment.efficiency
+        run = self.cost.forward if detail else (lambda plan, w: StepCost(self.cost.seconds(plan, w)))
+        target = run(self.target, mix.target)
+        verifying = np.asarray(mix.verifying, float)
+        drafting = verifying > 0
+        zero = np.zeros_like(verifying)
+        terms = {"target_forward": target.total, "step_overhead": eff.step_overhead_s,
+                 "draft_forwards": zero, "draft_step_overhead": zero, "draft_prefill": zero,
+                 "spec_overhead": np.where(drafting, eff.spec_overhead_s, 0.0),
+                 "spec_overhead_per_seq": np.where(drafting, verifying * eff.spec_overhead_per_seq_s, 0.0)}
+        drafts = []
+        if mix.draft_passes and self.draft is None:
+            raise CrossoverError("this step model has no draft forward to run")
+        for count, work in mix.draft_passes:
+            one = run(self.draft, work)
+            drafts.append(one)
+            terms["draft_forwards"] = terms["draft_forwards"] + np.where(drafting, count * one.total, 0.0)
+            terms["draft_step_overhead"] = terms["draft_step_overhead"] + np.where(
+                drafting, count * eff.draft_step_overhead_s, 0.0)
+        if mix.draft_prefill is not None and self.draft is not None:
+            pre = run(self.draft, mix.draft_prefill).total
+            if mix.draft_passes:  # inside the first draft pass: no second launch
+                pre = pre - np.where(drafting, self.draft.overhead_s, 0.0)
+            terms["draft_prefill"] = np.where(np.asarray(mix.draft_prefill.tokens) > 0, pre, 0.0)
+        total = terms["target_forward"] + terms["step_overhead"]
+        for name in StepBreakdown.TERMS[2:]:
+            total = total + terms[name]
+        total = np.asarray(total)
+        terms = {name: np.broadcast_to(value, total.shape) for name, value in terms.items()}
+        return StepBreakdown(terms, total, target if detail else None, drafts)
+
+    # ------------------------------------------------------------------ common mixes
+
+    def draft_context(self, context):
+        """The context a draft pass attends to (capped by a self-speculation KV budget)."""
+        budget = self.draft_kv_budget
+        return context if budget is None else np.minimum(context, float(budget))
+
+    def draft_passes(self, decoding, context, pass_widths: tuple[int, ...]) -> tuple[tuple[int, Forward], ...]:
+        """Draft pass groups for `decoding` sequences over `context`: passes of each width together."""
+        if self.draft is None or not pass_widths:
+            return ()
+        ctx = self.draft_context(context)
+        return tuple((pass_widths.count(w), uniform(self.draft, decoding, float(w), ctx))
+                     for w in sorted(set(pass_widths)))
+
+    def decode(self, batch, context, spec: Speculation | None = None, *, width=None,
+               passes: tuple | None = None) -> Mix:
+        """A pure decode step: `batch` sequences over `context` cached tokens; with `spec`, each
+        verifies `width` positions (default the method's verify width) after the draft passes
+        (default the method's; give `passes` to override, e.g. k as an array)."""
+        if spec is None:
+            return Mix(uniform(self.target, batch, 1.0, context))
+        width = spec.verify_width if width is None else width
+        passes = self.draft_passes(batch, context, spec.draft_pass_widths) if passes is None else passes
+        return Mix(uniform(self.target, batch, width, context), np.asarray(batch, float), passes)
+
+    def with_prompts(self, decoding, count, prompt_len: float, context: float,
+                     spec: Speculation | None = None) -> Mix:
+        """`decoding` sequences over `context` (verifying with `spec`) and `count` whole prompts of
+        `prompt_len` tokens prefilled in the same step."""
+        target_pre = prompts(self.target, count, prompt_len, prompt_len)
+        if spec is None:
+            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre)
+        target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
+        passes = self.draft_passes(decoding, context, spec.draft_pass_widths)
+        pre = None
+        if self.draft is not None and spec.method not in ("ngram", "medusa"):  # the draft reads the prompts too
+            pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
+        return Mix(target, np.asarray(decoding, float), passes, pre)
+
+
+@lru_cache(maxsize=256)
+def _step_model(deployment: Deployment, drafter: Speculation | None, budget: int | None, cost: str) -> StepModel:
+    draft = None if drafter is None else draft_plan(drafter, deployment)
+    return StepModel(deployment, target_plan(deployment), draft, COST_MODES[cost], budget)
+
+
+def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:
+    """One engine step of the target alone: a forward over `batch` x `q` new tokens plus the step
+    overhead, with the per-op breakdown."""
+    model = StepModel.of(dep)
+    return model.price(Mix(uniform(model.target, batch, q, context)), detail=True)
