@@ -11,7 +11,7 @@ from . import memory
 from .errors import CrossoverError
 from .specs.deployment import Deployment
 from .speculation import Speculation
-from .step import StepModel
+from .step import Mix, StepModel
 
 Regime = Literal["crosses", "always_faster", "never_faster"]
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -110,11 +110,15 @@ def evaluate(sc: Scenario, batch, model: StepModel | None = None) -> Curves:
     b = np.asarray(batch, float)
     if sc.mixed:
         return _mixed_curves(sc, b, model)
-    off = model.price(model.decode(b, sc.context)).total
-    on = model.price(model.decode(b, sc.context, spec))
-    return Curves(b, np.broadcast_to(off, b.shape), np.broadcast_to(on.total, b.shape),
-                  np.broadcast_to(on.draft, b.shape), np.broadcast_to(on.verify, b.shape), b / off,
-                  b * spec.tau / on.total)
+    # Off (q = 1, nothing drafted) and on of the same batches priced in one pass: the draft passes
+    # and speculative overheads apply only where sequences verify.
+    n = b.size
+    flat = np.concatenate([b.ravel(), b.ravel()])
+    mix = model.decode(flat, sc.context, spec, width=np.repeat([1.0, spec.verify_width], n))
+    both = model.price(Mix(mix.target, np.concatenate([np.zeros(n), b.ravel()]), mix.draft_passes))
+    off, on = both.total[:n].reshape(b.shape), both.total[n:].reshape(b.shape)
+    draft, verify = both.draft[n:].reshape(b.shape), both.verify[n:].reshape(b.shape)
+    return Curves(b, off, on, draft, verify, b / off, b * spec.tau / on)
 
 
 def speedup(sc: Scenario, batch, model: StepModel | None = None) -> np.ndarray:

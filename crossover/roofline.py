@@ -89,9 +89,9 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
     big = np.maximum(memory, compute)
     small = np.minimum(memory, compute)
     ratio = small / np.maximum(big, 1e-300)  # 0/0 (an op with no work) -> 0
-    if p == 1.5 and big.size > 4096:  # (1 + r^1.5)^(2/3) without general powers: faster on large grids
+    if p == 1.5:  # (1 + r^1.5)^(2/3) without general powers (several times faster)
         return big * np.square(np.cbrt(1.0 + ratio * np.sqrt(ratio)))
-    if p == 2.0 and big.size > 4096:
+    if p == 2.0:
         return big * np.sqrt(1.0 + ratio * ratio)
     return big * np.power(1.0 + np.power(ratio, p), 1.0 / p)
 
@@ -131,17 +131,26 @@ class Plan:
         return tuple(np.unique(self.attention_window).tolist())
 
     @cached_property
-    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Row indices of token-count ops (GEMMs, experts), of sampled-position ops (LM heads) and of
-        attention ops."""
+    def _groups(self) -> dict[str, np.ndarray]:
+        """Row indices: 'all'; 'tokens' (GEMMs and experts, priced by the step's token count, with the
+        LM heads priced by the sampled positions) and 'attention' (priced by the attention sums)."""
         att = self.kv_bytes_per_attended > 0
-        lm = self.sampled_rows if self.sampled_rows is not None else np.zeros(len(self.names), bool)
-        return np.nonzero(~att & ~lm)[0], np.nonzero(~att & lm)[0], np.nonzero(att)[0]
+        return {"all": np.arange(len(self.names)), "tokens": np.nonzero(~att)[0], "attention": np.nonzero(att)[0]}
 
     @cached_property
-    def _attention_window_index(self) -> np.ndarray:
-        """For each attention row, the index of its window in `windows`."""
-        return np.searchsorted(np.asarray(self.windows), self.attention_window[self._rows[2]])
+    def _window_index(self) -> np.ndarray:
+        """For each row, the index of its window in `windows`."""
+        return np.searchsorted(np.asarray(self.windows), self.attention_window)
+
+    @lru_cache(maxsize=None)  # noqa: B019 (plans live in memoised builders)
+    def _coefficients(self, group: str) -> tuple:
+        """The rows' names and coefficient columns, indexed once per group."""
+        r = self._groups[group]
+        lm = self.sampled_rows[r] if self.sampled_rows is not None else np.zeros(len(r), bool)
+        return (tuple(self.names[i] for i in r), self.weight_bytes[r], self.act_bytes_per_token[r],
+                self.flops_per_token[r], self.kv_bytes_per_attended[r], self.kv_write_per_token[r],
+                self.flops_per_query_attended[r], self._window_index[r], self.bandwidth[r], self.rate[r],
+                lm if lm.any() else None, self.expert_bytes[r], self.num_experts[r], self.top_k[r])
 
     # ------------------------------------------------------------------ attention sums per window
 
@@ -169,16 +178,22 @@ class Plan:
 
     # ------------------------------------------------------------------ the one evaluator
 
-    def _token_rows(self, rows: np.ndarray, tokens: np.ndarray, routed: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(time, memory time, compute time, bytes, FLOPs) of weight-streaming rows over `tokens`
-        positions each; `routed`: the step's tokens that pick experts. Row axis first."""
-        col = (slice(None),) + (None,) * tokens.ndim
-        nbytes = self.weight_bytes[rows][col] + self.act_bytes_per_token[rows][col] * tokens
-        flops = self.flops_per_token[rows][col] * tokens
-        eb = self.expert_bytes[rows]
+    def _row_costs(self, group: str, tokens: np.ndarray, sampled: np.ndarray, kv: np.ndarray,
+                   qk: np.ndarray) -> tuple[tuple[str, ...], tuple[np.ndarray, ...]]:
+        """Names and (time, memory time, compute time, bytes, FLOPs) of a group of rows, row axis
+        first: weights streamed once, activations per token (LM heads: per sampled position), routed
+        experts by the distinct experts the tokens touch, the KV cache by the attention sums."""
+        names, wb, ab, fpt, kva, kvw, fqa, wi, bw, rate, lm, eb, ne, tk = self._coefficients(group)
+        col = (slice(None),) + (None,) * max(tokens.ndim, sampled.ndim, kv.ndim - 1)
+        row_tok = tokens if lm is None else np.where(lm[col], sampled, tokens)
+        nbytes = wb[col] + ab[col] * row_tok + kvw[col] * tokens
+        flops = fpt[col] * row_tok
+        if kva.any():
+            nbytes = nbytes + kva[col] * kv[wi]
+            flops = flops + fqa[col] * qk[wi]
         if eb.any():
-            e, k, eb = self.num_experts[rows][col], self.top_k[rows][col], eb[col]
-            distinct = expected_distinct_experts(routed, e, k)
+            e, k, eb = ne[col], tk[col], eb[col]
+            distinct = expected_distinct_experts(tokens, e, k)
             if self.ep_groups > 1:
                 # Expert parallelism: each GPU holds E/G whole experts and the step waits for the
                 # busiest one. Its distinct experts ~ mean + sd x sqrt(2 ln G) (Gaussian maximum of G),
@@ -189,28 +204,16 @@ class Plan:
                 local = e / gg
                 mu = distinct / gg
                 busiest = np.minimum(mu + z * np.sqrt(mu * np.clip(1.0 - mu / local, 0.0, 1.0)), local)
-                share = routed * k / gg
+                share = tokens * k / gg
                 imbalance = np.where(share > 0, (share + z * np.sqrt(share * (1.0 - 1.0 / gg)))
                                      / np.maximum(share, 1e-12), 1.0)
                 nbytes = nbytes + eb * busiest
-                flops = flops + (imbalance - 1.0) * np.where(eb > 0, self.flops_per_token[rows][col], 0.0) * routed
+                flops = flops + (imbalance - 1.0) * np.where(eb > 0, fpt[col], 0.0) * tokens
             else:
                 nbytes = nbytes + eb * distinct
-        tm = nbytes / self.bandwidth[rows][col]
-        tc = flops / self.rate[rows][col]
-        return combine(tm, tc, self.transition, self.p), tm, tc, nbytes, flops
-
-    def _attention_rows(self, tokens: np.ndarray, kv: np.ndarray, qk: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(time, memory time, compute time, bytes, FLOPs) of the attention rows, from the per-window
-        sums (window axis first). Row axis first."""
-        rows = self._rows[2]
-        wi = self._attention_window_index
-        col = (slice(None),) + (None,) * (kv.ndim - 1)
-        nbytes = self.kv_bytes_per_attended[rows][col] * kv[wi] + self.kv_write_per_token[rows][col] * tokens
-        flops = self.flops_per_query_attended[rows][col] * qk[wi]
-        tm = nbytes / self.bandwidth[rows][col]
-        tc = flops / self.rate[rows][col]
-        return combine(tm, tc, self.transition, self.p), tm, tc, nbytes, flops
+        tm = nbytes / bw[col]
+        tc = flops / rate[col]
+        return names, (combine(tm, tc, self.transition, self.p), tm, tc, nbytes, flops)
 
     def _allreduce(self, tokens: np.ndarray) -> np.ndarray | float:
         """Seconds of the step's tensor-parallel collectives."""
@@ -224,16 +227,10 @@ class Plan:
         positions (default: all `tokens`; a prompt needs them at its last position only). Mixed
         batches of decode, verify and prefill chunks cost the same way as a uniform batch."""
         tokens = np.asarray(tokens, float)
-        kv, qk = np.asarray(kv, float), np.asarray(qk, float)
         s = tokens if sampled is None else np.asarray(sampled, float)
-        main, lm, att = self._rows
-        parts = []
-        total: np.ndarray | float = self.overhead_s
-        for names, rows in ((main, self._token_rows(main, tokens, tokens)), (lm, self._token_rows(lm, s, tokens)),
-                            (att, self._attention_rows(tokens, kv, qk))):
-            if len(names):
-                total = total + rows[0].sum(axis=0)
-                parts.append((tuple(self.names[i] for i in names), rows))
+        names, rows = self._row_costs("all", tokens, s, np.asarray(kv, float), np.asarray(qk, float))
+        total = rows[0].sum(axis=0) + self.overhead_s
+        parts = [(names, rows)]
         if self.has_allreduce:
             ar = np.asarray(self._allreduce(tokens))
             total = total + ar
@@ -243,13 +240,14 @@ class Plan:
 
     def seconds(self, tokens, kv, qk, sampled=None) -> np.ndarray:
         """`evaluate(...).total` for integer token counts: the token-count rows come from a table of
-        the same evaluator (tabulated once per plan and size), the attention rows are computed."""
+        the same row costs (tabulated once per plan and size), the attention rows are computed."""
         t = np.asarray(tokens, np.int64)
         s = t if sampled is None else np.asarray(sampled, np.int64)
         size = int(max(t.max(initial=0), s.max(initial=0))) + 1
-        main, lm = _token_tables(self, 1 << max(size - 1, 1).bit_length())
-        att = self._attention_rows(t.astype(float), np.asarray(kv, float), np.asarray(qk, float))[0].sum(axis=0)
-        return main.take(t) + lm.take(s) + att + self.overhead_s
+        by_tokens, by_sampled = _token_table(self, 1 << max(size - 1, 1).bit_length())
+        tf = t.astype(float)
+        att = self._row_costs("attention", tf, tf, np.asarray(kv, float), np.asarray(qk, float))[1][0].sum(axis=0)
+        return by_tokens.take(t) + by_sampled.take(s) + att + self.overhead_s
 
     def cost(self, batch, q=1, context=0) -> StepCost:
         """Seconds for one forward over `batch` sequences, `q` new positions each, `context` cached."""
@@ -260,14 +258,16 @@ class Plan:
 
 
 @lru_cache(maxsize=64)
-def _token_tables(plan: Plan, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seconds of the token-count rows (with the collectives) and of the LM-head rows for 0..size-1
-    tokens: Plan.evaluate's own terms, tabulated."""
-    tokens = np.arange(size, dtype=float)
-    main, lm, _ = plan._rows
-    t_main = plan._token_rows(main, tokens, tokens)[0].sum(axis=0) + plan._allreduce(tokens)
-    t_lm = plan._token_rows(lm, tokens, tokens)[0].sum(axis=0)
-    return np.asarray(t_main, float), np.asarray(t_lm, float)
+def _token_table(plan: Plan, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of the token-count rows for 0..size-1 tokens (with the collectives) and of the LM-head
+    rows for 0..size-1 sampled positions: Plan.evaluate's own row costs, tabulated."""
+    t = np.arange(size, dtype=float)
+    zero = np.zeros((len(plan.windows), size))
+    names, rows = plan._row_costs("tokens", t, t, zero, zero)
+    lm = plan._coefficients("tokens")[10]
+    by_tokens = rows[0] if lm is None else rows[0][~lm]
+    by_sampled = np.zeros((0, size)) if lm is None else rows[0][lm]
+    return np.asarray(by_tokens.sum(axis=0) + plan._allreduce(t), float), by_sampled.sum(axis=0)
 
 
 def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:

@@ -89,7 +89,7 @@ class Mix:
 class StepBreakdown:
     """Seconds of a step by term (arrays over the broadcast inputs) and the target forward per op."""
 
-    terms: dict[str, np.ndarray]
+    terms: dict[str, np.ndarray]  # each broadcasts to `total`
     total: np.ndarray
     target: StepCost | None = None  # per-op detail of the target forward (price(detail=True))
     drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group
@@ -100,13 +100,13 @@ class StepBreakdown:
     @property
     def verify(self) -> np.ndarray:
         """The target's part: its forward plus the engine step overhead."""
-        return self.terms["target_forward"] + self.terms["step_overhead"]
+        return np.broadcast_to(self.terms["target_forward"] + self.terms["step_overhead"], self.total.shape)
 
     @property
     def draft(self) -> np.ndarray:
         """The draft's time: its passes with their launch overheads and its reading of new prompts."""
         t = self.terms
-        return t["draft_forwards"] + t["draft_step_overhead"] + t["draft_prefill"]
+        return np.broadcast_to(t["draft_forwards"] + t["draft_step_overhead"] + t["draft_prefill"], self.total.shape)
 
     @property
     def ops(self):
@@ -196,7 +196,6 @@ class StepModel:
         for name in StepBreakdown.TERMS[2:]:
             total = total + terms[name]
         total = np.asarray(total)
-        terms = {name: np.broadcast_to(value, total.shape) for name, value in terms.items()}
         return StepBreakdown(terms, total, target if detail else None, drafts)
 
     # ------------------------------------------------------------------ common mixes

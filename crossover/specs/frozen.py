@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 
 def _hashable(value: Any) -> Any:
@@ -18,9 +18,27 @@ def _hashable(value: Any) -> Any:
 
 
 class Spec(BaseModel):
-    """A frozen pydantic model whose hash follows its field values (equal specs, equal hashes)."""
+    """A frozen pydantic model whose hash follows its field values (equal specs, equal hashes),
+    computed once per instance (specs key every memoised builder, so they are hashed often)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _hash: int | None = PrivateAttr(default=None)
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, *(_hashable(v) for v in self.__dict__.values())))
+        h = self.__pydantic_private__.get("_hash")
+        if h is None:
+            h = hash((type(self).__name__, *(_hashable(v) for v in self.__dict__.values())))
+            self.__pydantic_private__["_hash"] = h
+        return h
+
+    def __eq__(self, other: object) -> bool:
+        """Equal field values (the cached hash is not part of the value)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__  # type: ignore[union-attr]
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False):  # type: ignore[override]
+        """A copy (with `update`d fields) that hashes its own values."""
+        out = super().model_copy(update=update, deep=deep)
+        out.__pydantic_private__["_hash"] = None
+        return out
