@@ -4,6 +4,8 @@ request rates). Used by `measured` and `simulate`; the tables and JSON live in r
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 # Latency metrics compared level by level (vLLM names; lower is better); p50 and p99 of what a
@@ -11,6 +13,56 @@ from typing import Any
 LATENCY_METRICS: tuple[str, ...] = (
     "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms", "median_ttft_ms", "p99_ttft_ms",
     "median_e2el_ms", "p99_e2el_ms", "mean_tpot_ms", "mean_e2el_ms")
+
+
+# A ratio within this fraction of 1 is "equal within noise": no side, and no sign change through it.
+EQUAL_RTOL = 0.01
+
+
+@dataclass(frozen=True)
+class LevelCrossings:
+    """Where a per-level ratio (> 1: speculation better) changes side, between levels sorted by load.
+
+    `crossings`: every sign change, each (load interpolated in log(load) between the last level on
+    the old side and the first on the new, "down" when speculation stops paying off, "up" when it
+    starts); `crossover`: the first sustained one (the side it enters holds at the next level, or
+    the sweep ends there); `side` when nothing crosses: "on", "off" or "equal" (within noise at
+    every level)."""
+
+    crossings: tuple[tuple[float, str], ...]
+    crossover: float | None
+    side: str | None
+
+    @property
+    def bracketed(self) -> bool:
+        """Whether a crossover lies between two measured levels."""
+        return self.crossover is not None
+
+    def crossings_json(self) -> list[dict[str, Any]]:
+        """The crossings as JSON objects (`level`, `direction`)."""
+        return [{"level": round(x, 4), "direction": d} for x, d in self.crossings]
+
+
+def level_crossings(loads, ratios, rtol: float = EQUAL_RTOL) -> LevelCrossings:
+    """The sign changes of ratio - 1 over load (levels sorted by load here; ratios within `rtol` of
+    1 are on neither side), the first sustained crossover, or the side the ratio stayed on."""
+    pairs = sorted(zip((float(x) for x in loads), (float(r) for r in ratios)), key=lambda t: t[0])
+    signed = [(x, r, (r - 1 > rtol) - (r - 1 < -rtol)) for x, r in pairs if math.isfinite(r)]
+    sided = [(x, r, s) for x, r, s in signed if s != 0]
+    crossings: list[tuple[float, str]] = []
+    sustained: list[bool] = []
+    for i in range(1, len(sided)):
+        (xa, ra, sa), (xb, rb, sb) = sided[i - 1], sided[i]
+        if sa == sb:
+            continue
+        lx = math.log(xa) + (math.log(xb) - math.log(xa)) * (ra - 1) / (ra - rb)
+        crossings.append((math.exp(lx), "down" if sa > 0 else "up"))
+        sustained.append(i + 1 >= len(sided) or sided[i + 1][2] == sb)
+    cross = next((c[0] for c, ok in zip(crossings, sustained) if ok), None)
+    side = None
+    if not crossings:
+        side = "equal" if not sided else ("on" if sided[0][2] > 0 else "off")
+    return LevelCrossings(tuple(crossings), cross, side)
 
 
 def latency_crossovers(table) -> dict[str, dict[str, Any]]:
@@ -22,18 +74,16 @@ def latency_crossovers(table) -> dict[str, dict[str, Any]]:
 def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
     """Per latency metric both arms report at every level (metric dicts per level): the ratio off/on
     per level (> 1: lower with speculation), where it crosses 1 between levels, or the side it stayed on."""
-    from .curves import crossing_between_levels
-
     out: dict[str, dict[str, Any]] = {}
     for name in LATENCY_METRICS:
         vals = [(load, off.get(name), on.get(name)) for load, off, on in zip(loads, offs, ons)]
         if not vals or any(not a or not b or a != a or b != b for _, a, b in vals):
             continue
         ratios = [a / b for _, a, b in vals]
-        cross = crossing_between_levels([v[0] for v in vals], ratios)
-        out[name] = {"ratios": [round(r, 4) for r in ratios], "crossover": None if cross is None else round(cross, 4),
-                     "bracketed": cross is not None,
-                     "side": None if cross is not None else ("on" if ratios[0] > 1 else "off")}
+        lc = level_crossings([v[0] for v in vals], ratios)
+        out[name] = {"ratios": [round(r, 4) for r in ratios],
+                     "crossover": None if lc.crossover is None else round(lc.crossover, 4),
+                     "bracketed": lc.bracketed, "crossings": lc.crossings_json(), "side": lc.side}
     return out
 
 

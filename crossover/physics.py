@@ -66,9 +66,9 @@ def in_flight(p, sc: Scenario) -> float:
 
 def check(sc: Scenario, points) -> list[BoundCheck]:
     """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length;
-    load_axis and metrics when the load is a request rate)."""
+    load_axis and metrics when the load is a request rate), by increasing load."""
     out = []
-    for p in points:
+    for p in sorted(points, key=lambda q: (q.load, q.arm != "off", q.source)):  # by load, off first
         sol = speed_of_light(sc, p.acceptance_length if p.arm == "on" and p.acceptance_length else None)
         batch = in_flight(p, sc)
         c = evaluate(sol, [batch])

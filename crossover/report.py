@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import PREDICT_RATE_PROMPTS, latency_crossings, latency_crossovers
+from .compare import EQUAL_RTOL, PREDICT_RATE_PROMPTS, latency_crossings, latency_crossovers, level_crossings
 
 from .curves import Prediction
 
@@ -141,6 +141,7 @@ def simulation_dict(res) -> dict[str, Any]:
         "speedup_metric": "output_throughput on/off" if key == "concurrency" else "mean_e2el_ms off/on",
         "levels": levels,
         f"crossover_{key}": None if res.crossover is None else round(res.crossover, 4),
+        "crossings": res.level_crossings.crossings_json(),
         "crossover_side": res.side,
         "latency": _simulated_latency(res),
     }
@@ -202,12 +203,17 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
     lines.append("")
     metric = "output throughput on/off" if axis == "concurrency" else "mean end-to-end latency off/on"
     what = "concurrency" if axis == "concurrency" else "request rate"
-    if res.crossover is None:
+    lc = res.level_crossings
+    if lc.side == "equal":
+        lines.append(f"crossover: none in {what} {res.levels[0].value:g}..{res.levels[-1].value:g}; the arms are "
+                     f"equal within noise ({metric} within {EQUAL_RTOL:.0%} of 1 at every level)")
+    elif res.crossover is None:
         side = "faster" if res.side == "on" else "slower"
         lines.append(f"crossover: not reached in {what} {res.levels[0].value:g}..{res.levels[-1].value:g}; "
                      f"speculation stayed {side} ({metric})")
     else:
         lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1)")
+    lines += _other_crossings(lc, what)
     lines += latency_lines(_simulated_latency(res), what)
     return "\n".join(lines)
 
@@ -241,14 +247,31 @@ def _measured_ratio(table, off, on) -> float:
     return on.output_throughput / off.output_throughput
 
 
-def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], float | None, str | None]:
-    """(load, off, on, speedup) per level, the interpolated crossover, and the side when not bracketed."""
-    from .curves import crossing_between_levels
+def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], Any]:
+    """(load, off, on, speedup) per level by increasing load, and where the speedup crosses 1
+    (every sign change, the first sustained crossover, or the side it stayed on)."""
+    rows = sorted(((load, off, on, _measured_ratio(table, off, on)) for load, off, on in table.pairs()),
+                  key=lambda r: r[0])
+    return rows, level_crossings([r[0] for r in rows], [r[3] for r in rows])
 
-    rows = [(load, off, on, _measured_ratio(table, off, on)) for load, off, on in table.pairs()]
-    cross = crossing_between_levels([r[0] for r in rows], [r[3] for r in rows])
-    side = None if cross is not None else ("on" if rows[0][3] > 1 else "off")
-    return rows, cross, side
+
+def _other_crossings(lc, axis: str) -> list[str]:
+    """Lines for the sign changes besides the crossover (noise between levels, or a second crossing)."""
+    if len(lc.crossings) < 2:
+        return []
+    listed = ", ".join(f"{x:.1f} ({d})" for x, d in lc.crossings)
+    return [f"           the ratio changes side {len(lc.crossings)} times: at {axis.replace('_', ' ')} {listed}"]
+
+
+def _where(d: dict[str, Any], axis: str) -> str:
+    """A latency metric's crossing as words."""
+    what = axis.replace("_", " ")
+    if d["bracketed"]:
+        more = f" (and {len(d['crossings']) - 1} more sign change(s))" if len(d["crossings"]) > 1 else ""
+        return f"crosses at {what} {d['crossover']:.1f}{more}"
+    if d["side"] == "equal":
+        return f"no crossover; equal within noise (within {EQUAL_RTOL:.0%})"
+    return f"not bracketed; {'lower' if d['side'] == 'on' else 'higher'} with speculation throughout"
 
 
 def latency_lines(lat: dict[str, dict[str, Any]], axis: str) -> list[str]:
@@ -257,9 +280,7 @@ def latency_lines(lat: dict[str, dict[str, Any]], axis: str) -> list[str]:
         return []
     lines = ["", "latency, off/on per level (> 1: lower with speculation):"]
     for name, d in lat.items():
-        where = (f"crosses at {axis.replace('_', ' ')} {d['crossover']:.1f}" if d["bracketed"] else
-                 f"not bracketed; {'lower' if d['side'] == 'on' else 'higher'} with speculation throughout")
-        lines.append(f"  {name:<15} {' '.join(f'{r:6.3f}' for r in d['ratios'])}   {where}")
+        lines.append(f"  {name:<15} {' '.join(f'{r:6.3f}' for r in d['ratios'])}   {_where(d, axis)}")
     if any(n.endswith("itl_ms") for n in lat):
         lines.append("  (ITL is the gap between streamed chunks, and a speculative step streams several tokens "
                      "at once: compare TPOT per token)")
@@ -268,7 +289,8 @@ def latency_lines(lat: dict[str, dict[str, Any]], axis: str) -> list[str]:
 
 def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON contract of `crossover measured --json`."""
-    rows, cross, side = measured_summary(table)
+    rows, lc = measured_summary(table)
+    cross = lc.crossover
     points = []
     for load, off, on, ratio in rows:
         points.append({
@@ -287,7 +309,8 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
         "points": points,
         "crossover": None if cross is None else round(cross, 4),
         "bracketed": cross is not None,
-        "side": side,
+        "crossings": lc.crossings_json(),
+        "side": lc.side,
         "latency": latency_crossovers(table),
     }
     if predicted is not None:
@@ -302,7 +325,8 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
 
 def measured_table(table, checks, causes, predicted: dict[str, Any] | None = None) -> str:
     """The measured on/off table, the crossover, the model beside it and the physics check."""
-    rows, cross, side = measured_summary(table)
+    rows, lc = measured_summary(table)
+    cross, side = lc.crossover, lc.side
     axis = table.load_axis
     lines = [f"{'level':>9} ({axis}) | {'off tok/s':>10} {'on tok/s':>10} {'speedup':>8} | {'TPOT p50 off':>12} "
              f"{'on':>8} | {'tau':>5}"]
@@ -313,11 +337,15 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
         lines.append(f"{load:>9g} {'':>{len(axis) + 2}} | {off.output_throughput:>10.1f} {on.output_throughput:>10.1f} "
                      f"{ratio:>8.3f} | {fmt(tp_off):>12} {fmt(tp_on):>8} | {tau:>5}")
     lines.append("")
-    if cross is None:
+    if side == "equal":
+        lines.append(f"crossover: none; the arms are equal within noise (speedup within {EQUAL_RTOL:.0%} of 1 at "
+                     f"every level)")
+    elif cross is None:
         lines.append(f"crossover: not bracketed by the measured levels; speculation stayed "
                      f"{'faster' if side == 'on' else 'slower'}")
     else:
         lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
+    lines += _other_crossings(lc, axis)
     lines += latency_lines(latency_crossovers(table), axis)
     if predicted is not None:
         lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = measured / predicted):",

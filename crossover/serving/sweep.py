@@ -9,7 +9,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..curves import Scenario, crossing_between_levels
+from ..curves import Scenario
 from ..errors import CrossoverError
 from ..workload import Workload
 from .engine import EngineLimits, kv_capacity_tokens
@@ -53,16 +53,23 @@ class SweepResult:
         return np.array([lv.ratio(self.axis) for lv in self.levels])
 
     @property
+    def level_crossings(self):
+        """Every sign change of the speedup - 1 between levels, the first sustained one, or the side."""
+        from ..compare import level_crossings
+
+        return level_crossings([lv.value for lv in self.levels], self.ratios)
+
+    @property
     def crossover(self) -> float | None:
-        """First load where the speedup passes through 1, interpolated in log(load) between levels."""
-        return crossing_between_levels([lv.value for lv in self.levels], self.ratios)
+        """First sustained load where the speedup passes through 1, interpolated in log(load) between levels."""
+        return self.level_crossings.crossover
 
     @property
     def side(self) -> str | None:
-        """When nothing crosses: 'on' (speculation faster at every level) or 'off'."""
-        if self.crossover is not None or not self.levels:
+        """When nothing crosses: 'on' (speculation faster at every level), 'off', or 'equal' (within noise)."""
+        if not self.levels:
             return None
-        return "on" if self.ratios[0] > 1 else "off"
+        return self.level_crossings.side
 
 
 def check_fits(sc: Scenario, workload: Workload, concurrency: float, base: Path | None = None) -> None:

@@ -1,0 +1,51 @@
+"""Issue 12, measured sweeps: every sign change, no crossover for equal arms, levels sorted by load."""
+
+import json
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from crossover.compare import level_crossings
+
+HERE = FIXTURES / "issue12"
+
+
+def test_identical_arms_have_no_crossover():
+    r = run_cli("measured", "--files", str(HERE / "identical_arms.csv"))
+    assert r.returncode == 0, r.stderr
+    assert "crosses at" not in r.stdout
+    assert "equal within noise" in r.stdout
+    d = json.loads(run_cli("measured", "--files", str(HERE / "identical_arms.csv"), "--json").stdout)
+    assert d["crossover"] is None and d["bracketed"] is False and d["crossings"] == [] and d["side"] == "equal"
+    for lat in d["latency"].values():
+        assert lat["crossover"] is None and lat["side"] == "equal" and lat["crossings"] == []
+
+
+def test_every_sign_change_is_listed_and_the_crossover_is_the_first_sustained_one():
+    d = json.loads(run_cli("measured", "--files", str(HERE / "zigzag.csv"), "--json").stdout)
+    assert [p["level"] for p in d["points"]] == [1, 4, 16, 64, 128]
+    assert [c["direction"] for c in d["crossings"]] == ["down", "up", "down"]
+    lo = [c["level"] for c in d["crossings"]]
+    assert 1 < lo[0] < 4 < lo[1] < 16 < lo[2] < 64
+    assert d["crossover"] == pytest.approx(lo[2])  # 0.9 at 4 is followed by 1.2: not sustained
+    text = run_cli("measured", "--files", str(HERE / "zigzag.csv")).stdout
+    assert "changes side 3 times" in text
+
+
+def test_level_crossings_ignore_ratios_within_noise_and_sort_by_load():
+    lc = level_crossings([32, 1, 8], [0.8, 1.3, 1.004])
+    assert lc.crossover == pytest.approx(lc.crossings[0][0]) and 1 < lc.crossover < 32
+    assert lc.crossings[0][1] == "down" and len(lc.crossings) == 1
+    assert level_crossings([1, 2, 4], [1.0, 1.0, 1.0]).side == "equal"
+    assert level_crossings([1, 2, 4], [1.0, 1.2, 1.3]).side == "on"
+    single = level_crossings([1, 2, 4, 8], [1.2, 0.8, 1.2, 1.3])
+    assert [d for _, d in single.crossings] == ["down", "up"] and single.crossover == single.crossings[1][0]
+
+
+def test_physics_rows_come_out_by_load():
+    r = run_cli("measured", "--files", str(HERE / "zigzag.csv"), "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+                "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["physics"]
+    assert [(c["level"], c["arm"]) for c in rows] == sorted(((c["level"], c["arm"]) for c in rows),
+                                                             key=lambda t: (t[0], t[1] != "off"))
