@@ -31,6 +31,7 @@ class Scenario:
     context: float = 2048.0
     prompt_len: float | None = None
     output_len: float | None = None
+    tp_auto: bool = False  # the TP was chosen automatically (the smallest that holds enough sequences)
 
     def __post_init__(self) -> None:
         if (self.prompt_len is None) != (self.output_len is None):
@@ -231,6 +232,7 @@ def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
     curves = evaluate(sc, b, model)
     # Memory holds each request's KV at its longest: the whole prompt + output when those are given.
     peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
+    memory.check_fits(dep, peak)
     max_off = memory.max_batch(dep, peak, slack_tokens=1)
     w, kv = draft_memory(sc)
     max_on = memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,

@@ -298,10 +298,10 @@ def plot_breakdown(sc, inputs: dict[str, Any], path: str, batches=(1, 8, 32, 128
         on = model.price(model.decode(np.array([b], float), sc.context, sc.speculation), detail=True)
         for arm, step in (("off", off), ("on", on)):
             parts = {n: float(o.time[0]) for n, o in step.ops.items()}
-            parts["overhead"] = float(step.target.overhead + step.terms["step_overhead"][0])  # type: ignore[union-attr]
+            parts["overhead"] = float(step.target.overhead + step.term("step_overhead")[0])  # type: ignore[union-attr]
             if arm == "on":
                 parts["draft"] = float(step.draft[0])
-                parts["spec overhead"] = float(step.terms["spec_overhead"][0] + step.terms["spec_overhead_per_seq"][0])
+                parts["spec overhead"] = float(step.term("spec_overhead")[0] + step.term("spec_overhead_per_seq")[0])
             for n in parts:
                 if n not in names:
                     names.append(n)

@@ -6,6 +6,7 @@ adds the tokens that iteration yields and the draft forwards, so sweeping accept
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal, Sequence
@@ -152,6 +153,40 @@ def _check_paths(paths) -> tuple[int, ...]:
             raise CrossoverError(f"tree node {list(path)} has no parent {list(path[:-1])} in the tree")
     depth = max(len(p) for p in paths)
     return tuple(sum(1 for p in paths if len(p) == d) for d in range(1, depth + 1))
+
+
+def parse_tree(text: str) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | None]:
+    """(nodes per depth, node paths) from '3x4' (depth 3, 4 nodes per depth), '4,4,2' (nodes per
+    depth), a preset name ('eagle1') or node paths as JSON ('[[0],[1],[0,0]]')."""
+    t = text.strip().lower()
+    if t in TREE_PRESETS:
+        return None, TREE_PRESETS[t]
+    if t.startswith("["):
+        try:
+            raw = json.loads(t)
+            paths = tuple(tuple(int(r) for r in node) for node in raw)
+            if any(not isinstance(node, list) or any(isinstance(r, bool) or not isinstance(r, int) for r in node)
+                   for node in raw):
+                raise ValueError
+        except (ValueError, TypeError):
+            raise CrossoverError(
+                f"tree {text!r}: node paths are a JSON list of rank lists, e.g. [[0],[1],[0,0]]") from None
+        widths = _check_paths(paths)
+        if len(widths) > 32:
+            raise CrossoverError(f"tree {text!r}: depth 1..32")
+        return None, paths
+    try:
+        if "x" in t:
+            depth, branch = (int(x) for x in t.split("x", 1))
+            widths = (branch,) * depth
+        else:
+            widths = tuple(int(x) for x in t.split(",") if x.strip())
+    except ValueError:
+        raise CrossoverError(f"tree {text!r}: write DEPTHxBRANCHING (e.g. 3x4), nodes per depth (e.g. 4,4,2), "
+                             f"node paths (e.g. [[0],[1],[0,0]]) or a preset ({', '.join(TREE_PRESETS)})") from None
+    if not widths or any(w < 1 for w in widths) or len(widths) > 32:
+        raise CrossoverError(f"tree {text!r}: depth 1..32 and at least one node per depth")
+    return widths, None
 
 
 def _path_arrays(paths: tuple[tuple[int, ...], ...], k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -97,6 +97,10 @@ class StepBreakdown:
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
              "spec_overhead", "spec_overhead_per_seq")
 
+    def term(self, name: str) -> np.ndarray:
+        """One term's seconds, broadcast to the shape of `total`."""
+        return np.broadcast_to(self.terms[name], self.total.shape)
+
     @property
     def verify(self) -> np.ndarray:
         """The target's part: its forward plus the engine step overhead."""

@@ -35,7 +35,7 @@ def test_simulation_agrees_with_closed_form_at_fixed_lengths(p_len, o_len, conc)
 def test_tpot_at_concurrency_1_is_the_decode_step():
     sc = scenario(p=128, o=256)
     r = run_level(sc, fixed(128, 256), "concurrency", 1, num_prompts=50, seed=0, level_index=0)
-    from crossover.roofline import step_time
+    from crossover.step import step_time
 
     dec = float(step_time(sc.deployment, [1], 1, 128 + 128).total[0])  # mean context over the decode
     assert r["off"]["median_tpot_ms"] == pytest.approx(dec * 1e3, rel=0.02)

@@ -79,7 +79,7 @@ def test_draft_model_pays_k_sequential_forwards():
     dd = Deployment(model=draft, hardware=d.hardware, tp=1, efficiency=eff)
     one = step_time(dd, [8], 1, 2048).total[0] - eff.step_overhead_s  # a draft forward, no engine step cost
     st = spec_step(d, s, [8], 2048)
-    assert float(st.terms["draft_forwards"][0]) == pytest.approx(4 * one, rel=1e-9)
+    assert float(st.term("draft_forwards")[0]) == pytest.approx(4 * one, rel=1e-9)
     assert float(st.draft[0]) == pytest.approx(4 * one, rel=1e-9)
 
 
@@ -103,7 +103,7 @@ def test_medusa_is_one_pass_and_mtp_needs_a_module():
     m = Speculation("medusa", 4, Acceptance.rate(0.6))
     assert m.draft_forwards == 1
     t = spec_step(d, m, [1], 512)
-    assert float(t.terms["draft_step_overhead"][0]) == pytest.approx(d.efficiency.draft_step_overhead_s)
+    assert float(t.term("draft_step_overhead")[0]) == pytest.approx(d.efficiency.draft_step_overhead_s)
     assert float(t.drafts[0].ops["medusa_heads"].bytes[0]) == pytest.approx(4 * 32000 * 4096 * 2, rel=1e-3)
     with pytest.raises(CrossoverError, match="no MTP module"):
         Speculation("mtp", 2, Acceptance.rate(0.8)).draft_ops(d)
@@ -131,7 +131,7 @@ def test_spec_step_shows_its_parts():
         float(st.draft[0] + st.verify[0]) + eff.spec_overhead_s + 4 * eff.spec_overhead_per_seq_s, rel=1e-12)
     # by hand: target forward at q = 4, the step overhead, three draft passes with their launches
     assert float(st.verify[0]) == pytest.approx(float(step_time(d, [4.0], 4, 1024).total[0]), rel=1e-12)
-    assert float(st.terms["draft_step_overhead"][0]) == pytest.approx(3 * eff.draft_step_overhead_s)
+    assert float(st.term("draft_step_overhead")[0]) == pytest.approx(3 * eff.draft_step_overhead_s)
 
 
 # ----------------------------------------------------------------------- trees as node paths

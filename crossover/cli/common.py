@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..build import (  # noqa: F401 - the CLI's defaults are the library's
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_CONTEXT,
+    DEFAULT_HARDWARE,
+    DEFAULT_K,
+    DEFAULT_METHOD,
+    DEFAULT_MODEL,
+    MIN_SEQUENCES_FOR_AUTO_TP,
+)
 from ..errors import CrossoverError
-
-DEFAULT_MODEL = "llama-3.1-70b"
-DEFAULT_HARDWARE = "h100-sxm"
-DEFAULT_METHOD = "eagle"
-DEFAULT_K = 3
-DEFAULT_ACCEPTANCE = 0.7
-DEFAULT_CONTEXT = 2048
-MIN_SEQUENCES_FOR_AUTO_TP = 16
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,44 +57,6 @@ def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
     if not items:
         raise CrossoverError(f"{what} list is empty; give e.g. 1,8,64 or 1..64")
     return items
-
-
-def parse_tree(text: str) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | None]:
-    """(nodes per depth, node paths) from '3x4' (depth 3, 4 nodes per depth), '4,4,2' (nodes per
-    depth), a preset name ('eagle1') or node paths as JSON ('[[0],[1],[0,0]]')."""
-    import json
-
-    from ..speculation import TREE_PRESETS, _check_paths
-
-    t = text.strip().lower()
-    if t in TREE_PRESETS:
-        return None, TREE_PRESETS[t]
-    if t.startswith("["):
-        try:
-            raw = json.loads(t)
-            paths = tuple(tuple(int(r) for r in node) for node in raw)
-            if any(not isinstance(node, list) or any(isinstance(r, bool) or not isinstance(r, int) for r in node)
-                   for node in raw):
-                raise ValueError
-        except (ValueError, TypeError):
-            raise CrossoverError(
-                f"--tree {text!r}: node paths are a JSON list of rank lists, e.g. [[0],[1],[0,0]]") from None
-        widths = _check_paths(paths)
-        if len(widths) > 32:
-            raise CrossoverError(f"--tree {text!r}: depth 1..32")
-        return None, paths
-    try:
-        if "x" in t:
-            depth, branch = (int(x) for x in t.split("x", 1))
-            widths = (branch,) * depth
-        else:
-            widths = tuple(int(x) for x in t.split(",") if x.strip())
-    except ValueError:
-        raise CrossoverError(f"--tree {text!r}: write DEPTHxBRANCHING (e.g. 3x4), nodes per depth (e.g. 4,4,2), "
-                             f"node paths (e.g. [[0],[1],[0,0]]) or a preset ({', '.join(TREE_PRESETS)})") from None
-    if not widths or any(w < 1 for w in widths) or len(widths) > 32:
-        raise CrossoverError(f"--tree {text!r}: depth 1..32 and at least one node per depth")
-    return widths, None
 
 
 def _fraction(text: str, what: str) -> float:

@@ -36,7 +36,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     workload, base = load_workload(args.workload)
     p_mean, o_mean = workload.means(base=base)
-    sc, resolved = scenario_from_args(args, p_mean, o_mean, workload.acceptance)
+    sc, resolved = scenario_from_args(args, p_mean, o_mean, workload)
     axis = "concurrency" if args.concurrency is not None else "request_rate"
     flag = "--concurrency" if axis == "concurrency" else "--request-rate"
     raw = args.concurrency if axis == "concurrency" else args.request_rate
@@ -187,7 +187,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         p_len, o_len = workload.means(base=base)
     elif args.concurrency:
         raise CrossoverError("--concurrency needs --workload (the prompt and output lengths to simulate)")
-    sc, resolved = scenario_from_args(args, p_len, o_len, workload.acceptance if workload else None)
+    sc, resolved = scenario_from_args(args, p_len, o_len, workload)
     batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
     pred = predict(sc, batches)
     b_max = max(1, min(pred.max_batch_off, 512))
@@ -229,7 +229,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not hws:
         raise CrossoverError("--hardware needs at least one accelerator name")
     tps = tuple(int(x) for x in parse_list(args.tp, "--tp", integer=True))
-    spec = speculation_from_args(args, workload.acceptance, target=model)
+    spec = speculation_from_args(args, workload, target=model)
     slo_tpot = _number(args.slo_tpot_ms, "--slo-tpot-ms")
     slo_ttft = _number(args.slo_ttft_ms, "--slo-ttft-ms") if args.slo_ttft_ms is not None else None
     k_max = int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None

@@ -1,0 +1,203 @@
+"""Scenarios built from plain values: names or specs, the automatic TP, the memory-fit check, the
+order of acceptance sources and an applied calibration. The CLI and the Python API both build
+their scenarios here (`crossover.scenario`), and `inputs` reports what was resolved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import memory
+from .calibration import PARAMETERS, load_calibration
+from .curves import Scenario
+from .errors import CrossoverError
+from .specs import Deployment, Efficiency, Hardware, Model, load_hardware, load_model
+from .speculation import Acceptance, Speculation, parse_tree
+from .workload import Workload, load_workload
+
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_HARDWARE = "h100-sxm"
+DEFAULT_METHOD = "eagle"
+DEFAULT_K = 3
+DEFAULT_ACCEPTANCE = 0.7
+DEFAULT_CONTEXT = 2048
+DEFAULT_DRAFT_VOCAB = 32000  # EAGLE-3 / SpecForge draft heads keep the 32,000 most frequent tokens
+# Automatic TP: the smallest of 1, 2, 4, 8 GPUs whose KV cache holds this many sequences.
+MIN_SEQUENCES_FOR_AUTO_TP = 16
+AUTO_TP = (1, 2, 4, 8)
+
+
+def _model(ref: str | Model) -> Model:
+    return ref if isinstance(ref, Model) else load_model(ref)
+
+
+def _hardware(ref: str | Hardware) -> Hardware:
+    return ref if isinstance(ref, Hardware) else load_hardware(ref)
+
+
+def _tree(tree) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | None]:
+    """(nodes per depth, node paths) from a preset or text (see speculation.parse_tree), a list of
+    widths or a list of rank paths."""
+    if tree is None:
+        return None, None
+    if isinstance(tree, str):
+        return parse_tree(tree)
+    items = list(tree)
+    if items and all(isinstance(x, (list, tuple)) for x in items):
+        return None, tuple(tuple(int(r) for r in node) for node in items)
+    return tuple(int(w) for w in items), None
+
+
+def acceptance_of(*, acceptance: float | None = None, tau: float | None = None,
+                  per_position: Sequence[float] | None = None, match_rate: float | None = None,
+                  method: str = DEFAULT_METHOD, calibrated: float | None = None,
+                  workload: Workload | None = None) -> Acceptance:
+    """The acceptance model, from the first source given: an explicit rate, tau or per-position
+    rates; a calibrated rate; the workload's measured acceptance; else the default rate."""
+    if sum(x is not None for x in (acceptance, tau, per_position)) > 1:
+        raise CrossoverError("give one of acceptance, tau and per-position acceptance")
+    wa = workload.acceptance if workload is not None else None
+    if match_rate is None:
+        match_rate = wa.ngram_match_rate if (wa is not None and wa.ngram_match_rate is not None
+                                             and method == "ngram") else 1.0
+    if tau is not None:
+        return Acceptance.mean_length(tau, match_rate)
+    if per_position is not None:
+        return Acceptance.per_position(per_position, match_rate)
+    if acceptance is not None:
+        return Acceptance.rate(acceptance, match_rate)
+    if calibrated is not None:
+        return Acceptance.rate(calibrated, match_rate)
+    if wa is not None and wa.tau is not None:
+        return Acceptance.mean_length(wa.tau, match_rate)
+    if wa is not None and wa.per_position is not None:
+        return Acceptance.per_position(wa.per_position, match_rate)
+    if wa is not None and wa.rate is not None:
+        return Acceptance.rate(wa.rate, match_rate)
+    return Acceptance.rate(DEFAULT_ACCEPTANCE, match_rate)
+
+
+def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = None, tree=None,
+                draft: str | Model | None = None, draft_tp: int | None = None,
+                draft_vocab: int = DEFAULT_DRAFT_VOCAB, draft_kv_budget: int | None = None,
+                acceptance: Acceptance) -> Speculation:
+    """A speculation method for `target`: k (default 3, or the tree's depth), the draft (`"self"`:
+    the target drafts for itself), the tree and the acceptance."""
+    widths, paths = _tree(tree)
+    depth = len(widths) if widths is not None else (max(len(p) for p in paths) if paths else None)
+    if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+        raise CrossoverError(f"k must be an integer >= 1 (got {k}); speculation off is the baseline itself")
+    if depth is not None:
+        if k is not None and int(k) != depth:
+            raise CrossoverError(f"k = {k} (--k) disagrees with the tree's depth {depth}; drop k")
+        k = depth
+    k = DEFAULT_K if k is None else int(k)
+    draft_model = target if draft == "self" else (_model(draft) if draft is not None else None)
+    spec = Speculation(method, k, acceptance, draft=draft_model, draft_tp=draft_tp, draft_vocab=draft_vocab,  # type: ignore[arg-type]
+                       tree=widths, tree_paths=paths, draft_kv_budget=draft_kv_budget)
+    if acceptance.kind == "tau" and spec.tau > k + 1:
+        raise CrossoverError(f"tau {acceptance.value:g} exceeds k+1 = {k + 1}")
+    return spec
+
+
+def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Efficiency:
+    """Efficiency with explicit values first, then a calibration's, then the documented defaults."""
+    changes: dict[str, Any] = {}
+    for name in ("bandwidth_fraction", "flops_fraction"):
+        v = flags[name]
+        if v is not None:
+            if not 0 < float(v) <= 1:  # type: ignore[arg-type]
+                raise CrossoverError(f"{name.replace('_', ' ')} must lie in (0, 1] (got {v})")
+            changes[name] = float(v)  # type: ignore[arg-type]
+    if flags["step_overhead_ms"] is not None:
+        v = float(flags["step_overhead_ms"])  # type: ignore[arg-type]
+        if not v >= 0:
+            raise CrossoverError(f"step overhead must be >= 0 ms (got {v:g})")
+        changes["step_overhead_s"] = v / 1e3
+    if flags["transition"] is not None:
+        changes["transition"] = flags["transition"]
+    for name, value in calibrated.items():
+        field = PARAMETERS[name][0]
+        if field != "acceptance" and field not in changes:
+            changes[field] = value / 1e3 if name.endswith("_ms") else value
+    return Efficiency(**changes)
+
+
+def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, context: float,
+                **common: Any) -> Deployment:
+    """The deployment at `tp`, or at the smallest automatic TP that holds enough sequences; a
+    model that does not fit is a one-line error."""
+    if tp is None:
+        for t in AUTO_TP:
+            dep = Deployment(model=model, hardware=hardware, tp=t, **common)
+            if memory.max_batch(dep, peak) >= MIN_SEQUENCES_FOR_AUTO_TP:
+                return dep
+        raise CrossoverError(
+            f"{model.name} does not hold {MIN_SEQUENCES_FOR_AUTO_TP} sequences of {context:g} tokens on "
+            f"{AUTO_TP[-1]} x {hardware.name}; set tp (--tp), a smaller context (--context) or fp8 weights "
+            f"(--weight-dtype fp8)")
+    if isinstance(tp, bool) or int(tp) != tp or tp < 1:
+        raise CrossoverError(f"tp must be an integer >= 1 (got {tp})")
+    dep = Deployment(model=model, hardware=hardware, tp=int(tp), **common)
+    memory.check_fits(dep, peak)
+    return dep
+
+
+def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFAULT_HARDWARE, *,
+             tp: int | None = None, method: str = DEFAULT_METHOD, k: int | None = None,
+             acceptance: float | None = None, tau: float | None = None,
+             per_position: Sequence[float] | None = None, match_rate: float | None = None,
+             draft: str | Model | None = None, draft_tp: int | None = None,
+             draft_vocab: int = DEFAULT_DRAFT_VOCAB, draft_kv_budget: int | None = None, tree=None,
+             context: float | None = None, prompt_len: float | None = None, output_len: float | None = None,
+             weight_dtype: str | None = None, kv_dtype: str = "bf16", expert_parallel: bool = False,
+             bandwidth_fraction: float | None = None, flops_fraction: float | None = None,
+             step_overhead_ms: float | None = None, transition: str | None = None,
+             calibration: str | Path | None = None, workload: str | Workload | None = None) -> Scenario:
+    """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
+    4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
+    per_position; else a calibration's, else the workload's, else 0.7), the context (default 2048,
+    or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
+    and output lengths (unless given) make the curves carry the prefill share."""
+    wl, base = load_workload(workload) if isinstance(workload, str) else (workload, None)
+    if wl is not None and prompt_len is None and output_len is None:
+        prompt_len, output_len = wl.means(base=base)
+    if (prompt_len is None) != (output_len is None):
+        raise CrossoverError("give prompt and output lengths together (mean tokens per request)")
+    target, hw = _model(model), _hardware(hardware)
+    if context is None:
+        context = DEFAULT_CONTEXT if prompt_len is None else prompt_len + output_len / 2.0  # type: ignore[operator]
+    elif not context >= 0:
+        raise CrossoverError(f"context must be >= 0 tokens (got {context})")
+    peak = context if prompt_len is None else max(context, prompt_len + output_len)  # type: ignore[operator]
+    calibrated = load_calibration(calibration) if calibration is not None else {}
+    eff = _efficiency(calibrated, bandwidth_fraction=bandwidth_fraction, flops_fraction=flops_fraction,
+                      step_overhead_ms=step_overhead_ms, transition=transition)
+    dep = _deployment(target, hw, tp, peak, context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                      efficiency=eff, expert_parallel=expert_parallel)
+    acc = acceptance_of(acceptance=acceptance, tau=tau, per_position=per_position, match_rate=match_rate,
+                        method=method, calibrated=calibrated.get("acceptance"), workload=wl)
+    spec = speculation(target, method=method, k=k, tree=tree, draft=draft, draft_tp=draft_tp,
+                       draft_vocab=draft_vocab, draft_kv_budget=draft_kv_budget, acceptance=acc)
+    return Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None)
+
+
+def inputs(sc: Scenario) -> dict[str, Any]:
+    """What a scenario resolved to, as the CLI's `--json` reports it under `inputs`."""
+    dep, spec = sc.deployment, sc.speculation
+    acc, k = spec.acceptance, spec.k
+    return {
+        "model": dep.model.name, "hardware": dep.hardware.name, "tp": dep.tp, "tp_auto": sc.tp_auto,
+        "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype,
+        "context": int(sc.context) if sc.context == int(sc.context) else sc.context,
+        "prompt_len": sc.prompt_len, "output_len": sc.output_len, "method": spec.method,
+        "draft": spec.draft.name if spec.draft else None, "draft_kv_budget": spec.draft_kv_budget, "k": k,
+        "acceptance_kind": acc.kind,
+        "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
+        "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
+        "tree": list(spec.tree) if spec.tree else None,
+        "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
+        "verify_width": spec.verify_width,
+        "efficiency": dep.efficiency.model_dump(),
+    }
