@@ -75,3 +75,41 @@ def check(sc: Scenario, points) -> list[BoundCheck]:
         bound = float(c.tokens_per_s_on[0] if p.arm == "on" else c.tokens_per_s_off[0])
         out.append(BoundCheck(p.arm, p.load, p.output_throughput, bound, p.source, batch))
     return out
+
+
+def _ids_of(model) -> set[str]:
+    """The names a library model answers to, lower case: its spec name, its Hugging Face id and
+    aliases, each also without the organisation prefix."""
+    out = {model.name.lower()}
+    for hf in (model.hf_repo, *model.aliases):
+        if hf:
+            out |= {hf.lower(), hf.lower().split("/")[-1]}
+    return out
+
+
+def files_model(ids: list[str]) -> str | None:
+    """The library model the measured files name (their `model_id`: a spec name, Hugging Face id or
+    alias, exact up to case and the organisation prefix); None when they name none or one that is not
+    in the library; a one-line error when the names fit several models or the files disagree."""
+    from .errors import CrossoverError
+    from .specs.loader import available, load_file
+
+    if not ids:
+        return None
+    models = []
+    for path in available("models").values():
+        try:
+            models.append(load_file(path, "models"))
+        except CrossoverError:
+            continue
+    found: dict[str, set[str]] = {}
+    for ref in ids:
+        want = {ref.strip().lower(), ref.strip().lower().split("/")[-1]}
+        hits = {m.name for m in models if want & _ids_of(m)}
+        if hits:
+            found[ref] = hits
+    names = set().union(*found.values()) if found else set()
+    if len(names) > 1:
+        which = "; ".join(f"{ref!r} -> {', '.join(sorted(h))}" for ref, h in found.items())
+        raise CrossoverError(f"the files' model_id fits more than one library model ({which}); give --model")
+    return names.pop() if names else None

@@ -255,6 +255,16 @@ def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], Any]:
     return rows, level_crossings([r[0] for r in rows], [r[3] for r in rows])
 
 
+def _impossible_bracket(rows, cross: float | None, checks) -> list:
+    """The bound checks beaten (faster than physics) at the two levels the crossover lies between."""
+    if cross is None or not checks:
+        return []
+    loads = [r[0] for r in rows]
+    below = max((x for x in loads if x <= cross), default=None)
+    above = min((x for x in loads if x >= cross), default=None)
+    return [c for c in checks if c.beats_physics and c.load in (below, above)]
+
+
 def _other_crossings(lc, axis: str) -> list[str]:
     """Lines for the sign changes besides the crossover (noise between levels, or a second crossing)."""
     if len(lc.crossings) < 2:
@@ -316,6 +326,7 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
     if predicted is not None:
         out["predicted_crossover"] = None if predicted["crossover"] is None else round(predicted["crossover"], 4)
     if checks:
+        out["crossover_on_impossible_point"] = bool(_impossible_bracket(rows, cross, checks))
         out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
                            "fraction_of_bound": round(c.fraction, 4), "beats_physics": c.beats_physics,
                            "in_flight": None if c.batch is None else round(c.batch, 3),
@@ -345,6 +356,10 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
                      f"{'faster' if side == 'on' else 'slower'}")
     else:
         lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
+        bad = _impossible_bracket(rows, cross, checks)
+        if bad:
+            lines.append("           but it rests on a physically impossible point: " + ", ".join(
+                f"{c.arm} at {c.load:g} beats the speed-of-light bound" for c in bad) + " (see the physics check)")
     lines += _other_crossings(lc, axis)
     lines += latency_lines(latency_crossovers(table), axis)
     if predicted is not None:

@@ -49,3 +49,39 @@ def test_physics_rows_come_out_by_load():
     rows = json.loads(r.stdout)["physics"]
     assert [(c["level"], c["arm"]) for c in rows] == sorted(((c["level"], c["arm"]) for c in rows),
                                                              key=lambda t: (t[0], t[1] != "off"))
+
+
+def test_the_physics_check_takes_the_model_from_the_files():
+    r = run_cli("measured", "--files", str(HERE / "impossible.csv"), "--hardware", "h100-sxm", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [c["beats_physics"] for c in d["physics"]] == [False, True, False, False]
+    assert d["crossover_on_impossible_point"] is True
+    assert d["predicted_crossover"] is not None or "predicted_crossover" in d  # the model ran beside it
+
+
+def test_without_hardware_the_check_is_skipped_in_one_line_naming_the_flag():
+    r = run_cli("measured", "--files", str(HERE / "impossible.csv"))
+    assert r.returncode == 0
+    assert r.stderr.count("\n") == 1 and "skipped" in r.stderr and "--hardware" in r.stderr
+    r = run_cli("measured", "--files", str(HERE / "zigzag.csv"))
+    assert r.stderr.count("\n") == 1 and "skipped" in r.stderr and "--model" in r.stderr
+
+
+def test_strict_fails_on_a_point_beyond_the_speed_of_light_and_the_headline_says_so():
+    r = run_cli("measured", "--files", str(HERE / "impossible.csv"), "--hardware", "h100-sxm")
+    assert r.returncode == 0
+    assert "rests on a physically impossible point" in r.stdout and "BEATS PHYSICS" in r.stdout
+    r = run_cli("measured", "--files", str(HERE / "impossible.csv"), "--hardware", "h100-sxm", "--strict")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "error: 1 measured point(s) beyond the speed of light" in r.stderr.strip().splitlines()[-1]
+    ok = run_cli("measured", "--files", str(HERE / "zigzag.csv"), "--model", "llama-3.1-8b", "--hardware",
+                 "h100-sxm", "--strict")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_files_naming_two_models_are_an_error_without_model():
+    r = run_cli("measured", "--files", str(HERE / "two_models.csv"), "--hardware", "h100-sxm")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--model" in r.stderr
+    assert run_cli("measured", "--files", str(HERE / "two_models.csv"), "--model", "llama-3.1-8b", "--hardware",
+                   "h100-sxm").returncode == 0

@@ -46,6 +46,38 @@ def _measured_scenario(args: argparse.Namespace, table):
     return scenario_from_args(ns, p_len, o_len)
 
 
+def _model_for_check(args: argparse.Namespace, table) -> str | None:
+    """Without --model, the check takes the model the files name (`model_id`) and needs only
+    --hardware (sets args.model); when it cannot run, the one line that says why and which flag
+    enables it (printed once the output is out)."""
+    from ..physics import files_model
+
+    if args.model:
+        return None
+    named = table.model_ids()
+    found = files_model(named)
+    if found is not None and args.hardware:
+        args.model = found
+        return None
+    if found is not None:
+        return (f"note: physics check skipped: the files' model is {found}; give --hardware (and --tp) to check "
+                f"every point against the speed of light")
+    if named:
+        return (f"note: physics check skipped: the files' model_id {', '.join(repr(n) for n in named)} is no "
+                f"library model; give --model (a spec name or YAML) and --hardware")
+    return ("note: physics check skipped: the files name no model; give --model and --hardware to check every "
+            "point against the speed of light")
+
+
+def _strict(args: argparse.Namespace, checks) -> None:
+    """--strict: a point beyond the speed of light is an error (after the output is printed)."""
+    bad = [c for c in checks if c.beats_physics]
+    if getattr(args, "strict", False) and bad:
+        where = ", ".join(f"{c.arm} at {c.load:g}" for c in bad[:4]) + (" ..." if len(bad) > 4 else "")
+        raise CrossoverError(f"{len(bad)} measured point(s) beyond the speed of light ({where}); see the physics "
+                             f"check above (--strict)")
+
+
 def cmd_measured(args: argparse.Namespace) -> int:
     """`crossover measured`."""
     from ..compare import predicted_at_levels
@@ -53,6 +85,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
     from ..report import measured_dict, measured_table
 
     table = _read_arms(args)
+    skipped = _model_for_check(args, table)
     scenario = _measured_scenario(args, table)
     checks = check(scenario[0], table.points) if scenario else []
     predicted = predicted_at_levels(table, scenario[0]) if scenario else None
@@ -66,6 +99,9 @@ def cmd_measured(args: argparse.Namespace) -> int:
         plot_measured(table, scenario, args.plot, predicted)
     _emit(args, lambda: measured_dict(table, checks, predicted),
           lambda: measured_table(table, checks, LIKELY_CAUSES, predicted))
+    if skipped:
+        print(skipped, file=sys.stderr)
+    _strict(args, checks)
     return 0
 
 

@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
     _add_measured_flags(me)
     me.add_argument("--model", help="with --hardware: the model's prediction beside each level, and every point "
-                                    "checked against the physical bound")
+                                    "checked against the physical bound (default: the files' model_id)")
     me.add_argument("--hardware", help="accelerator of the measurement (name or path)")
     me.add_argument("--tp", help="tensor-parallel degree of the measurement")
     me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--k", default=str(DEFAULT_K), help="draft tokens per step")
     me.add_argument("--calibration", help="predict beside the measurement with a fit saved by `crossover calibrate` "
                                           "(e.g. one made on another sweep: a hold-out check)")
+    me.add_argument("--strict", action="store_true", help="exit 2 when a point beats the speed-of-light bound")
     me.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me.add_argument("--plot", help="write a figure of the measured points (over the predicted curves with --model)")
     ca = sub.add_parser("calibrate", help="fit efficiencies, overheads and acceptance to a measured sweep")

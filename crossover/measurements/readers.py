@@ -57,7 +57,7 @@ _SGLANG_MARKERS = ("server_info", "total_output_tokens_retokenized", "accept_len
                    "total_output")
 _VLLM_WEAK = ("tokenizer_id", "burstiness", "request_goodput", "mean_itl_ms", "mean_tpot_ms", "mean_e2el_ms",
               "max_concurrent_requests", "model_id")
-_CSV_KNOWN = frozenset({"arm", "output_throughput", *LOAD_AXES})
+_CSV_KNOWN = frozenset({"arm", "output_throughput", "model_id", *LOAD_AXES})
 
 
 # --------------------------------------------------------------------------- entry point
@@ -209,8 +209,17 @@ def _from_record(src: str, obj: dict, arm_flag: str | None, axis_flag: str | Non
     return MeasuredPoint(
         source=src, arm=arm, load_axis=axis, load=load, output_throughput=throughput, metrics=metrics,
         acceptance_length=tau, acceptance_rate=rate, per_position=per_pos, k=k,
-        warnings=tuple(warnings + _quality_warnings(metrics)),
+        warnings=tuple(warnings + _quality_warnings(metrics)), model_id=_model_id(obj),
     )
+
+
+def _model_id(obj: dict) -> str | None:
+    """The served model's id: vLLM's `model_id`, else SGLang's `server_info.model_path` (strings only)."""
+    info = obj.get("server_info")
+    for v in (obj.get("model_id"), info.get("model_path") if isinstance(info, dict) else None):
+        if isinstance(v, str) and v.strip():
+            return v.strip()
+    return None
 
 
 # --------------------------------------------------------------------------- values
@@ -558,7 +567,7 @@ def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None
         arm = _resolve_arm(src, file_arm, f"its 'arm' column says {file_arm}", arm_flag, hint)
         values: dict[str, float] = {}
         for name, cell in record.items():
-            if name == "arm" or cell == "":
+            if name in ("arm", "model_id") or cell == "":
                 continue
             try:
                 values[name] = float(cell)
@@ -580,5 +589,6 @@ def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None
         metrics = {name: v for name, v in values.items() if math.isfinite(v)}
         points.append(MeasuredPoint(
             source=src, arm=arm, load_axis=axis, load=load, output_throughput=throughput, metrics=metrics,
-            acceptance_length=tau, acceptance_rate=rate, k=k, warnings=tuple(_quality_warnings(metrics))))
+            acceptance_length=tau, acceptance_rate=rate, k=k, warnings=tuple(_quality_warnings(metrics)),
+            model_id=record.get("model_id", "").strip() or None))
     return points

@@ -31,6 +31,7 @@ class MeasuredPoint:
     per_position: tuple[float, ...] | None = None  # acceptance rate at draft position 1..k, fractions
     k: int | None = None                         # draft tokens per step, when the file says
     warnings: tuple[str, ...] = ()               # e.g. "failed=3 > 0"
+    model_id: str | None = None                  # the served model as the file names it (vLLM `model_id`)
 
     def __post_init__(self) -> None:
         src = self.source
@@ -103,6 +104,10 @@ class MeasuredTable:
                     f"{first.source} is measured against {first.load_axis} but {p.source} against "
                     f"{p.load_axis}; read them separately or force one axis with load_axis")
         return first.load_axis
+
+    def model_ids(self) -> list[str]:
+        """The distinct model ids the files name (vLLM `model_id`, SGLang `model_path`, a CSV column)."""
+        return sorted({p.model_id for p in self.points if p.model_id})
 
     def mean_lengths(self) -> tuple[float | None, float | None]:
         """Mean prompt and output length in tokens over all points that record them (per completed request)."""
