@@ -25,7 +25,7 @@ def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
                                              "SnapKV self-speculation, as in MagicDec; default: the whole context)")
     s.add_argument("--draft-tp", help="draft model TP (default: the target's)")
     s.add_argument("--draft-vocab", default="32000", help="eagle3 reduced draft vocabulary (default 32000)")
-    s.add_argument("--k", default=str(DEFAULT_K), help=f"draft tokens per step (default {DEFAULT_K})")
+    s.add_argument("--k", help=f"draft tokens per step (default {DEFAULT_K})")
     a = s.add_mutually_exclusive_group()
     a.add_argument("--acceptance", help=f"i.i.d. per-token acceptance rate in [0, 1) (default {DEFAULT_ACCEPTANCE})")
     a.add_argument("--tau", help="mean tokens per step, bonus included, as engines report it")
