@@ -32,7 +32,7 @@ class AdaptiveResult:
 
     batch: np.ndarray
     tokens_per_s: np.ndarray
-    window: np.ndarray
+    verified_drafts: np.ndarray
     tau: np.ndarray
 
 

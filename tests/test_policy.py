@@ -134,7 +134,7 @@ def test_adaptive_beats_fixed_k_at_load_but_not_without_bound():
     pol = best_k_policy(sc, 256, 7)
     a = adaptive_throughput(sc, [256], 7, kappa=1.0)
     assert a.tokens_per_s[0] > pol.best_tput[255]  # informative confidences: better than any fixed k at load
-    assert a.window[0] < 7
+    assert a.verified_drafts[0] < 7
     # it moves the crossover up, not to infinity: a weak draft on a compute-poor card still loses at large batch
     weak = scenario(alpha=0.3, k=4)
     aw = adaptive_throughput(weak, [1024], 4, kappa=1.0)

@@ -35,3 +35,16 @@ def test_readme_example_output_is_what_the_command_prints(command, shown):
     r = run_cli(*shlex.split(command)[1:])
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip() == shown
+
+
+PYTHON = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+
+
+def test_the_readme_python_api_examples_run(capsys):
+    assert PYTHON and "crossover.predict(" in PYTHON[0] and len(PYTHON[0].strip().splitlines()) == 3
+    scope: dict = {}
+    for block in PYTHON:
+        exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - the README's own examples
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[1] == "always_faster"  # the default scenario: no crossover before memory runs out
+    assert out[1].startswith("[")

@@ -1,0 +1,158 @@
+"""The Python API: every verb of the command line as a function that returns a typed result.
+
+    import crossover
+    result = crossover.predict(model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=3)
+    print(result.crossover_batch, result.to_dict()["regime"])
+
+Each function takes a `scenario` (from `crossover.scenario(...)`) or the same keyword arguments
+`crossover.scenario` takes; `.to_dict()` is exactly what the CLI prints with `--json`, `.to_text()`
+what it prints without.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import results
+from .build import inputs, scenario
+from .curves import DEFAULT_BATCHES, Scenario
+from .curves import predict as _predict
+from .errors import CrossoverError
+from .policy import best_k_policy, engine_configs
+from .workload import Workload, load_workload
+
+
+def _scenario(sc: Scenario | None, kwargs: dict[str, Any]) -> Scenario:
+    if sc is not None and kwargs:
+        raise CrossoverError(f"give a scenario or scenario keywords, not both ({', '.join(kwargs)})")
+    return sc if sc is not None else scenario(**kwargs)
+
+
+def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAULT_BATCHES,
+            **scenario_kwargs: Any) -> results.PredictResult:
+    """Throughput off and on at each batch, the crossover and the memory limits."""
+    sc = _scenario(scenario, scenario_kwargs)
+    return results.PredictResult(_predict(sc, list(batches)), inputs(sc))
+
+
+def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
+             request_rate: Sequence[float] | None = None, num_prompts: int = 1000, seed: int = 0,
+             burstiness: float = 1.0, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+             policy: bool = False, scenario: Scenario | None = None,
+             **scenario_kwargs: Any) -> results.SimulateResult:
+    """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
+    identical but for speculation (and, with `policy`, a third that routes k by load)."""
+    from .serving.engine import EngineLimits
+    from .serving.sweep import sweep
+
+    wl, base = load_workload(workload)
+    if (concurrency is None) == (request_rate is None):
+        raise CrossoverError("give concurrency levels or request rates (one of the two)")
+    if scenario is None:
+        p_mean, o_mean = wl.means(base=base)
+        scenario_kwargs.setdefault("prompt_len", p_mean)
+        scenario_kwargs.setdefault("output_len", o_mean)
+        scenario_kwargs["workload"] = wl
+    sc = _scenario(scenario, scenario_kwargs)
+    resolved = inputs(sc)
+    axis = "concurrency" if concurrency is not None else "request_rate"
+    levels = list(concurrency if concurrency is not None else request_rate)  # type: ignore[arg-type]
+    limits = EngineLimits(int(max_num_seqs), int(max_num_batched_tokens))
+    schedule = None
+    if policy:
+        pol = best_k_policy(sc, limits.max_num_seqs, sc.speculation.k)
+        schedule = pol.best_k
+        resolved["policy_schedule"] = pol.schedule
+    res = sweep(sc, wl, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burstiness, limits=limits,
+                base=base, schedule=schedule)
+    resolved.update({"workload": wl.name, "num_prompts": num_prompts, "seed": seed, "burstiness": burstiness,
+                     "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens})
+    return results.SimulateResult(res, resolved)
+
+
+def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int | None = None,
+           adaptive: bool = False, confidence_threshold: float = 0.0, confidence_concentration: float = 2.0,
+           tree_nodes: int | None = None, draft_model_id: str | None = None,
+           **scenario_kwargs: Any) -> results.PolicyResult:
+    """The best k at every batch up to `batch_max` (default: the memory limit, at most 1024), the
+    engine configs that apply it, and optionally adaptive verification and draft trees by load."""
+    sc = _scenario(scenario, scenario_kwargs)
+    resolved = inputs(sc)
+    if batch_max is None:
+        batch_max = max(1, min(_predict(sc, [1]).max_batch_off, 1024))
+    pol = best_k_policy(sc, int(batch_max), int(k_max))
+    spec = sc.speculation
+    draft = spec.draft.name if spec.method == "draft" and spec.draft is not None else None
+    configs = engine_configs(pol, draft_model_id or draft)
+    resolved["k_max"], resolved["batch_max"] = int(k_max), int(batch_max)
+    out = results.PolicyResult(pol, configs, resolved)
+    if adaptive:
+        from .adaptive import adaptive_throughput
+
+        pts = sorted({int(x) for x in np.geomspace(1, batch_max, 12).round()} | {int(batch_max)})
+        res = adaptive_throughput(sc, pts, int(k_max), threshold=confidence_threshold, kappa=confidence_concentration)
+        out.adaptive = {"batch": pts, "tokens_per_s": [round(float(x), 2) for x in res.tokens_per_s],
+                        "verified_drafts_per_seq": [round(float(x), 3) for x in res.verified_drafts],
+                        "best_fixed_k": [int(pol.best_k[p - 1]) for p in pts],
+                        "best_fixed_tokens_per_s": [round(float(pol.best_tput[p - 1]), 2) for p in pts],
+                        "off_tokens_per_s": [round(float(pol.tput[0][p - 1]), 2) for p in pts],
+                        "threshold": confidence_threshold, "concentration": confidence_concentration}
+    if tree_nodes is not None:
+        from .trees import best_tree_policy
+
+        trees = best_tree_policy(sc, int(batch_max), int(tree_nodes), int(k_max))
+        rows = []
+        for r in trees.schedule():
+            i = trees.sizes.index(r["nodes"])
+            b = r["batch_min"]
+            rows.append({**r, "tau": round(trees.tau[i], 4), "tokens_per_s": round(float(trees.tput[i][b - 1]), 2),
+                         "best_chain_k": int(pol.best_k[b - 1]),
+                         "best_chain_tokens_per_s": round(float(pol.best_tput[b - 1]), 2),
+                         "paths": [list(x) for x in trees.paths[i]]})
+        out.trees = {"max_nodes": trees.sizes[-1], "max_depth": int(k_max), "schedule": rows}
+    return out
+
+
+def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float, slo_ttft_ms: float | None = None,
+         hardware: Sequence[str] = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s", "mi300x"),
+         tp: Sequence[int] = (1, 2, 4, 8), k_max: int | None = None,
+         **speculation_kwargs: Any) -> results.PlanResult:
+    """Every hardware x TP option ranked by output tokens/s per GPU under the SLOs."""
+    from .build import acceptance_of, speculation
+    from .plan import plan as _plan
+    from .specs import load_hardware, load_model
+
+    target = load_model(model)
+    wl, base = load_workload(workload)
+    p_len, o_len = wl.means(base=base)
+    hws = [load_hardware(h) for h in hardware]
+    if not hws:
+        raise CrossoverError("plan needs at least one accelerator")
+    kw = dict(speculation_kwargs)
+    acc = acceptance_of(acceptance=kw.pop("acceptance", None), tau=kw.pop("tau", None),
+                        per_position=kw.pop("per_position", None), match_rate=kw.pop("match_rate", None),
+                        method=kw.get("method", "eagle"), workload=wl)
+    spec = speculation(target, acceptance=acc, **kw)
+    tps = tuple(int(t) for t in tp)
+    res = _plan(target, hws, spec, p_len, o_len, slo_tpot_ms=slo_tpot_ms, slo_ttft_ms=slo_ttft_ms, tps=tps,
+                k_max=k_max)
+    resolved = {"model": target.name, "workload": wl.name, "prompt_len": p_len, "output_len": o_len,
+                "slo_tpot_ms": slo_tpot_ms, "slo_ttft_ms": slo_ttft_ms, "hardware": [h.name for h in hws],
+                "tp": list(tps), "method": spec.method, "k": spec.k, "tau": round(spec.tau, 4)}
+    return results.PlanResult(res, resolved)
+
+
+def whatif(x: str = "batch=1..512", y: str = "k=1..8", *, points: int = 64, scenario: Scenario | None = None,
+           **scenario_kwargs: Any) -> results.WhatifResult:
+    """Speedup over two axes (batch, k, acceptance, context, hardware), e.g. x='batch=1..512',
+    y='acceptance=0.5..0.9', and the crossover along x for each y."""
+    from .whatif import grid, parse_axis
+
+    if int(points) < 2:
+        raise CrossoverError("points must be >= 2 (--points)")
+    x_axis, xs = parse_axis(x, int(points))
+    y_axis, ys = parse_axis(y, int(points))
+    sc = _scenario(scenario, scenario_kwargs)
+    return results.WhatifResult(grid(sc, x_axis, xs, y_axis, ys), inputs(sc))
