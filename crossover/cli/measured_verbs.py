@@ -86,6 +86,8 @@ def cmd_measured(args: argparse.Namespace) -> int:
 
     table = _read_arms(args)
     skipped = _model_for_check(args, table)
+    if args.model:
+        _check_file_taus(args, table)
     scenario = _measured_scenario(args, table)
     checks = check(scenario[0], table.points) if scenario else []
     predicted = predicted_at_levels(table, scenario[0]) if scenario else None
@@ -124,6 +126,44 @@ def _rate_observations(table, sc):
     return obs
 
 
+def _check_file_taus(args: argparse.Namespace, table) -> None:
+    """Each on-arm file's acceptance length (tau) against the k the model will use: a tau above
+    k + 1 is named with its file and value (not as an average of several files)."""
+    from .common import DEFAULT_K
+
+    if getattr(args, "tree", None) or getattr(args, "tau", None) is not None:
+        return
+    k = int(_number(args.k, "--k", integer=True)) if getattr(args, "k", None) else DEFAULT_K
+    for p in table.arm("on"):
+        if p.acceptance_length and p.acceptance_length > k + 1 + 1e-9:
+            from_file = f" (the file says k = {p.k})" if p.k is not None and p.k != k else ""
+            raise CrossoverError(f"{p.source}: acceptance length (tau) {p.acceptance_length:g} exceeds k + 1 = {k + 1} "
+                                 f"for k = {k}{from_file}; give the k of that run with --k, or check the file")
+
+
+def _calibrate_model(args: argparse.Namespace, table) -> None:
+    """Without --model, calibrate the model the files name (`model_id`); an error when they name none."""
+    from ..physics import files_model
+
+    if args.model:
+        return
+    named = table.model_ids()
+    found = files_model(named)
+    if found is None:
+        what = (f"the files' model_id {', '.join(repr(n) for n in named)} is no library model" if named
+                else "the files name no model (model_id)")
+        raise CrossoverError(f"give --model: {what}")
+    args.model = found  # the table's header and the JSON inputs name it
+
+
+def _bootstrap(text: str) -> int:
+    """--bootstrap: a whole number of refits >= 0 (0: no interval)."""
+    n = int(_number(text, "--bootstrap", integer=True, positive=False))
+    if n < 0:
+        raise CrossoverError(f"--bootstrap must be >= 0 refits (0: no interval), got {text}")
+    return n
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """`crossover calibrate`."""
     import yaml
@@ -132,6 +172,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..report import calibration_dict, calibration_table
 
     table = _read_arms(args)
+    bootstrap = _bootstrap(args.bootstrap)
+    _calibrate_model(args, table)
+    _check_file_taus(args, table)
     p_len, o_len = table.mean_lengths()
     if args.prompt_len is not None or args.output_len is not None:
         p_len, o_len = _lengths(args)
@@ -148,7 +191,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                for load, off, on in table.pairs()]
         axis = table.load_axis
     fit = calibrate(sc, obs, fit_acceptance=fit_acc, load_axis=axis,
-                    bootstrap=int(_number(args.bootstrap, "--bootstrap", integer=True, positive=False)))
+                    bootstrap=bootstrap)
     if args.out:
         if os.path.exists(args.out):
             raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")

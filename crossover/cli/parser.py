@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--prompt-len", help="mean prompt tokens, when the files do not record total_input_tokens")
     ca.add_argument("--output-len", help="mean output tokens, when the files do not record total_output_tokens")
     ca.add_argument("--bootstrap", default="60", help="bootstrap refits for the crossover interval (default 60)")
+    ca.set_defaults(model=None)  # no silent default: the files' model_id, else an error asking for --model
+    model_flag = next(a for a in ca._actions if a.dest == "model")
+    model_flag.help = "target model name or YAML path (default: the files' model_id)"
     ca.add_argument("--json", action="store_true", help="one JSON object on stdout")
     _add_list_show(sub, "hardware", "accelerator")
     mds = _add_list_show(sub, "models", "model")
