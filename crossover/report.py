@@ -244,6 +244,8 @@ def _measured_ratio(table, off, on) -> float:
     """Speedup of one measured level: output throughput on/off; mean e2e latency off/on for request rates."""
     if table.load_axis == "request_rate" and off.metrics.get("mean_e2el_ms") and on.metrics.get("mean_e2el_ms"):
         return off.metrics["mean_e2el_ms"] / on.metrics["mean_e2el_ms"]
+    if off.output_throughput <= 0:  # nothing delivered without speculation: no ratio (NaN, null in JSON)
+        return float("nan")
     return on.output_throughput / off.output_throughput
 
 
@@ -305,7 +307,7 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
     for load, off, on, ratio in rows:
         points.append({
             "level": load, "off_output_throughput": off.output_throughput, "on_output_throughput": on.output_throughput,
-            "speedup": round(ratio, 4), "on_acceptance_length": on.acceptance_length,
+            "speedup": _clean(ratio), "on_acceptance_length": on.acceptance_length,
             "off_median_tpot_ms": off.metrics.get("median_tpot_ms"), "on_median_tpot_ms": on.metrics.get("median_tpot_ms"),
         })
         if predicted is not None:
@@ -343,10 +345,10 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
              f"{'on':>8} | {'tau':>5}"]
     for load, off, on, ratio in rows:
         tp_off, tp_on = off.metrics.get("median_tpot_ms"), on.metrics.get("median_tpot_ms")
-        fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
+        fmt = lambda v, d=2: f"{v:.{d}f}" if v is not None and math.isfinite(v) else "-"  # noqa: E731
         tau = f"{on.acceptance_length:.2f}" if on.acceptance_length else "-"
         lines.append(f"{load:>9g} {'':>{len(axis) + 2}} | {off.output_throughput:>10.1f} {on.output_throughput:>10.1f} "
-                     f"{ratio:>8.3f} | {fmt(tp_off):>12} {fmt(tp_on):>8} | {tau:>5}")
+                     f"{fmt(ratio, 3):>8} | {fmt(tp_off):>12} {fmt(tp_on):>8} | {tau:>5}")
     lines.append("")
     if side == "equal":
         lines.append(f"crossover: none; the arms are equal within noise (speedup within {EQUAL_RTOL:.0%} of 1 at "

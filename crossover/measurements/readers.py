@@ -508,7 +508,7 @@ def _sglang_k(src: str, obj: dict) -> int | None:
 
 def _csv_lines(text: str) -> list[tuple[int, list[str]]]:
     rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):  # a spreadsheet's UTF-8 BOM
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue

@@ -44,6 +44,9 @@ class MeasuredPoint:
         if not (math.isfinite(self.output_throughput) and self.output_throughput >= 0):
             raise CrossoverError(
                 f"{src}: output_throughput must be a finite number >= 0 tokens/s, got {self.output_throughput!r}")
+        for name, v in self.metrics.items():
+            if name.endswith("_ms") and v < 0:
+                raise CrossoverError(f"{src}: {name} must be >= 0 ms (a latency), got {v:g}")
         if self.acceptance_length is not None and not self.acceptance_length >= 1:
             raise CrossoverError(
                 f"{src}: acceptance_length must be >= 1 (it counts the bonus token), got {self.acceptance_length!r}")
