@@ -16,11 +16,19 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import results
-from .build import inputs, scenario
+from .adaptive import adaptive_throughput
+from .build import acceptance_of, inputs, scenario, speculation
 from .curves import DEFAULT_BATCHES, Scenario
 from .curves import predict as _predict
+from .engines import engine_configs
 from .errors import CrossoverError
-from .policy import best_k_policy, engine_configs
+from .plan import plan as _plan
+from .policy import best_k_policy
+from .serving.engine import EngineLimits
+from .serving.sweep import sweep
+from .specs import load_hardware, load_model
+from .trees import best_tree_policy
+from .whatif import grid, parse_axis
 from .workload import Workload, load_workload
 
 
@@ -44,9 +52,6 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
              **scenario_kwargs: Any) -> results.SimulateResult:
     """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
     identical but for speculation (and, with `policy`, a third that routes k by load)."""
-    from .serving.engine import EngineLimits
-    from .serving.sweep import sweep
-
     wl, base = load_workload(workload)
     if (concurrency is None) == (request_rate is None):
         raise CrossoverError("give concurrency levels or request rates (one of the two)")
@@ -89,8 +94,6 @@ def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int |
     resolved["k_max"], resolved["batch_max"] = int(k_max), int(batch_max)
     out = results.PolicyResult(pol, configs, resolved)
     if adaptive:
-        from .adaptive import adaptive_throughput
-
         pts = sorted({int(x) for x in np.geomspace(1, batch_max, 12).round()} | {int(batch_max)})
         res = adaptive_throughput(sc, pts, int(k_max), threshold=confidence_threshold, kappa=confidence_concentration)
         out.adaptive = {"batch": pts, "tokens_per_s": [round(float(x), 2) for x in res.tokens_per_s],
@@ -100,8 +103,6 @@ def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int |
                         "off_tokens_per_s": [round(float(pol.tput[0][p - 1]), 2) for p in pts],
                         "threshold": confidence_threshold, "concentration": confidence_concentration}
     if tree_nodes is not None:
-        from .trees import best_tree_policy
-
         trees = best_tree_policy(sc, int(batch_max), int(tree_nodes), int(k_max))
         rows = []
         for r in trees.schedule():
@@ -120,10 +121,6 @@ def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float, slo_ttft_m
          tp: Sequence[int] = (1, 2, 4, 8), k_max: int | None = None,
          **speculation_kwargs: Any) -> results.PlanResult:
     """Every hardware x TP option ranked by output tokens/s per GPU under the SLOs."""
-    from .build import acceptance_of, speculation
-    from .plan import plan as _plan
-    from .specs import load_hardware, load_model
-
     target = load_model(model)
     wl, base = load_workload(workload)
     p_len, o_len = wl.means(base=base)
@@ -148,8 +145,6 @@ def whatif(x: str = "batch=1..512", y: str = "k=1..8", *, points: int = 64, scen
            **scenario_kwargs: Any) -> results.WhatifResult:
     """Speedup over two axes (batch, k, acceptance, context, hardware), e.g. x='batch=1..512',
     y='acceptance=0.5..0.9', and the crossover along x for each y."""
-    from .whatif import grid, parse_axis
-
     if int(points) < 2:
         raise CrossoverError("points must be >= 2 (--points)")
     x_axis, xs = parse_axis(x, int(points))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import memory
-from .curves import Scenario, evaluate
+from .curves import Scenario, draft_memory, evaluate
 from .errors import CrossoverError
 from .specs.deployment import Deployment
 from .specs.hardware import Hardware
@@ -96,8 +96,6 @@ def plan(model: Model, hardware: list[Hardware], spec: Speculation, prompt_len: 
                 continue
             ctx = prompt_len + output_len / 2.0
             sc = Scenario(dep, spec, ctx, prompt_len, output_len)
-            from .curves import draft_memory
-
             w, kv = draft_memory(sc)
             limit_on = memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
                                         slack_tokens=spec.k + 1)

@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .curves import Scenario
+from .curves import Scenario, crossing_between_levels
+from .specs import load_hardware
 from .errors import CrossoverError
 from .speculation import tau_from_rate
 from .step import StepModel
@@ -26,8 +27,6 @@ class Grid:
 
     def crossover_along_x(self) -> list[float | None]:
         """For each y, the first x where speedup passes through 1 (log-linear between grid points)."""
-        from .curves import crossing_between_levels
-
         out = []
         for row in self.speedup:
             if self.x_axis in ("hardware",):
@@ -117,8 +116,6 @@ def grid(sc: Scenario, x_axis: str, xs: list, y_axis: str, ys: list) -> Grid:
     """Speedup on the grid (y rows, x columns); other inputs from the scenario."""
     if x_axis == y_axis:
         raise CrossoverError("choose two different axes")
-    from .specs import load_hardware
-
     spec = sc.speculation
     if spec.tree is not None:
         raise CrossoverError("what-if grids apply to chains; drop --tree")

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from crossover.curves import Scenario, evaluate
 from crossover.errors import CrossoverError
-from crossover.policy import best_k_policy, engine_configs, ranges
+from crossover.engines import engine_configs
+from crossover.policy import best_k_policy, ranges
 from crossover.specs import Deployment, load_hardware, load_model
 from crossover.speculation import Acceptance, Speculation
 

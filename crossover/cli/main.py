@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from pydantic import ValidationError
+
 from ..errors import CrossoverError
 from .measured_verbs import cmd_calibrate, cmd_measured
 from .model_verbs import (
@@ -28,8 +30,6 @@ def _validation_line(exc) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run a verb; bad input gives one line on stderr and exit status 2."""
-    from pydantic import ValidationError
-
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
+
+from pathlib import Path
 
 from .. import api
 from ..curves import DEFAULT_BATCHES
 from ..errors import CrossoverError
+from ..html_report import build as build_page
+from ..report import simulation_rows
+from ..workload import load_workload
 from .common import _lengths, _number, parse_list
 from .scenario import scenario_from_args, speculation_kwargs
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
     """Rows (header first) to a CSV file, with a one-line error when it cannot be written."""
-    import csv
-
     try:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             csv.writer(fh).writerows(rows)
@@ -45,9 +49,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """`crossover simulate`."""
-    from ..report import simulation_rows
-    from ..workload import load_workload
-
     workload, base = load_workload(args.workload)
     p_mean, o_mean = workload.means(base=base)
     sc, _ = scenario_from_args(args, p_mean, o_mean, workload)
@@ -97,41 +98,25 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """`crossover report`."""
-    from pathlib import Path
-
-    from ..curves import DEFAULT_BATCHES, predict
-    from ..html_report import build
-    from ..policy import best_k_policy, engine_configs
-    from ..report import policy_table, prediction_table, simulation_table
-
-    simulation = sim_inputs = sim_text = None
-    p_len = o_len = None
-    workload = base = None
+    p_len = o_len = workload = None
     if args.workload:
-        from ..workload import load_workload
-
         workload, base = load_workload(args.workload)
         p_len, o_len = workload.means(base=base)
     elif args.concurrency:
         raise CrossoverError("--concurrency needs --workload (the prompt and output lengths to simulate)")
     sc, resolved = scenario_from_args(args, p_len, o_len, workload)
     batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
-    pred = predict(sc, batches)
-    b_max = max(1, min(pred.max_batch_off, 512))
-    pol = best_k_policy(sc, b_max, max(sc.speculation.k, 1)) if sc.speculation.tree is None else None
+    pred = api.predict(sc, batches=batches)
+    b_max = max(1, min(pred.prediction.max_batch_off, 512))
     policy_text = None
-    if pol is not None:
-        resolved_pol = dict(resolved, k_max=sc.speculation.k, batch_max=b_max)
-        policy_text = policy_table(pol, engine_configs(pol), resolved_pol)
+    if sc.speculation.tree is None:
+        policy_text = api.policy(sc, k_max=max(sc.speculation.k, 1), batch_max=b_max).to_text()
+    sim = None
     if workload is not None and args.concurrency:
-        from ..serving.sweep import sweep
-
-        levels = parse_list(args.concurrency, "--concurrency", integer=True)
-        n = int(_number(args.num_prompts, "--num-prompts", integer=True))
-        simulation = sweep(sc, workload, "concurrency", levels, num_prompts=n, base=base)
-        sim_inputs = dict(resolved, workload=workload.name, num_prompts=n, seed=0)
-        sim_text = simulation_table(simulation, sim_inputs)
-    page = build(sc, resolved, pred, prediction_table(pred, resolved), policy_text, simulation, sim_inputs, sim_text)
+        sim = api.simulate(args.workload, concurrency=parse_list(args.concurrency, "--concurrency", integer=True),
+                           num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)), scenario=sc)
+    page = build_page(sc, resolved, pred.prediction, pred.to_text(), policy_text, sim.sweep if sim else None,
+                      sim.inputs if sim else None, sim.to_text() if sim else None)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,12 @@ import json
 import os
 import sys
 
+import yaml
+
 from ..errors import CrossoverError
+from ..report import spec_listing, spec_text
+from ..specs.hf_import import import_config
+from ..specs.loader import available, resolve
 
 
 def cmd_hardware(args: argparse.Namespace) -> int:
@@ -18,10 +23,6 @@ def cmd_hardware(args: argparse.Namespace) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     """`crossover models list|show|import`."""
     if args.action == "import":
-        import yaml
-
-        from ..specs.hf_import import import_config
-
         spec = import_config(args.config, args.name)
         text = yaml.safe_dump(spec, sort_keys=False)
         if args.out:
@@ -40,9 +41,6 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def _spec_verb(args: argparse.Namespace, kind: str) -> int:
-    from ..report import spec_listing, spec_text
-    from ..specs.loader import available, resolve
-
     if args.action == "list":
         names = available(kind)  # type: ignore[arg-type]
         specs = [resolve(str(path), kind) for path in names.values()]  # type: ignore[arg-type]
