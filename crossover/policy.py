@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
-from .speculation import Speculation
 
 
 @dataclass

@@ -109,6 +109,287 @@ def arrivals_poisson(rng: np.random.Generator, n: int, rate: float, burstiness: 
     return np.cumsum(gaps)
 
 
+@dataclass
+class _Block:
+    """A block of engine steps: step 0 runs the decodes plus every prefill chunk; from step 1 every
+    sequence decodes. Arrays are (steps, running sequences)."""
+
+    md: _Mode
+    q: np.ndarray  # positions each sequence processes per step (verify width, or its prompt chunk)
+    emit: np.ndarray  # output tokens each sequence emits per step
+    adv: np.ndarray  # context advance per step
+    ctx: np.ndarray  # context at the start of each step
+    decoding: np.ndarray  # per sequence: past its prompt at the block's start
+    pre_idx: np.ndarray  # sequences prefilling in step 0 ...
+    chunk: np.ndarray  # ... and their chunk sizes
+    first: np.ndarray  # sequences whose prompt completes in step 0 (their first token)
+    dt: np.ndarray | None = None  # seconds per step
+    ends: np.ndarray | None = None  # end time of each step
+
+    @property
+    def steps(self) -> int:
+        return len(self.q)
+
+    def truncate(self, steps: int) -> None:
+        """Keep the first `steps` steps."""
+        self.q, self.emit, self.adv, self.ctx = self.q[:steps], self.emit[:steps], self.adv[:steps], self.ctx[:steps]
+        if self.dt is not None:
+            self.dt, self.ends = self.dt[:steps], self.ends[:steps]  # type: ignore[index]
+
+
+class _Engine:
+    """A continuous-batching engine over a list of requests: admit, chunk prefill, price a block of
+    steps, account what clients see, retire completions."""
+
+    def __init__(self, arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Generator,
+                 concurrency: int | None, arrival: np.ndarray | None, limits: EngineLimits, kv_capacity: float,
+                 measure_from: int, stagger_s: float) -> None:
+        n = len(prompt)
+        self.n, self.rng, self.limits, self.kv_capacity, self.measure_from = n, rng, limits, kv_capacity, measure_from
+        self.closed = concurrency is not None
+        if self.closed:
+            arr = np.full(n, np.inf)
+            c0 = min(concurrency, n)  # type: ignore[type-var]
+            arr[:c0] = np.arange(c0) * (stagger_s / c0)
+        else:
+            assert arrival is not None
+            arr = np.asarray(arrival, float).copy()
+        self.arr, self.prompt, self.output = arr, prompt, output
+        sc = arm.scenario
+        self.dep, self.spec, self.speculate = sc.deployment, sc.speculation, arm.speculate
+        self.schedule = arm.schedule if arm.speculate else None
+        self.modes: dict[int, _Mode] = {}
+        self.draft_budget = self.spec.draft_kv_budget
+        self.draft_prefills = arm.speculate and self.spec.method not in ("ngram", "medusa")
+        self.need = (prompt + output + (np.ceil(self.spec.verify_width) if arm.speculate else 1.0)).astype(float)
+        if self.need.max() > kv_capacity:
+            raise CrossoverError(
+                f"a request of {int(self.need.max())} tokens does not fit in the KV cache ({int(kv_capacity)} tokens); "
+                f"use a larger --tp or shorter lengths")
+        self.log = RunLog(arr, prompt.astype(float), output.astype(float), np.full(n, np.nan), np.full(n, np.nan),
+                          [], [], [], [], [])
+        self.base = StepModel.of(self.dep, self.spec)
+        self.has_draft = arm.speculate and self.base.draft is not None
+        # running sequences (parallel arrays, admission order)
+        self.rid = np.zeros(0, dtype=np.int64)
+        self.ctx = np.zeros(0)
+        self.pre_left = np.zeros(0)
+        self.remaining = np.zeros(0)
+        self.last_t = np.zeros(0)
+        self.kv_used = 0.0
+        self.now = 0.0
+        self.next_req = 0  # requests are admitted in index order (FIFO)
+        self.issued = min(concurrency, n) if self.closed else n  # type: ignore[type-var]
+        self.done = 0
+
+    def run(self) -> RunLog:
+        """Steps until every request completes."""
+        while self.done < self.n:
+            self.admit()
+            if not len(self.rid):
+                if self.next_req >= self.issued:
+                    raise RuntimeError("simulation stalled")  # pragma: no cover - guarded by the fit check
+                self.now = max(self.now, self.arr[self.next_req])
+                continue
+            admissible = self.admissible()
+            block = self.schedule_block()
+            self.price(block)
+            next_arrival = self.arr[self.next_req] if self.next_req < self.issued else np.inf
+            if admissible and block.steps > 1 and block.ends[-1] > next_arrival:  # type: ignore[index]
+                # the step running when the next admissible request arrives completes the block
+                cut = int(np.searchsorted(block.ends, next_arrival)) + 1  # type: ignore[arg-type]
+                if cut < block.steps:
+                    block.truncate(cut)
+            self.account(block)
+            self.advance(block)
+        return self.log
+
+    # ------------------------------------------------------------------ admit
+
+    def admit(self) -> None:
+        """FIFO admission while running sequences, the KV cache and arrivals allow."""
+        start = self.next_req
+        while (self.next_req < self.issued and self.arr[self.next_req] <= self.now + 1e-15
+               and len(self.rid) + self.next_req - start < self.limits.max_num_seqs
+               and self.kv_used + self.need[self.next_req] <= self.kv_capacity):
+            self.kv_used += self.need[self.next_req]
+            self.next_req += 1
+        if self.next_req > start:
+            new = np.arange(start, self.next_req)
+            self.rid = np.concatenate([self.rid, new])
+            self.ctx = np.concatenate([self.ctx, np.zeros(len(new))])
+            self.pre_left = np.concatenate([self.pre_left, self.prompt[new].astype(float)])
+            self.remaining = np.concatenate([self.remaining, self.output[new].astype(float)])
+            self.last_t = np.concatenate([self.last_t, np.full(len(new), np.nan)])
+
+    def admissible(self) -> bool:
+        """Whether the next issued request would be admitted once it arrives."""
+        return bool(self.next_req < self.issued and len(self.rid) < self.limits.max_num_seqs
+                    and self.kv_used + self.need[self.next_req] <= self.kv_capacity)
+
+    def mode_for(self, batch: int) -> _Mode:
+        """What a step does at this running batch (a schedule routes k by load)."""
+        spec = self.spec
+        k = (spec.k if self.speculate else 0) if self.schedule is None else int(
+            self.schedule[min(batch, len(self.schedule)) - 1])
+        if k not in self.modes:
+            self.modes[k] = _mode(self.dep, spec, k)
+        return self.modes[k]
+
+    # ------------------------------------------------------------------ chunk prefill, draw acceptance
+
+    def draws(self, md: _Mode, steps: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """(verify width, tokens emitted) per step and decoding sequence."""
+        if not md.on:
+            return np.ones((steps, m)), np.ones((steps, m))
+        # drafts accepted = how many survival probabilities (decreasing) exceed one uniform draw
+        acc = (md.k - np.searchsorted(md.surv_ascending, self.rng.random((steps, m)), side="right")).astype(float)
+        if md.match < 1.0:
+            matched = self.rng.random((steps, m)) < md.match
+            return 1.0 + md.k * matched, 1.0 + acc * matched
+        return np.full((steps, m), md.width), 1.0 + acc  # trees: all nodes verified, the path accepted
+
+    def schedule_block(self) -> _Block:
+        """The next block: prefill chunks from the token budget left after decodes and verifies (FIFO),
+        acceptance draws, up to the first completion or SEGMENT steps (one step with prefill left)."""
+        m = len(self.rid)
+        decoding = self.pre_left == 0
+        nd = int(decoding.sum())
+        md = self.mode_for(m)
+        max_tokens = self.limits.max_num_batched_tokens
+        budget = max(max_tokens - nd * md.width, 0.0)
+        pre_idx = np.nonzero(~decoding)[0]
+        if len(pre_idx):
+            left = self.pre_left[pre_idx]
+            chunk = np.clip(budget - (np.cumsum(left) - left), 0.0, left)
+            if nd == 0 and chunk.sum() == 0:
+                chunk[0] = min(left[0], max_tokens)  # a prompt longer than the budget still progresses
+            simple = bool(np.all(chunk == left))  # every pending prompt finishes prefill this step
+        else:
+            left = chunk = np.zeros(0)
+            simple = True
+        horizon = int(min(SEGMENT, self.remaining.min())) if simple else 1
+        if len(pre_idx):
+            horizon = max(horizon, 1)
+        q, emit = self.draws(md, horizon, m)
+        adv = emit.copy()
+        first = pre_idx
+        if len(pre_idx):
+            q[0, pre_idx] = chunk  # prefilling sequences process their chunk, emit nothing ...
+            emit[0, pre_idx] = 0.0
+            adv[0, pre_idx] = chunk
+            first = pre_idx[chunk == left]
+            emit[0, first] = 1.0  # ... except the first token, sampled when a prompt's last chunk runs
+        cum = np.cumsum(emit, axis=0)
+        fin_any = (cum >= self.remaining).any(axis=1)
+        steps = int(np.argmax(fin_any)) + 1 if fin_any.any() else horizon
+        q, emit, adv, cum = q[:steps], emit[:steps], adv[:steps], cum[:steps]
+        emit = np.maximum(np.minimum(emit, self.remaining - (cum - emit)), 0.0)  # no tokens past the output
+        ctx_t = self.ctx + (np.cumsum(adv, axis=0) - adv)  # context at the start of each step
+        return _Block(md, q, emit, adv, ctx_t, decoding, pre_idx, chunk, first)
+
+    # ------------------------------------------------------------------ step: price the block
+
+    def draft_ctx(self, c: np.ndarray) -> np.ndarray:
+        return np.minimum(c, self.draft_budget) if self.draft_budget is not None else c
+
+    def price(self, b: _Block) -> None:
+        """Each step's seconds from the step model, for exactly its mix."""
+        md, q, steps, m = b.md, b.q, b.steps, len(self.rid)
+        live = q > 0
+        sampled = q.sum(axis=1)
+        if len(b.pre_idx):  # a prompt chunk needs logits only when it is the prompt's last
+            sampled[0] = q[0, b.decoding].sum() + len(b.first)
+        # a prompt waiting for budget attends nothing this step
+        target = ragged(md.model.target, np.where(live, q, 0.0), np.where(live, b.ctx, -q),
+                        sampled=sampled.astype(np.int64))
+        verifying: np.ndarray | float = 0.0
+        passes: tuple = ()
+        if md.on:
+            n_dec = np.full(steps, float(m))
+            n_dec[0] = int(b.decoding.sum())
+            if len(b.pre_idx):
+                dec = np.ones((steps, m))
+                dec[0, ~b.decoding] = 0.0
+                dec_ctx = np.where(dec > 0, self.draft_ctx(b.ctx), 0.0)  # q = 0 there: attends nothing
+                proposed = np.where(dec > 0, q - 1.0, 0.0)
+            else:
+                dec, dec_ctx, proposed = None, self.draft_ctx(b.ctx), q - 1.0
+            verifying = n_dec
+            if md.model.draft is not None and md.draft_forwards:
+                ones = np.ones((steps, m)) if dec is None else dec
+                passes = tuple((md.pass_widths.count(w), ragged(md.model.draft, ones * w, dec_ctx,
+                                                                 tokens=(n_dec * w).astype(np.int64)))
+                               for w in sorted(set(md.pass_widths)))  # chains: k passes of width 1; trees widen
+            accepted = np.minimum(b.emit - 1.0, proposed).clip(0)
+            self.log.drafts_proposed += float(proposed.sum())
+            self.log.drafts_accepted += float(accepted.sum() if dec is None else accepted[dec > 0].sum())
+            self.log.verify_steps += float(n_dec.sum())
+        prefill = None
+        if self.has_draft and self.draft_prefills and len(b.pre_idx) and b.chunk.sum():
+            # the draft also reads every prompt (its KV cache / hidden states), whatever k is now
+            prefill = _first_step_only(ragged(self.base.draft, b.chunk, self.draft_ctx(self.ctx[b.pre_idx]),
+                                              tokens=np.int64(b.chunk.sum()), sampled=np.int64(len(b.first))), steps)
+        b.dt = md.model.price(Mix(target, verifying, passes, prefill)).total
+        b.ends = self.now + np.cumsum(b.dt)
+
+    # ------------------------------------------------------------------ account latencies
+
+    def account(self, b: _Block) -> None:
+        """What a benchmark client sees: first tokens, inter-token gaps, tokens per step."""
+        log, ends, dt, last_t = self.log, b.ends, b.dt, self.last_t
+        assert ends is not None and dt is not None
+        got = (b.emit > 0) & (self.rid >= self.measure_from)
+        if b.steps > 1:  # a sequence that emits in consecutive steps sees the step time as its gap
+            log.itl_values.append(dt[1:])
+            log.itl_counts.append((got[1:] & got[:-1]).sum(axis=1).astype(float))
+        # gaps that start before this block or after a silent step
+        gap0 = ends[0] - np.where(got[0], last_t, np.nan)
+        ok = ~np.isnan(gap0)
+        log.itl_values.append(gap0[ok])
+        log.itl_counts.append(np.ones(int(ok.sum())))
+        if b.steps > 1:
+            silent_then = got[1:] & ~got[:-1]
+            if silent_then.any():  # only a just-prefilled sequence can be silent in step 0
+                t_idx, s_idx = np.nonzero(silent_then)
+                log.itl_values.append(ends[t_idx + 1] - np.where(np.isnan(last_t[s_idx]), ends[0], last_t[s_idx]))
+                log.itl_counts.append(np.ones(len(t_idx)))
+        log.first_token[self.rid[b.first]] = ends[0]
+        log.step_end.append(ends)
+        log.step_tokens.append(b.emit.sum(axis=1))
+        pre_tokens = np.zeros(b.steps)
+        pre_tokens[0] = b.chunk.sum()
+        log.step_prefill.append(pre_tokens)
+
+    # ------------------------------------------------------------------ advance and retire
+
+    def advance(self, b: _Block) -> None:
+        """Contexts, prompts and outputs move on; finished requests leave (and, closed-loop, their
+        clients send the next)."""
+        ends = b.ends
+        assert ends is not None
+        self.ctx = self.ctx + b.adv.sum(axis=0)
+        self.pre_left[b.pre_idx] -= b.chunk
+        self.remaining = self.remaining - b.emit.sum(axis=0)
+        last_emit_step = b.steps - 1 - np.argmax(b.emit[::-1] > 0, axis=0)
+        self.last_t = np.where(b.emit.any(axis=0), ends[last_emit_step], self.last_t)
+        self.now = float(ends[-1])
+        fin = self.remaining <= 0
+        if not fin.any():
+            return
+        ids = self.rid[fin]
+        self.log.finish[ids] = self.now
+        self.kv_used -= float(self.need[ids].sum())
+        self.done += len(ids)
+        keep = ~fin
+        self.rid, self.ctx, self.pre_left = self.rid[keep], self.ctx[keep], self.pre_left[keep]
+        self.remaining, self.last_t = self.remaining[keep], self.last_t[keep]
+        if self.closed:  # each finished client sends its next request now
+            add = min(len(ids), self.n - self.issued)
+            self.arr[self.issued: self.issued + add] = self.now
+            self.issued += add
+
+
 def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Generator, *,
              concurrency: int | None = None, arrival: np.ndarray | None = None,
              limits: EngineLimits = EngineLimits(), kv_capacity: float = np.inf, measure_from: int = 0,
@@ -119,213 +400,5 @@ def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Ge
     once); with equal lengths, clients that start together stay in lock-step waves forever.
     Inter-token gaps are recorded for requests with index >= `measure_from` (warm-up excluded).
     """
-    n = len(prompt)
-    closed = concurrency is not None
-    if closed:
-        arr = np.full(n, np.inf)
-        c0 = min(concurrency, n)  # type: ignore[type-var]
-        arr[:c0] = np.arange(c0) * (stagger_s / c0)
-    else:
-        assert arrival is not None
-        arr = np.asarray(arrival, float).copy()
-    sc = arm.scenario
-    dep, spec = sc.deployment, sc.speculation
-    speculate = arm.speculate
-    schedule = arm.schedule if speculate else None
-    modes: dict[int, _Mode] = {}
-
-    def mode_for(batch: int) -> _Mode:
-        kk = (spec.k if speculate else 0) if schedule is None else int(schedule[min(batch, len(schedule)) - 1])
-        if kk not in modes:
-            modes[kk] = _mode(dep, spec, kk)
-        return modes[kk]
-
-    k = spec.k if speculate else 0
-    draft_budget = spec.draft_kv_budget
-    draft_prefills = speculate and spec.method not in ("ngram", "medusa")
-    max_tokens = limits.max_num_batched_tokens
-    need = (prompt + output + (np.ceil(spec.verify_width) if speculate else 1.0)).astype(float)
-    if need.max() > kv_capacity:
-        raise CrossoverError(
-            f"a request of {int(need.max())} tokens does not fit in the KV cache ({int(kv_capacity)} tokens); "
-            f"use a larger --tp or shorter lengths")
-    log = RunLog(arr, prompt.astype(float), output.astype(float), np.full(n, np.nan), np.full(n, np.nan),
-                 [], [], [], [], [])
-    base = StepModel.of(dep, spec)
-    has_draft = speculate and base.draft is not None
-
-    # running state (parallel arrays, admission order)
-    rid = np.zeros(0, dtype=np.int64)
-    ctx = np.zeros(0)
-    pre_left = np.zeros(0)
-    remaining = np.zeros(0)
-    last_t = np.zeros(0)
-    kv_used = 0.0
-    now = 0.0
-    next_req = 0  # requests are admitted in index order (FIFO)
-    issued = min(concurrency, n) if closed else n  # type: ignore[type-var]
-    done = 0
-
-    def draft_ctx(c: np.ndarray) -> np.ndarray:
-        return np.minimum(c, draft_budget) if draft_budget is not None else c
-
-    def draws(md: _Mode, steps: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """(verify width, tokens emitted) per step and decoding sequence."""
-        if not md.on:
-            return np.ones((steps, m)), np.ones((steps, m))
-        # drafts accepted = how many survival probabilities (decreasing) exceed one uniform draw
-        acc = (md.k - np.searchsorted(md.surv_ascending, rng.random((steps, m)), side="right")).astype(float)
-        if md.match < 1.0:
-            matched = rng.random((steps, m)) < md.match
-            return 1.0 + md.k * matched, 1.0 + acc * matched
-        return np.full((steps, m), md.width), 1.0 + acc  # trees: all nodes verified, the path accepted
-
-    while done < n:
-        # ---- admission, FIFO, while sequences, KV and arrivals allow
-        start = next_req
-        while (next_req < issued and arr[next_req] <= now + 1e-15 and len(rid) + next_req - start < limits.max_num_seqs
-               and kv_used + need[next_req] <= kv_capacity):
-            kv_used += need[next_req]
-            next_req += 1
-        if next_req > start:
-            new = np.arange(start, next_req)
-            rid = np.concatenate([rid, new])
-            ctx = np.concatenate([ctx, np.zeros(len(new))])
-            pre_left = np.concatenate([pre_left, prompt[new].astype(float)])
-            remaining = np.concatenate([remaining, output[new].astype(float)])
-            last_t = np.concatenate([last_t, np.full(len(new), np.nan)])
-        m = len(rid)
-        if m == 0:
-            if next_req >= issued:
-                raise RuntimeError("simulation stalled")  # pragma: no cover - guarded by the fit check
-            now = max(now, arr[next_req])
-            continue
-
-        decoding = pre_left == 0
-        nd = int(decoding.sum())
-        md = mode_for(m)  # k for this block (a schedule routes by the running batch)
-        # ---- this step's prefill chunks: the token budget left after decodes/verifies, in FIFO order
-        budget = max(max_tokens - nd * md.width, 0.0)
-        pre_idx = np.nonzero(~decoding)[0]
-        if len(pre_idx):
-            left = pre_left[pre_idx]
-            chunk = np.clip(budget - (np.cumsum(left) - left), 0.0, left)
-            if nd == 0 and chunk.sum() == 0:
-                chunk[0] = min(left[0], max_tokens)  # a prompt longer than the budget still progresses
-            simple = bool(np.all(chunk == left))  # every pending prompt finishes prefill this step
-        else:
-            left = chunk = np.zeros(0)
-            simple = True
-        next_arrival = arr[next_req] if next_req < issued else np.inf
-        admissible = (next_req < issued and m < limits.max_num_seqs and kv_used + need[next_req] <= kv_capacity)
-
-        # A block of steps: step 0 runs decodes plus all prefill chunks; from step 1 every sequence
-        # decodes. It ends at the first completion, the SEGMENT cap, or the step running when the next
-        # admissible request arrives. With prefill left over, the block is that one step.
-        horizon = int(min(SEGMENT, remaining.min())) if simple else 1
-        if len(pre_idx):
-            horizon = max(horizon, 1)
-        q, emit = draws(md, horizon, m)
-        prefilling = ~decoding
-        adv = emit.copy()  # context advance per step
-        if len(pre_idx):
-            q[0, pre_idx] = chunk  # prefilling sequences process their chunk, emit nothing ...
-            emit[0, pre_idx] = 0.0
-            adv[0, pre_idx] = chunk
-            first = pre_idx[chunk == left]
-            emit[0, first] = 1.0  # ... except the first token, sampled when a prompt's last chunk runs
-        else:
-            first = pre_idx
-        cum = np.cumsum(emit, axis=0)
-        fin_any = (cum >= remaining).any(axis=1)
-        steps = int(np.argmax(fin_any)) + 1 if fin_any.any() else horizon
-        q, emit, adv, cum = q[:steps], emit[:steps], adv[:steps], cum[:steps]
-        emit = np.maximum(np.minimum(emit, remaining - (cum - emit)), 0.0)  # no tokens past the output length
-        ctx_t = ctx + (np.cumsum(adv, axis=0) - adv)  # context at the start of each step
-        live = q > 0
-        sampled = q.sum(axis=1)
-        if len(pre_idx):  # a prompt chunk needs logits only when it is the prompt's last
-            sampled[0] = q[0, decoding].sum() + len(first)
-        # a prompt waiting for budget attends nothing this step
-        target_work = ragged(md.model.target, np.where(live, q, 0.0), np.where(live, ctx_t, -q),
-                             sampled=sampled.astype(np.int64))
-        verifying: np.ndarray | float = 0.0
-        passes: tuple = ()
-        if md.on:
-            n_dec = np.full(steps, float(m))
-            n_dec[0] = nd
-            if len(pre_idx):
-                dec = np.ones((steps, m))
-                dec[0, prefilling] = 0.0
-                dec_ctx = np.where(dec > 0, draft_ctx(ctx_t), 0.0)  # q = 0 there: attends nothing
-                proposed = np.where(dec > 0, q - 1.0, 0.0)
-            else:
-                dec, dec_ctx, proposed = None, draft_ctx(ctx_t), q - 1.0
-            verifying = n_dec
-            if md.model.draft is not None and md.draft_forwards:
-                ones = np.ones((steps, m)) if dec is None else dec
-                passes = tuple((md.pass_widths.count(w), ragged(md.model.draft, ones * w, dec_ctx,
-                                                                 tokens=(n_dec * w).astype(np.int64)))
-                               for w in sorted(set(md.pass_widths)))  # chains: k passes of width 1; trees widen
-            accepted = np.minimum(emit - 1.0, proposed).clip(0)
-            log.drafts_proposed += float(proposed.sum())
-            log.drafts_accepted += float(accepted.sum() if dec is None else accepted[dec > 0].sum())
-            log.verify_steps += float(n_dec.sum())
-        prefill = None
-        if has_draft and draft_prefills and len(pre_idx) and chunk.sum():
-            # the draft also reads every prompt (its KV cache / hidden states), whatever k is now
-            prefill = _first_step_only(ragged(base.draft, chunk, draft_ctx(ctx[pre_idx]),
-                                              tokens=np.int64(chunk.sum()), sampled=np.int64(len(first))), steps)
-        dt = md.model.price(Mix(target_work, verifying, passes, prefill)).total
-        ends = now + np.cumsum(dt)
-        if admissible and steps > 1 and ends[-1] > next_arrival:
-            cut = int(np.searchsorted(ends, next_arrival)) + 1  # the step running at the arrival completes
-            if cut < steps:
-                steps, q, emit, adv, ends, dt = cut, q[:cut], emit[:cut], adv[:cut], ends[:cut], dt[:cut]
-        # ---- what a client sees
-        measured = rid >= measure_from
-        got = (emit > 0) & measured
-        if steps > 1:  # a sequence that emits in consecutive steps sees the step time as its gap
-            log.itl_values.append(dt[1:])
-            log.itl_counts.append((got[1:] & got[:-1]).sum(axis=1).astype(float))
-        # gaps that start before this block or after a silent step
-        starts = np.where(got[0], last_t, np.nan)
-        gap0 = ends[0] - starts
-        ok = ~np.isnan(gap0)
-        log.itl_values.append(gap0[ok])
-        log.itl_counts.append(np.ones(int(ok.sum())))
-        if steps > 1:
-            silent_then = got[1:] & ~got[:-1]
-            if silent_then.any():  # only a just-prefilled sequence can be silent in step 0
-                t_idx, s_idx = np.nonzero(silent_then)
-                log.itl_values.append(ends[t_idx + 1] - np.where(np.isnan(last_t[s_idx]), ends[0], last_t[s_idx]))
-                log.itl_counts.append(np.ones(len(t_idx)))
-        log.first_token[rid[first]] = ends[0]
-        log.step_end.append(ends)
-        log.step_tokens.append(emit.sum(axis=1))
-        pre_tokens = np.zeros(steps)
-        pre_tokens[0] = chunk.sum()
-        log.step_prefill.append(pre_tokens)
-        total_adv = adv.sum(axis=0)
-        total_emit = emit.sum(axis=0)
-        ctx = ctx + total_adv
-        pre_left[pre_idx] -= chunk
-        remaining = remaining - total_emit
-        emitted_any = emit.any(axis=0)
-        last_emit_step = steps - 1 - np.argmax(emit[::-1] > 0, axis=0)
-        last_t = np.where(emitted_any, ends[last_emit_step], last_t)
-        now = float(ends[-1])
-        # ---- completions
-        fin = remaining <= 0
-        if fin.any():
-            ids = rid[fin]
-            log.finish[ids] = now
-            kv_used -= float(need[ids].sum())
-            done += len(ids)
-            keep = ~fin
-            rid, ctx, pre_left, remaining, last_t = rid[keep], ctx[keep], pre_left[keep], remaining[keep], last_t[keep]
-            if closed:  # each finished client sends its next request now
-                add = min(len(ids), n - issued)
-                arr[issued: issued + add] = now
-                issued += add
-    return log
+    return _Engine(arm, prompt, output, rng, concurrency, arrival, limits, kv_capacity, measure_from,
+                   stagger_s).run()
