@@ -20,16 +20,20 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+try:
+    from crossover.specs import load_model
+except ImportError:  # a GPU machine may have torch and PyYAML but not pydantic: read the YAML itself
+    load_model = None
 
 
 class _Shape:
-    """The model fields this script needs, read straight from models/NAME.yaml (a GPU machine may
-    have torch and PyYAML but not the project's own dependencies)."""
+    """The model fields this script needs, read straight from models/NAME.yaml, with the spec's
+    head-dimension rule (crossover.specs.Model.hd)."""
 
     def __init__(self, name: str):
-        import yaml
-
         path = Path(__file__).resolve().parent.parent / "models" / f"{name}.yaml"
         if not path.exists():
             path = Path(name)
@@ -44,11 +48,7 @@ class _Shape:
 
 def load_shape(name: str):
     """The model spec (through crossover when its dependencies are installed, else the YAML itself)."""
-    try:
-        from crossover.specs import load_model
-    except ImportError:
-        return _Shape(name)
-    return load_model(name)
+    return _Shape(name) if load_model is None else load_model(name)
 
 
 def build_shape(model, tiny: bool, layers: int | None) -> dict:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 
 from .errors import CrossoverError
-from .ops import Op, kv_share, model_ops
+from .ops import Op, embedding_params, kv_share, model_ops
 from .specs.deployment import Deployment
 from .units import DTYPE_BYTES, GB
 
-# Activations, CUDA graphs and allocator slack that an engine keeps outside the KV pool.
-# vLLM profiles this at start-up; ~1-3 GB per GPU on 7B-70B models. Derived default.
+# Activations, CUDA graphs and allocator slack that an engine keeps outside the KV pool. vLLM
+# measures it with a profiling forward at start-up and gives the KV pool what is left of
+# gpu_memory_utilization (Worker.determine_available_memory, vllm/v1/worker/gpu_worker.py);
+# ~1-3 GB per GPU on 7B-70B models. Derived default.
 RESERVE_BYTES_PER_GPU = 1.5 * GB
 
 
@@ -31,7 +33,7 @@ def weight_bytes_per_gpu(dep: Deployment, ops: list[Op] | None = None) -> float:
     total = op_weight_bytes(ops, dep.tp)
     m = dep.model
     if not m.tie_word_embeddings:
-        total += m.embedding_params() * DTYPE_BYTES["bf16"] / dep.tp
+        total += embedding_params(m) * DTYPE_BYTES["bf16"] / dep.tp
     return total
 
 

@@ -1,5 +1,6 @@
-"""A model as a list of operations with repeat counts: one source of truth for the bytes and FLOPs
-of every op, reused by decode, verify, prefill and draft forwards (the cost engine is roofline.py)."""
+"""A model as a list of operations with repeat counts: one source of truth for the shapes, bytes and
+FLOPs of every op, reused by decode, verify, prefill and draft forwards (the cost engine is
+roofline.py), and for the parameter counts of a model (total_params, active_params)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,54 @@ def _linear_dtype(weight_dtype: str, part: Literal["dense", "experts"]) -> str:
 # Ops that run only where a next token is sampled: prompts need logits at their last position only.
 SAMPLED_OPS = ("lm_head", "draft_lm_head", "medusa_heads")
 
+
+def mlp_params(hidden: int, width: int) -> int:
+    """Parameters of one gated (SwiGLU) MLP of `width`: gate, up and down projections."""
+    return 3 * hidden * width
+
+
+def kv_elements_per_token_layer(model: Model) -> int:
+    """KV-cache elements one token stores in one layer (K and V; MLA's latent + rope key)."""
+    if model.mla is not None:
+        return model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+    return 2 * model.num_key_value_heads * model.hd
+
+
+def embedding_params(model: Model) -> int:
+    """Parameters of the input embedding (the LM head has as many; counted apart unless tied)."""
+    return model.vocab_size * model.hidden_size
+
+
+def _norm_params(model: Model) -> int:
+    """RMSNorm weights: two per layer and a final one (held in memory, never streamed as an op)."""
+    return model.num_hidden_layers * 2 * model.hidden_size + model.hidden_size
+
+
+def _streamed_params(model: Model, experts_per_token: int | None) -> int:
+    """Parameters of the full model's ops, routed experts counted `experts_per_token` per MoE layer
+    (None: all of them), the router counted only when all experts are."""
+    total = 0.0
+    for op in _model_ops(model, None, 1, None, None, True):
+        if op.kind == "experts":
+            total += op.count * (op.num_experts if experts_per_token is None else experts_per_token) * op.params
+        elif op.kind == "gemm" and not (op.name == "router" and experts_per_token is not None):
+            total += op.count * op.params
+    return int(round(total))
+
+
+def total_params(model: Model) -> int:
+    """All parameters held in memory (MTP modules excluded; a tied LM head counted once)."""
+    n = _streamed_params(model, None) + _norm_params(model) + embedding_params(model)
+    return n - embedding_params(model) if model.tie_word_embeddings else n
+
+
+def active_params(model: Model) -> int:
+    """Parameters one token touches: its routed experts, shared weights, the layers' norms and the
+    LM head (input embedding, final norm and router excluded)."""
+    n = _streamed_params(model, model.moe.num_experts_per_tok if model.moe is not None else None)
+    return n + model.num_hidden_layers * 2 * model.hidden_size
+
+
 def model_ops(model: Model, weight_dtype: str | None = None, tp: int = 1, layers: float | None = None,
               lm_head_vocab: int | None = None, include_lm_head: bool = True) -> list[Op]:
     """The op list of `model` (optionally a subset of `layers` layers, or another LM-head vocab)."""
@@ -66,6 +115,7 @@ def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | 
     wd = weight_dtype or model.weight_dtype
     dd = _linear_dtype(wd, "dense")
     h, nq, nkv, hd = model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.hd
+    kv = kv_elements_per_token_layer(model)
     n_layers = float(model.num_hidden_layers if layers is None else layers)
     frac = n_layers / model.num_hidden_layers
     ops: list[Op] = []
@@ -82,7 +132,7 @@ def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | 
             Op("qkv_proj", "gemm", n_layers, params=up, dtype=dd, in_features=m.kv_lora_rank,
                out_features=nq * qk),
             # Weight-absorbed MLA attends in the latent space: QK over (latent + rope), PV over latent.
-            Op("attention", "attention", n_layers, kv_elems=m.kv_lora_rank + m.qk_rope_head_dim,
+            Op("attention", "attention", n_layers, kv_elems=kv,
                kv_sharded=False, heads=nq, score_dim=2 * m.kv_lora_rank + m.qk_rope_head_dim),
             Op("o_proj", "gemm", n_layers, params=nq * m.v_head_dim * h, dtype=dd, in_features=nq * m.v_head_dim,
                out_features=h),
@@ -94,26 +144,28 @@ def _model_ops(model: Model, weight_dtype: str | None, tp: int, layers: float | 
         sw = model.sliding_window
         n_sliding = 0.0 if sw is None else sw.num_layers * frac
         if n_layers - n_sliding > 0:
-            ops.append(Op("attention", "attention", n_layers - n_sliding, kv_elems=2 * nkv * hd, kv_heads=nkv,
+            ops.append(Op("attention", "attention", n_layers - n_sliding, kv_elems=kv, kv_heads=nkv,
                           heads=nq, score_dim=2 * hd))
         if n_sliding > 0:
-            ops.append(Op("attention", "attention", n_sliding, kv_elems=2 * nkv * hd, kv_heads=nkv, heads=nq,
+            ops.append(Op("attention", "attention", n_sliding, kv_elems=kv, kv_heads=nkv, heads=nq,
                           score_dim=2 * hd, window=float(sw.size)))  # type: ignore[union-attr]
         ops.append(Op("o_proj", "gemm", n_layers, params=nq * hd * h, dtype=dd, in_features=nq * hd, out_features=h))
     dense_layers = model.num_dense_layers * frac
     moe_layers = n_layers - dense_layers
     if dense_layers > 0:
-        ops.append(Op("mlp", "gemm", dense_layers, params=model.dense_mlp_params(), dtype=dd, in_features=h,
-                      out_features=h + 2 * model.intermediate_size))
+        ops.append(Op("mlp", "gemm", dense_layers, params=mlp_params(h, model.intermediate_size), dtype=dd,
+                      in_features=h, out_features=h + 2 * model.intermediate_size))
     if model.moe is not None and moe_layers > 0:
         mo = model.moe
         ops.append(Op("router", "gemm", moe_layers, params=h * mo.num_experts, dtype="bf16", sharded=False,
                       in_features=h, out_features=mo.num_experts))
-        ops.append(Op("experts", "experts", moe_layers, params=model.expert_params(),
+        ops.append(Op("experts", "experts", moe_layers, params=mlp_params(h, mo.moe_intermediate_size),
                       dtype=_linear_dtype(wd, "experts"), num_experts=mo.num_experts, top_k=mo.num_experts_per_tok,
                       in_features=h, out_features=h + 2 * mo.moe_intermediate_size))
         if mo.num_shared_experts:
-            ops.append(Op("shared_experts", "gemm", moe_layers, params=model.shared_expert_params(), dtype=dd,
+            width = mo.shared_expert_intermediate_size or mo.moe_intermediate_size
+            shared = mo.num_shared_experts * mlp_params(h, width)
+            ops.append(Op("shared_experts", "gemm", moe_layers, params=shared, dtype=dd,
                           in_features=h, out_features=h))
     if include_lm_head:
         vocab = lm_head_vocab or model.vocab_size

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 GB = 1e9  # bytes; datasheet "GB" and "GB/s" are decimal, never 2**30
 TFLOPS = 1e12  # FLOP/s
-US = 1e-6  # seconds
-MS = 1e-3  # seconds
 
 # Bytes per element. int4/fp4 weight-only formats carry block scales: mxfp4 stores one 8-bit
 # scale per 32 values (4.25 bits), int4 (GPTQ/AWQ, group 128) one fp16 scale + zero per 128.
@@ -33,14 +31,3 @@ COMPUTE_DTYPE: dict[str, str] = {
     "mxfp4": "bf16",
 }
 
-
-def dtype_bytes(dtype: str) -> float:
-    """Bytes per element of `dtype`."""
-    from .errors import CrossoverError
-
-    try:
-        return DTYPE_BYTES[dtype]
-    except KeyError:
-        raise CrossoverError(
-            f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}"
-        ) from None

@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from .errors import CrossoverError
+from .specs.loader import resolve_path
 
 
 class _Dist(BaseModel):
@@ -166,9 +167,9 @@ class Workload(BaseModel):
                 out.append(d.sample(rng, n))
         return out[0], out[1]
 
-    def means(self, rng_seed: int = 0, base: Path | None = None) -> tuple[float, float]:
-        """Mean prompt and output lengths (sampled when the distribution is clipped or empirical)."""
-        p, o = self.sample(np.random.default_rng(rng_seed), 20000, base)
+    def means(self, rng_seed: int = 0, base: Path | None = None, samples: int = 20_000) -> tuple[float, float]:
+        """Mean prompt and output lengths, from `samples` draws (so clipping and empirical files count)."""
+        p, o = self.sample(np.random.default_rng(rng_seed), samples, base)
         return float(p.mean()), float(o.mean())
 
 
@@ -182,9 +183,7 @@ def fixed(prompt_len: int, output_len: int, name: str = "fixed") -> Workload:
 
 def load_workload(ref: str | Workload) -> tuple[Workload, Path | None]:
     """A workload by name or path, with the folder its relative files resolve against."""
-    from .specs.loader import resolve_path
-
     if isinstance(ref, Workload):
         return ref, None
-    spec, path = resolve_path(ref, "workloads")
+    spec, path = resolve_path(ref, "workloads", Workload)
     return spec, path.parent  # type: ignore[return-value]

@@ -18,40 +18,59 @@ from .model import Model
 
 Transition = Literal["smooth", "max", "sum"]
 
+# Fractions of peak used when neither the deployment nor the hardware spec gives one.
+# Weight streaming: gpt-fast measured ~1700 of 2039 GB/s (0.83) as the A100-80GB's empirical peak
+# and Llama-2-7B bf16 decode at 1397 GB/s (0.69); Nsight on an H100 70B decode shows weight loads
+# at 78-84% of peak (github.com/pytorch-labs/gpt-fast README; mikamirai.com/blog/gpu-memory-bandwidth).
+DEFAULT_BANDWIDTH_FRACTION = 0.80
+# Dense GEMM: the lower end of NVIDIA's best-shape bf16 matmul rates (Maximum Achievable Matmul
+# FLOPS: H100 80.3%, B200 77.6%, GB200 72.9% of the dense peak; github.com/stas00/ml-engineering
+# compute/accelerator/README.md). AMD parts sit lower (51-63%) and carry their own figure.
+DEFAULT_FLOPS_FRACTION = 0.75
+
 
 class Efficiency(Spec):
     """Achieved fractions of peak and fixed overheads (seconds). None means 'the hardware's figure'."""
 
-    # Weight streaming reaches 0.80-0.90 of peak in copy kernels and 0.68-0.84 in real decode
-    # kernels (hardware_facts.md 9.2: H200 copy 0.90, A100 0.83, gpt-fast decode 0.69-0.82).
+    # Achieved fraction of peak memory bandwidth for weight streaming. None = the hardware's
+    # achieved_bandwidth_fraction, else DEFAULT_BANDWIDTH_FRACTION (sources there).
     bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
-    # Paged KV-cache reads in decode attention run below weight streaming (Nsight on H100: 42%
-    # vs 78-84% [MIKA], MagicDec H100 tables ~0.88 at 32K); None = same as bandwidth_fraction.
+    # Paged KV-cache reads in decode attention run below weight streaming (Nsight on an H100 70B
+    # decode: 42% vs 78-84%, mikamirai.com/blog/gpu-memory-bandwidth; MagicDec's H100 tables,
+    # arXiv:2408.11049, ~0.88 at 32K); None = same as bandwidth_fraction.
     kv_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
-    # Dense GEMM reaches the MAMF fraction at best (hardware_facts.md 9.1); None = hardware figure,
-    # else 0.75 (derived default for chips without a MAMF measurement).
+    # Dense GEMM reaches the best-shape matmul fraction at most. None = the hardware's
+    # achieved_flops_fraction, else DEFAULT_FLOPS_FRACTION (sources there).
     flops_fraction: float | None = Field(default=None, gt=0, le=1)
-    # Ring collectives reach ~0.80 of the unidirectional link rate (hardware_facts.md 9.3).
+    # Ring collectives reach ~0.80 of the unidirectional link rate: 8x H200 ring all-reduce bus
+    # bandwidth 80-82% of 450 GB/s, 8x A100 235 of 300 GB/s (github.com/stas00/ml-engineering
+    # network/README.md); H100 NVLink p2p ~380 of 450 GB/s (github.com/NVIDIA/nccl/issues/1264).
     interconnect_fraction: float = Field(default=0.80, gt=0, le=1)
     # A small all-reduce costs base + 2 (tp - 1) ring steps x the hardware's hop latency (NCCL's
     # latency model: a per-call base plus per-hop terms). With 2 us per NVLink hop, TP 8 gives
-    # ~33 us per all-reduce: MagicDec's 8xH100 decode tables imply ~2.7 ms of fixed time per
-    # forward for 64 all-reduces and 32 layers. Derived default, a calibration parameter.
+    # ~33 us per all-reduce: MagicDec's 8xH100 decode tables (arXiv:2408.11049) imply ~2.7 ms of
+    # fixed time per forward for 64 all-reduces and 32 layers. Derived default, a calibration parameter.
     allreduce_base_latency_s: float = Field(default=5e-6, ge=0)
     # None = the hardware's hop latency (Hardware.allreduce_hop_latency_s); 0 disables it.
     allreduce_hop_latency_s: float | None = Field(default=None, ge=0)
     # Kernel gaps inside a CUDA-graphed forward: ~10 kernels per layer x ~1.5 us each. Derived.
     layer_overhead_s: float = Field(default=15e-6, ge=0)
     # Per engine step: scheduling, input preparation, sampling not hidden by overlap. Modern
-    # engines with CUDA graphs and overlapped scheduling: ~1-2 ms (hardware_facts.md 10-11).
+    # engines with CUDA graphs and overlapped scheduling: ~1-2 ms. CUDA graphs alone cut 1.48 ms
+    # per step at concurrency 1 (github.com/xLLM-AI/xllm/pull/713); TensorRT-LLM leaves ~0.58 ms
+    # of host time exposed per iteration at concurrency 64 with its overlap scheduler
+    # (github.com/NVIDIA/TensorRT-LLM/issues/13957); vLLM v0.6 and SGLang v0.4 overlap the rest
+    # (blog.vllm.ai/2024/09/05/perf-update.html, lmsys.org/blog/2024-12-04-sglang-v0-4/).
+    # Derived default, a calibration parameter.
     step_overhead_s: float = Field(default=1.0e-3, ge=0)
     # Extra per speculative step, fixed and per sequence: rejection sampling, draft bookkeeping,
-    # KV slot rewinds, smaller CUDA-graph coverage. vLLM #49548 (H100 NVL, Gemma-4-31B FP8, dynamic
-    # speculation enabled at k = 0) measured +6.6% TPOT at concurrency 2 and +21.6% at 189. With
-    # TPOT ~12 ms at 2 and ~40 ms at 189 (a 31 GB model streamed at ~3 TB/s; KV-heavy at 189) that
-    # is ~0.8 ms fixed plus ~40 us per sequence. Derived defaults (the TPOTs are our estimates),
-    # calibration parameters. The per-sequence term is what makes speculation lose ground with
-    # load in measured engines (EAGLE-3 SGLang and DSpark tables) beyond the roofline.
+    # KV slot rewinds, smaller CUDA-graph coverage. github.com/vllm-project/vllm/issues/49548
+    # (H100 NVL, Gemma-4-31B FP8, dynamic speculation enabled at k = 0) measured +6.6% TPOT at
+    # concurrency 2 and +21.6% at 189. With TPOT ~12 ms at 2 and ~40 ms at 189 (a 31 GB model
+    # streamed at ~3 TB/s; KV-heavy at 189) that is ~0.8 ms fixed plus ~40 us per sequence.
+    # Derived defaults (the TPOTs are estimates), calibration parameters. The per-sequence term is
+    # what makes speculation lose ground with load in measured engines (EAGLE-3 SGLang and DSpark
+    # tables) beyond the roofline.
     spec_overhead_s: float = Field(default=0.8e-3, ge=0)
     spec_overhead_per_seq_s: float = Field(default=40e-6, ge=0)
     # Extra per sequential draft forward (launch, draft sampling, tree bookkeeping). Derived default.
@@ -121,7 +140,7 @@ class Deployment(Spec):
     @property
     def bandwidth(self) -> float:
         """Achieved weight-streaming bandwidth per GPU, bytes/s."""
-        e = self.efficiency.bandwidth_fraction or self.hardware.achieved_bandwidth_fraction or 0.80
+        e = self.efficiency.bandwidth_fraction or self.hardware.achieved_bandwidth_fraction or DEFAULT_BANDWIDTH_FRACTION
         return self.hardware.bandwidth_bytes_s * e
 
     @property
@@ -134,7 +153,7 @@ class Deployment(Spec):
     @property
     def flops(self) -> float:
         """Achieved dense FLOP/s per GPU at the compute dtype."""
-        e = self.efficiency.flops_fraction or self.hardware.achieved_flops_fraction or 0.75
+        e = self.efficiency.flops_fraction or self.hardware.achieved_flops_fraction or DEFAULT_FLOPS_FRACTION
         return self.hardware.peak_flops(self.compute_dtype) * e
 
     @property

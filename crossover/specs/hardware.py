@@ -15,6 +15,13 @@ _RATE_KEYS = {
     "fp4": "fp4_dense_tflops",
 }
 
+# Seconds per ring step of a small all-reduce when a hardware spec gives none. NCCL's latency
+# model (src/graph/tuning.cc, github.com/NVIDIA/nccl) adds a per-hop latency that is higher over
+# PCIe than over NVLink; with peer-to-peer over a PCIe switch and host-side proxy work a step costs
+# several times an NVLink step. Derived defaults; a YAML may set its own with a source.
+NVLINK_HOP_LATENCY_S = 2e-6
+PCIE_HOP_LATENCY_S = 8e-6
+
 
 class Hardware(Spec):
     """One accelerator (per chip), as written in hardware/*.yaml."""
@@ -62,16 +69,11 @@ class Hardware(Spec):
 
     @property
     def allreduce_hop_latency_s(self) -> float:
-        """Seconds per ring step of a small all-reduce.
-
-        NCCL's latency model (src/graph/tuning.cc) is a base latency plus a per-hop latency that
-        is higher over PCIe than over NVLink; with peer-to-peer over a PCIe switch and host-side
-        proxy work, a step costs several times an NVLink step. Derived defaults: 2 us on
-        NVLink-class links, 8 us over PCIe; a YAML may set its own with a source.
-        """
+        """Seconds per ring step of a small all-reduce: the spec's own figure, else
+        PCIE_HOP_LATENCY_S over PCIe and NVLINK_HOP_LATENCY_S on NVLink-class links."""
         if self.allreduce_hop_latency_us is not None:
             return self.allreduce_hop_latency_us * 1e-6
-        return 8e-6 if self.is_pcie else 2e-6
+        return PCIE_HOP_LATENCY_S if self.is_pcie else NVLINK_HOP_LATENCY_S
 
     def compute_rate_dtype(self, compute_dtype: str) -> str:
         """`compute_dtype` if the chip has a dense rate for it, else bf16 (weight-only execution)."""

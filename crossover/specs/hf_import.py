@@ -21,6 +21,16 @@ def _get(cfg: dict, *keys: str, default=None):
     return default
 
 
+def _need(cfg: dict, origin: str, what: str, *keys: str):
+    """The first of `keys` the config sets; a one-line error naming them when it sets none
+    (a guessed width or routing would silently change every cost)."""
+    value = _get(cfg, *keys)
+    if value is None:
+        names = " or ".join(repr(k) for k in keys)
+        raise CrossoverError(f"{origin}: missing {names} ({what}); add it to the config or write the spec by hand")
+    return value
+
+
 def config_to_spec(cfg: dict, name: str, origin: str = "config.json") -> dict:
     """A models/*.yaml mapping from a parsed HF config (text_config of multimodal configs used)."""
     if isinstance(cfg.get("text_config"), dict):
@@ -38,7 +48,7 @@ def config_to_spec(cfg: dict, name: str, origin: str = "config.json") -> dict:
         "display_name": name,
         "hf_repo": cfg.get("_name_or_path", ""),
         "hidden_size": cfg["hidden_size"],
-        "intermediate_size": _get(cfg, "intermediate_size", "ffn_dim", default=4 * cfg["hidden_size"]),
+        "intermediate_size": _need(cfg, origin, "the MLP width", "intermediate_size", "ffn_dim"),
         "num_hidden_layers": cfg["num_hidden_layers"],
         "num_attention_heads": cfg["num_attention_heads"],
         "num_key_value_heads": _get(cfg, "num_key_value_heads", default=cfg["num_attention_heads"]),
@@ -67,7 +77,7 @@ def config_to_spec(cfg: dict, name: str, origin: str = "config.json") -> dict:
             first_dense = len(cfg["mlp_only_layers"])
         spec["moe"] = {
             "num_experts": n_experts,
-            "num_experts_per_tok": _get(cfg, "num_experts_per_tok", "moe_topk", default=2),
+            "num_experts_per_tok": _need(cfg, origin, "experts routed per token", "num_experts_per_tok", "moe_topk"),
             "num_shared_experts": _get(cfg, "n_shared_experts", "num_shared_experts", default=0),
             "moe_intermediate_size": _get(cfg, "moe_intermediate_size", default=spec["intermediate_size"]),
             "first_dense_layers": first_dense,

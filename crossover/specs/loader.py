@@ -83,29 +83,25 @@ def parse_spec(data: dict, cls: type[T], origin: str) -> T:
         raise CrossoverError(validation_message(exc, origin)) from None
 
 
-def _spec_class(kind: Kind) -> type[BaseModel]:
-    if kind == "workloads":
-        from ..workload import Workload
-
-        return Workload
-    return Hardware if kind == "hardware" else Model
+# The spec class of each kind this module knows; modules above it (workload.py) pass their own.
+_SPEC_CLASSES: dict[str, type[BaseModel]] = {"hardware": Hardware, "models": Model}
 
 
 @lru_cache(maxsize=256)
-def _load_file(path: str, kind: Kind, mtime: float) -> BaseModel:
-    cls = _spec_class(kind)
+def _load_file(path: str, cls: type[BaseModel], mtime: float) -> BaseModel:
     data = read_yaml(Path(path))
     data.setdefault("name", Path(path).stem)
     return parse_spec(data, cls, path)
 
 
-def load_file(path: Path, kind: Kind) -> BaseModel:
-    """Load one spec file of `kind` (cached per path and modification time)."""
+def load_file(path: Path, kind: Kind, cls: type[BaseModel] | None = None) -> BaseModel:
+    """Load one spec file of `kind` as `cls` (default: the kind's spec class), cached per path and
+    modification time."""
     try:
         mtime = path.stat().st_mtime
     except OSError:
         raise CrossoverError(f"{path}: no such file") from None
-    return _load_file(str(path), kind, mtime)
+    return _load_file(str(path), cls or _SPEC_CLASSES[kind], mtime)
 
 
 def _flat_file_kind(path: Path) -> str | None:
@@ -137,17 +133,18 @@ def available(kind: Kind) -> dict[str, Path]:
 _WHAT = {"hardware": "hardware", "models": "model", "workloads": "workload"}
 
 
-def resolve_path(ref: str, kind: Kind) -> tuple[BaseModel, Path]:
-    """A spec and its file, by exact name (never by substring) or by path."""
+def resolve_path(ref: str, kind: Kind, cls: type[BaseModel] | None = None) -> tuple[BaseModel, Path]:
+    """A spec (as `cls`, default the kind's spec class) and its file, by exact name (never by
+    substring) or by path."""
     what = _WHAT[kind]
     if not ref or not ref.strip():
         raise CrossoverError(f"empty {what} name")
     path = Path(ref).expanduser()
     if _looks_like_path(ref) and (path.exists() or ref.endswith((".yaml", ".yml", ".json")) or kind != "models"):
-        return load_file(path, kind), path
+        return load_file(path, kind, cls), path
     names = available(kind)
     if ref in names:
-        return load_file(names[ref], kind), names[ref]
+        return load_file(names[ref], kind, cls), names[ref]
     if kind == "models":
         hit = _by_hf_id(ref, names)
         if hit is not None:

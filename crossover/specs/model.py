@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, PositiveInt, model_validator
 
+from ..units import DTYPE_BYTES
 from .frozen import Spec
 
 
@@ -79,8 +80,6 @@ class Model(Spec):
             raise ValueError("sliding_window.num_layers exceeds num_hidden_layers")
         if self.moe and self.moe.first_dense_layers > self.num_hidden_layers:
             raise ValueError("moe.first_dense_layers exceeds num_hidden_layers")
-        from ..units import DTYPE_BYTES
-
         if self.weight_dtype not in DTYPE_BYTES:
             raise ValueError(f"weight_dtype must be one of {', '.join(DTYPE_BYTES)}")
         return self
@@ -100,65 +99,9 @@ class Model(Spec):
         """Layers whose MLP is dense."""
         return self.num_hidden_layers - self.num_moe_layers
 
-    def kv_elements_per_token_layer(self) -> int:
-        """KV-cache elements one token stores in one layer (K and V; MLA's latent + rope key)."""
-        if self.mla is not None:
-            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
-        return 2 * self.num_key_value_heads * self.hd
-
-    def attention_params_per_layer(self) -> int:
-        """Parameters of one attention block (projections and biases)."""
-        h, nq, nkv, hd = self.hidden_size, self.num_attention_heads, self.num_key_value_heads, self.hd
-        if self.mla is not None:
-            m = self.mla
-            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-            q = h * m.q_lora_rank + m.q_lora_rank * nq * qk if m.q_lora_rank else h * nq * qk
-            kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * nq * (m.qk_nope_head_dim + m.v_head_dim)
-            return q + kv + nq * m.v_head_dim * h
-        bias = (nq + 2 * nkv) * hd if self.attention_bias else 0
-        return h * (nq + 2 * nkv) * hd + nq * hd * h + bias
-
-    def dense_mlp_params(self) -> int:
-        """Parameters of one dense gated (SwiGLU) MLP."""
-        return 3 * self.hidden_size * self.intermediate_size
-
-    def expert_params(self) -> int:
-        """Parameters of one routed expert."""
-        assert self.moe is not None
-        return 3 * self.hidden_size * self.moe.moe_intermediate_size
-
-    def shared_expert_params(self) -> int:
-        """Parameters of all shared experts of one MoE layer."""
-        assert self.moe is not None
-        width = self.moe.shared_expert_intermediate_size or self.moe.moe_intermediate_size
-        return self.moe.num_shared_experts * 3 * self.hidden_size * width
-
-    def embedding_params(self) -> int:
-        """Parameters of the input embedding."""
-        return self.vocab_size * self.hidden_size
-
-    def lm_head_params(self) -> int:
-        """Parameters of the output head (counted even when tied: it is read every step)."""
-        return self.vocab_size * self.hidden_size
-
     def total_params(self) -> int:
-        """All parameters held in memory (MTP modules excluded)."""
-        n = self.num_hidden_layers * (self.attention_params_per_layer() + 2 * self.hidden_size)
-        n += self.num_dense_layers * self.dense_mlp_params()
-        if self.moe is not None:
-            per_layer = self.moe.num_experts * self.expert_params() + self.shared_expert_params()
-            per_layer += self.hidden_size * self.moe.num_experts  # router
-            n += self.num_moe_layers * per_layer
-        n += self.embedding_params() + self.hidden_size
-        if not self.tie_word_embeddings:
-            n += self.lm_head_params()
-        return n
+        """All parameters held in memory: a shortcut to ops.total_params, where the shape formulas
+        live (imported here, not at the top, because ops imports this module)."""
+        from ..ops import total_params
 
-    def active_params(self) -> int:
-        """Parameters one token touches (input embedding excluded, LM head included)."""
-        n = self.num_hidden_layers * (self.attention_params_per_layer() + 2 * self.hidden_size)
-        n += self.num_dense_layers * self.dense_mlp_params()
-        if self.moe is not None:
-            per_layer = self.moe.num_experts_per_tok * self.expert_params() + self.shared_expert_params()
-            n += self.num_moe_layers * per_layer
-        return n + self.lm_head_params()
+        return total_params(self)
