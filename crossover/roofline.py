@@ -97,7 +97,7 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
 
 
 @dataclass(frozen=True, eq=False)
-class Plan:
+class CompiledOps:
     """An op list compiled against a deployment: per-row coefficients, so one forward is a few array
     ops. Hashed by identity (it holds arrays); built once per spec by the memoised builders below."""
 
@@ -258,19 +258,19 @@ class Plan:
 
 
 @lru_cache(maxsize=64)
-def _token_table(plan: Plan, size: int) -> tuple[np.ndarray, np.ndarray]:
+def _token_table(ops: CompiledOps, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of the token-count rows for 0..size-1 tokens (with the collectives) and of the LM-head
-    rows for 0..size-1 sampled positions: Plan.evaluate's own row costs, tabulated."""
+    rows for 0..size-1 sampled positions: CompiledOps.evaluate's own row costs, tabulated."""
     t = np.arange(size, dtype=float)
-    zero = np.zeros((len(plan.windows), size))
-    names, rows = plan._row_costs("tokens", t, t, zero, zero)
-    lm = plan._coefficients("tokens")[10]
+    zero = np.zeros((len(ops.windows), size))
+    names, rows = ops._row_costs("tokens", t, t, zero, zero)
+    lm = ops._coefficients("tokens")[10]
     by_tokens = rows[0] if lm is None else rows[0][~lm]
     by_sampled = np.zeros((0, size)) if lm is None else rows[0][lm]
-    return np.asarray(by_tokens.sum(axis=0) + plan._allreduce(t), float), by_sampled.sum(axis=0)
+    return np.asarray(by_tokens.sum(axis=0) + ops._allreduce(t), float), by_sampled.sum(axis=0)
 
 
-def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> Plan:
+def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None) -> CompiledOps:
     """Per-GPU coefficients of each op at the deployment's TP, dtypes and efficiencies.
 
     Fixed overhead per forward: `num_layers` (default: the layers with attention) x
@@ -329,7 +329,7 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
         ar_calls = ar_count + moe_layers
     if num_layers is None:
         num_layers = sum(op.count for op in ops if op.kind == "attention")
-    return Plan(tuple(op.name for op in rows), wb, eb, ne, tk, ab, fpt, kva, kvw, fqa, win, bw, rate,
+    return CompiledOps(tuple(op.name for op in rows), wb, eb, ne, tk, ab, fpt, kva, kvw, fqa, win, bw, rate,
                 ar_per_token, ar_calls * dep.allreduce_latency, ar_count > 0 and tp > 1,
                 num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p,
                 tp if dep.expert_parallel else 1,
@@ -342,6 +342,6 @@ def target_ops(dep: Deployment) -> list[Op]:
 
 
 @lru_cache(maxsize=256)
-def target_plan(dep: Deployment) -> Plan:
+def compiled_target(dep: Deployment) -> CompiledOps:
     """The target's compiled op list (memoised per deployment)."""
     return compile_ops(dep, target_ops(dep))

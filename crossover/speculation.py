@@ -15,7 +15,7 @@ from . import memory
 from .acceptance import Acceptance, rate_from_tau, tau_from_rate  # noqa: F401 - part of this module's API
 from .errors import CrossoverError
 from .ops import Op, model_ops
-from .roofline import Plan, compile_ops
+from .roofline import CompiledOps, compile_ops
 from .specs.deployment import Deployment
 from .specs.model import Model
 
@@ -284,13 +284,13 @@ class Speculation:
 _NEUTRAL = Acceptance.rate(0.5)
 
 
-def draft_plan(spec: Speculation, target: Deployment) -> Plan | None:
+def compiled_draft(spec: Speculation, target: Deployment) -> CompiledOps | None:
     """The compiled op list of one draft forward (None for n-gram: no forward)."""
-    return _draft_plan(spec.drafter, target)
+    return _compiled_draft(spec.drafter, target)
 
 
 @lru_cache(maxsize=256)
-def _draft_plan(spec: Speculation, target: Deployment) -> Plan | None:
+def _compiled_draft(spec: Speculation, target: Deployment) -> CompiledOps | None:
     if spec.draft_forwards == 0:
         return None
     ops = spec.draft_ops(target)

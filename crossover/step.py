@@ -21,15 +21,15 @@ from typing import Protocol
 import numpy as np
 
 from .errors import CrossoverError
-from .roofline import Plan, StepCost, target_plan
+from .roofline import CompiledOps, StepCost, compiled_target
 from .specs.deployment import Deployment
-from .speculation import Speculation, draft_plan
+from .speculation import Speculation, compiled_draft
 
 
 @dataclass(frozen=True)
 class Forward:
     """The work of one forward pass: `tokens` new positions, logits at `sampled` of them (None: all),
-    and the attention sums per distinct window of the plan (window axis first): KV tokens read and
+    and the attention sums per distinct window of the compiled ops (window axis first): KV tokens read and
     query-key pairs scored. Integer `tokens` select the tabulated evaluation (same numbers)."""
 
     tokens: np.ndarray
@@ -44,23 +44,23 @@ class Forward:
         return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2)
 
 
-def uniform(plan: Plan, batch, q, context) -> Forward:
+def uniform(ops: CompiledOps, batch, q, context) -> Forward:
     """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast)."""
-    return Forward(*plan.uniform_sums(batch, q, context))
+    return Forward(*ops.uniform_sums(batch, q, context))
 
 
-def prompts(plan: Plan, count, length: float, attended: float) -> Forward:
+def prompts(ops: CompiledOps, count, length: float, attended: float) -> Forward:
     """`count` whole prompts of `length` tokens prefilled from an empty cache, causal within each;
     each attends to at most `attended` of its tokens (a draft's KV budget), logits at the last."""
     n = np.asarray(count, float)
-    w = np.asarray(plan.windows)[(slice(None),) + (None,) * n.ndim]
+    w = np.asarray(ops.windows)[(slice(None),) + (None,) * n.ndim]
     return Forward(n * length, n * np.minimum(attended, w), n * length * np.minimum((attended + 1.0) / 2.0, w), n)
 
 
-def ragged(plan: Plan, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None) -> Forward:
+def ragged(ops: CompiledOps, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None) -> Forward:
     """Sequences along the last axis with `q` new positions over `context` cached tokens each (q = 0:
     the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path."""
-    kv, qk = plan.window_sums(q, context)
+    kv, qk = ops.window_sums(q, context)
     t = q.sum(axis=-1).astype(np.int64) if tokens is None else tokens
     return Forward(t, kv, qk, sampled)
 
@@ -125,10 +125,10 @@ class CostMode(Protocol):
 
     name: str
 
-    def forward(self, plan: Plan, work: Forward) -> StepCost:
+    def forward(self, ops: CompiledOps, work: Forward) -> StepCost:
         """Seconds of one forward with the per-op breakdown."""
 
-    def seconds(self, plan: Plan, work: Forward) -> np.ndarray:
+    def seconds(self, ops: CompiledOps, work: Forward) -> np.ndarray:
         """Seconds of one forward (total only: the hot path)."""
 
 
@@ -137,13 +137,13 @@ class Roofline:
 
     name = "roofline"
 
-    def forward(self, plan: Plan, work: Forward) -> StepCost:
-        return plan.evaluate(work.tokens, work.kv, work.qk, work.sampled)
+    def forward(self, ops: CompiledOps, work: Forward) -> StepCost:
+        return ops.evaluate(work.tokens, work.kv, work.qk, work.sampled)
 
-    def seconds(self, plan: Plan, work: Forward) -> np.ndarray:
+    def seconds(self, ops: CompiledOps, work: Forward) -> np.ndarray:
         if np.asarray(work.tokens).dtype.kind in "iu":
-            return plan.seconds(work.tokens, work.kv, work.qk, work.sampled)
-        return plan.evaluate(work.tokens, work.kv, work.qk, work.sampled).total
+            return ops.seconds(work.tokens, work.kv, work.qk, work.sampled)
+        return ops.evaluate(work.tokens, work.kv, work.qk, work.sampled).total
 
 
 COST_MODES: dict[str, CostMode] = {"roofline": Roofline()}
@@ -154,8 +154,8 @@ class StepModel:
     """A deployment's compiled target (and draft) forwards and the one pricing of an engine step."""
 
     deployment: Deployment
-    target: Plan
-    draft: Plan | None
+    target: CompiledOps
+    draft: CompiledOps | None
     cost: CostMode
     draft_kv_budget: int | None = None  # the draft attends to at most this many cached tokens
 
@@ -173,7 +173,7 @@ class StepModel:
     def price(self, mix: Mix, detail: bool = False) -> StepBreakdown:
         """Seconds of the step(s) described by `mix`, by term."""
         eff = self.deployment.efficiency
-        run = self.cost.forward if detail else (lambda plan, w: StepCost(self.cost.seconds(plan, w)))
+        run = self.cost.forward if detail else (lambda ops, w: StepCost(self.cost.seconds(ops, w)))
         target = run(self.target, mix.target)
         verifying = np.asarray(mix.verifying, float)
         drafting = verifying > 0
@@ -245,8 +245,8 @@ class StepModel:
 
 @lru_cache(maxsize=256)
 def _step_model(deployment: Deployment, drafter: Speculation | None, budget: int | None, cost: str) -> StepModel:
-    draft = None if drafter is None else draft_plan(drafter, deployment)
-    return StepModel(deployment, target_plan(deployment), draft, COST_MODES[cost], budget)
+    draft = None if drafter is None else compiled_draft(drafter, deployment)
+    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[cost], budget)
 
 
 def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:

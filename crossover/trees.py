@@ -54,7 +54,7 @@ def branching(paths: tuple[tuple[int, ...], ...]) -> int:
 
 
 @dataclass
-class TreePlan:
+class TreeSchedule:
     """Throughput of the likeliest tree of each size at every batch (size 0: speculation off), and
     the best size per batch."""
 
@@ -82,7 +82,7 @@ class TreePlan:
         return out
 
 
-def best_tree_policy(sc: Scenario, b_max: int, max_nodes: int, max_depth: int | None = None) -> TreePlan:
+def best_tree_policy(sc: Scenario, b_max: int, max_nodes: int, max_depth: int | None = None) -> TreeSchedule:
     """The likeliest tree of every size 1..max_nodes (depth <= max_depth, default the scenario's k),
     priced at every integer batch 1..b_max."""
     spec = sc.speculation
@@ -111,4 +111,4 @@ def best_tree_policy(sc: Scenario, b_max: int, max_nodes: int, max_depth: int | 
         paths.append(p)
         taus.append(s.tau)
         rows.append(c.tokens_per_s_on)
-    return TreePlan(b, sizes, paths, taus, np.vstack(rows))
+    return TreeSchedule(b, sizes, paths, taus, np.vstack(rows))

@@ -49,7 +49,7 @@ def test_step_time_validation_compares_rows_with_the_roofline_at_their_layer_cou
 
     import numpy as np
 
-    from crossover.roofline import target_plan
+    from crossover.roofline import compiled_target
     from crossover.specs import Deployment, load_hardware, load_model
 
     spec = importlib.util.spec_from_file_location("vst", REPO / "validation" / "step_times.py")
@@ -63,7 +63,7 @@ def test_step_time_validation_compares_rows_with_the_roofline_at_their_layer_cou
     pts = vst.step_points([f])
     assert len(pts) == 2  # the CPU smoke row is not compared
     two = load_model("llama-3.1-8b").model_copy(update={"num_hidden_layers": 2})
-    plan = target_plan(Deployment(model=two, hardware=load_hardware("h200"), tp=1))
+    plan = compiled_target(Deployment(model=two, hardware=load_hardware("h200"), tp=1))
     want = [float(np.ravel(plan.cost(4, q, 512).total)[0]) * 1e3 for q in (1, 4)]
     assert [p.predicted_ms for p in pts] == pytest.approx(want)
     (_, _, err), = vst.ratio_errors(pts)

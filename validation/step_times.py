@@ -36,14 +36,14 @@ class StepPoint:
 
 def predict_forward_ms(row: StepTime) -> float:
     """The roofline's time of the forward the row timed: its model at its layer count, TP 1."""
-    from crossover.roofline import target_plan
+    from crossover.roofline import compiled_target
     from crossover.specs import Deployment, load_hardware, load_model
 
     model = load_model(row.model)
     if row.layers is not None and row.layers != model.num_hidden_layers:
         model = model.model_copy(update={"num_hidden_layers": row.layers})
     dep = Deployment(model=model, hardware=load_hardware(row.hardware), tp=1)
-    return float(np.asarray(target_plan(dep).cost(row.batch, row.q, row.context).total).ravel()[0]) * 1e3
+    return float(np.asarray(compiled_target(dep).cost(row.batch, row.q, row.context).total).ravel()[0]) * 1e3
 
 
 def step_points(paths=None) -> list[StepPoint]:
