@@ -147,10 +147,14 @@ class CompiledOps:
         """The rows' names and coefficient columns, indexed once per group."""
         r = self._groups[group]
         lm = self.sampled_rows[r] if self.sampled_rows is not None else np.zeros(len(r), bool)
-        return (tuple(self.names[i] for i in r), self.weight_bytes[r], self.act_bytes_per_token[r],
-                self.flops_per_token[r], self.kv_bytes_per_attended[r], self.kv_write_per_token[r],
-                self.flops_per_query_attended[r], self._window_index[r], self.bandwidth[r], self.rate[r],
-                lm if lm.any() else None, self.expert_bytes[r], self.num_experts[r], self.top_k[r])
+        wb, ab, fpt, kvw = (self.weight_bytes[r], self.act_bytes_per_token[r], self.flops_per_token[r],
+                            self.kv_write_per_token[r])
+        kva = self.kv_bytes_per_attended[r]
+        return (tuple(self.names[i] for i in r), wb if wb.any() else None,
+                ab if (ab.any() or fpt.any()) else None, fpt, kva if kva.any() else None,
+                kvw if kvw.any() else None, self.flops_per_query_attended[r], self._window_index[r],
+                self.bandwidth[r], self.rate[r], lm if lm.any() else None, self.expert_bytes[r],
+                self.num_experts[r], self.top_k[r])
 
     # ------------------------------------------------------------------ attention sums per window
 
@@ -185,10 +189,15 @@ class CompiledOps:
         experts by the distinct experts the tokens touch, the KV cache by the attention sums."""
         names, wb, ab, fpt, kva, kvw, fqa, wi, bw, rate, lm, eb, ne, tk = self._coefficients(group)
         col = (slice(None),) + (None,) * max(tokens.ndim, sampled.ndim, kv.ndim - 1)
-        row_tok = tokens if lm is None else np.where(lm[col], sampled, tokens)
-        nbytes = wb[col] + ab[col] * row_tok + kvw[col] * tokens
-        flops = fpt[col] * row_tok
-        if kva.any():
+        nbytes: np.ndarray | float = 0.0 if wb is None else wb[col]  # (rows whose coefficients are all zero
+        flops: np.ndarray | float = 0.0  # skip their terms: adding 0.0 would change nothing)
+        if ab is not None:
+            row_tok = tokens if lm is None else np.where(lm[col], sampled, tokens)
+            nbytes = nbytes + ab[col] * row_tok
+            flops = fpt[col] * row_tok
+        if kvw is not None:
+            nbytes = nbytes + kvw[col] * tokens
+        if kva is not None:
             nbytes = nbytes + kva[col] * kv[wi]
             flops = flops + fqa[col] * qk[wi]
         if eb.any():
