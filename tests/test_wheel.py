@@ -1,7 +1,8 @@
 """Build a wheel, install it into a fresh venv and use it from outside the repository.
 
 The shipped spec libraries live at the top of the repository (hardware/, models/, workloads/) and
-are mapped into the wheel as crossover/_data/<kind>; this checks an installed copy finds them.
+are mapped into the wheel as crossover/_data/<kind>; this checks an installed copy finds them. The
+docs/*.md files that messages point users to ship as crossover/_data/docs.
 The build runs on a copy of the sources in tmp_path so no build/ or *.egg-info lands in the repo.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE", "MANIFEST.in",
-           "crossover", "hardware", "models", "workloads")
+           "crossover", "hardware", "models", "workloads", "docs")
 
 
 def _env() -> dict[str, str]:
@@ -89,6 +91,19 @@ def test_wheel_ships_the_spec_libraries(installed):
     # every module of the package is in the wheel (pyproject lists the subpackages explicitly)
     modules = {str(p.relative_to(REPO)) for p in (REPO / "crossover").rglob("*.py") if "_data" not in p.parts}
     assert modules <= set(names), sorted(modules - set(names))
+
+
+def test_wheel_ships_the_docs_that_messages_cite(installed):
+    _, wheel, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    cited = {m for p in (REPO / "crossover").rglob("*.py") if "_data" not in p.parts
+             for m in re.findall(r"\bdocs/([\w.-]+\.md)\b", p.read_text(encoding="utf-8"))}
+    assert "measured_csv.md" in cited  # the measured-CSV reader's errors say "see docs/measured_csv.md"
+    for name in cited:
+        assert (REPO / "docs" / name).is_file(), f"crossover/ cites docs/{name}, which does not exist"
+    shipped = {Path(n).name for n in names if n.startswith("crossover/_data/docs/")}
+    assert shipped == {p.name for p in (REPO / "docs").glob("*.md")}
+    assert cited <= shipped
 
 
 def test_installed_package_is_used_and_finds_all_specs(installed):
