@@ -5,10 +5,10 @@
     print(crossover.predict(sc).crossover_batch)
 """
 
-from .api import plan, policy, predict, simulate, whatif
+from .api import calibrate, measured, plan, policy, predict, simulate, whatif
 from .build import inputs, scenario
 from .errors import CrossoverError
 
 __version__ = "0.1.0"
 
-__all__ = ["CrossoverError", "inputs", "plan", "policy", "predict", "scenario", "simulate", "whatif"]
+__all__ = ["CrossoverError", "calibrate", "inputs", "measured", "plan", "policy", "predict", "scenario", "simulate", "whatif"]

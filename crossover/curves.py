@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -164,18 +165,61 @@ def find_crossings(sc: Scenario, b_max: float, model: StepModel | None = None, g
     return [Crossing(float(r), "down" if fl > 0 else "up") for r, fl in zip(root, flo)]
 
 
+# A ratio within this fraction of 1 is "equal within noise": no side, and no sign change through it.
+EQUAL_RTOL = 0.01
+
+
+@dataclass(frozen=True)
+class LevelCrossings:
+    """Where a per-level ratio (> 1: speculation better) changes side, between levels sorted by load.
+
+    `crossings`: every sign change, each (load interpolated in log(load) between the last level on
+    the old side and the first on the new, "down" when speculation stops paying off, "up" when it
+    starts); `crossover`: the first sustained one (the side it enters holds at the next level, or
+    the sweep ends there); `side` when nothing crosses: "on", "off" or "equal" (within noise at
+    every level)."""
+
+    crossings: tuple[tuple[float, str], ...]
+    crossover: float | None
+    side: str | None
+
+    @property
+    def bracketed(self) -> bool:
+        """Whether a crossover lies between two measured levels."""
+        return self.crossover is not None
+
+    def crossings_json(self) -> list[dict[str, Any]]:
+        """The crossings as JSON objects (`level`, `direction`)."""
+        return [{"level": round(x, 4), "direction": d} for x, d in self.crossings]
+
+
+def level_crossings(loads, ratios, rtol: float = EQUAL_RTOL) -> LevelCrossings:
+    """The sign changes of ratio - 1 over load (levels sorted by load here; ratios within `rtol` of
+    1 are on neither side), the first sustained crossover, or the side the ratio stayed on."""
+    pairs = sorted(zip((float(x) for x in loads), (float(r) for r in ratios)), key=lambda t: t[0])
+    signed = [(x, r, (r - 1 > rtol) - (r - 1 < -rtol)) for x, r in pairs if math.isfinite(r)]
+    sided = [(x, r, s) for x, r, s in signed if s != 0]
+    crossings: list[tuple[float, str]] = []
+    sustained: list[bool] = []
+    for i in range(1, len(sided)):
+        (xa, ra, sa), (xb, rb, sb) = sided[i - 1], sided[i]
+        if sa == sb:
+            continue
+        lx = math.log(xa) + (math.log(xb) - math.log(xa)) * (ra - 1) / (ra - rb)
+        crossings.append((math.exp(lx), "down" if sa > 0 else "up"))
+        sustained.append(i + 1 >= len(sided) or sided[i + 1][2] == sb)
+    cross = next((c[0] for c, ok in zip(crossings, sustained) if ok), None)
+    side = None
+    if not crossings:
+        side = "equal" if not sided else ("on" if sided[0][2] > 0 else "off")
+    return LevelCrossings(tuple(crossings), cross, side)
+
+
 def crossing_between_levels(loads, ratios) -> float | None:
-    """First load where a measured or simulated ratio passes through 1, interpolated linearly in
-    log(load) between the two bracketing levels; None when no pair of levels brackets 1."""
-    x = np.asarray(loads, float)
-    r = np.asarray(ratios, float) - 1.0
-    for i in range(len(r)):
-        if r[i] == 0:
-            return float(x[i])
-        if i + 1 < len(r) and np.sign(r[i]) != np.sign(r[i + 1]) and r[i + 1] != 0:
-            lx = np.log(x[i]) + (np.log(x[i + 1]) - np.log(x[i])) * r[i] / (r[i] - r[i + 1])
-            return float(np.exp(lx))
-    return None
+    """First load where a ratio passes through 1 (no noise band), interpolated linearly in log(load)
+    between the two bracketing levels; None when no pair of levels brackets 1."""
+    lc = level_crossings(loads, ratios, rtol=0.0)
+    return lc.crossings[0][0] if lc.crossings else None
 
 
 @dataclass

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import numpy as np
 
-from .compare import EQUAL_RTOL, PREDICT_RATE_PROMPTS, latency_crossings, latency_crossovers, level_crossings
-
+from .compare import EQUAL_RTOL, latency_crossings
 from .curves import Prediction
+from .ops import total_params
 
 
 def _num(x: float, digits: int = 4) -> float:
@@ -104,7 +103,7 @@ def spec_listing(specs: list, kind: str) -> str:
             kind_s = "MoE" if s.moe else "dense"
             if s.mla:
                 kind_s += "+MLA"
-            lines.append(f"{s.name:<16} {s.total_params() / 1e9:>8.2f} B params {kind_s:<9} {s.display_name}")
+            lines.append(f"{s.name:<16} {total_params(s) / 1e9:>8.2f} B params {kind_s:<9} {s.display_name}")
     return "\n".join(lines)
 
 
@@ -240,33 +239,6 @@ def _rate_lines(res) -> list[str]:
     return lines
 
 
-def _measured_ratio(table, off, on) -> float:
-    """Speedup of one measured level: output throughput on/off; mean e2e latency off/on for request rates."""
-    if table.load_axis == "request_rate" and off.metrics.get("mean_e2el_ms") and on.metrics.get("mean_e2el_ms"):
-        return off.metrics["mean_e2el_ms"] / on.metrics["mean_e2el_ms"]
-    if off.output_throughput <= 0:  # nothing delivered without speculation: no ratio (NaN, null in JSON)
-        return float("nan")
-    return on.output_throughput / off.output_throughput
-
-
-def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], Any]:
-    """(load, off, on, speedup) per level by increasing load, and where the speedup crosses 1
-    (every sign change, the first sustained crossover, or the side it stayed on)."""
-    rows = sorted(((load, off, on, _measured_ratio(table, off, on)) for load, off, on in table.pairs()),
-                  key=lambda r: r[0])
-    return rows, level_crossings([r[0] for r in rows], [r[3] for r in rows])
-
-
-def _impossible_bracket(rows, cross: float | None, checks) -> list:
-    """The bound checks beaten (faster than physics) at the two levels the crossover lies between."""
-    if cross is None or not checks:
-        return []
-    loads = [r[0] for r in rows]
-    below = max((x for x in loads if x <= cross), default=None)
-    above = min((x for x in loads if x >= cross), default=None)
-    return [c for c in checks if c.beats_physics and c.load in (below, above)]
-
-
 def _other_crossings(lc, axis: str) -> list[str]:
     """Lines for the sign changes besides the crossover (noise between levels, or a second crossing)."""
     if len(lc.crossings) < 2:
@@ -297,146 +269,6 @@ def latency_lines(lat: dict[str, dict[str, Any]], axis: str) -> list[str]:
         lines.append("  (ITL is the gap between streamed chunks, and a speculative step streams several tokens "
                      "at once: compare TPOT per token)")
     return lines
-
-
-def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON contract of `crossover measured --json`."""
-    rows, lc = measured_summary(table)
-    cross = lc.crossover
-    points = []
-    for load, off, on, ratio in rows:
-        points.append({
-            "level": load, "off_output_throughput": off.output_throughput, "on_output_throughput": on.output_throughput,
-            "speedup": _clean(ratio), "on_acceptance_length": on.acceptance_length,
-            "off_median_tpot_ms": off.metrics.get("median_tpot_ms"), "on_median_tpot_ms": on.metrics.get("median_tpot_ms"),
-        })
-        if predicted is not None:
-            i = len(points) - 1
-            points[-1].update({"predicted_off_output_throughput": round(predicted["off"][i], 2),
-                               "predicted_on_output_throughput": round(predicted["on"][i], 2),
-                               "predicted_speedup": round(predicted["speedup"][i], 4)})
-    out: dict[str, Any] = {
-        "load_axis": table.load_axis,
-        "speedup_metric": "mean_e2el_ms off/on" if table.load_axis == "request_rate" else "output_throughput on/off",
-        "points": points,
-        "crossover": None if cross is None else round(cross, 4),
-        "bracketed": cross is not None,
-        "crossings": lc.crossings_json(),
-        "side": lc.side,
-        "latency": latency_crossovers(table),
-    }
-    if predicted is not None:
-        out["predicted_crossover"] = None if predicted["crossover"] is None else round(predicted["crossover"], 4)
-    if checks:
-        out["crossover_on_impossible_point"] = bool(_impossible_bracket(rows, cross, checks))
-        out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
-                           "fraction_of_bound": round(c.fraction, 4), "beats_physics": c.beats_physics,
-                           "in_flight": None if c.batch is None else round(c.batch, 3),
-                           "source": c.source} for c in checks]
-    return out
-
-
-def measured_table(table, checks, causes, predicted: dict[str, Any] | None = None) -> str:
-    """The measured on/off table, the crossover, the model beside it and the physics check."""
-    rows, lc = measured_summary(table)
-    cross, side = lc.crossover, lc.side
-    axis = table.load_axis
-    lines = [f"{'level':>9} ({axis}) | {'off tok/s':>10} {'on tok/s':>10} {'speedup':>8} | {'TPOT p50 off':>12} "
-             f"{'on':>8} | {'tau':>5}"]
-    for load, off, on, ratio in rows:
-        tp_off, tp_on = off.metrics.get("median_tpot_ms"), on.metrics.get("median_tpot_ms")
-        fmt = lambda v, d=2: f"{v:.{d}f}" if v is not None and math.isfinite(v) else "-"  # noqa: E731
-        tau = f"{on.acceptance_length:.2f}" if on.acceptance_length else "-"
-        lines.append(f"{load:>9g} {'':>{len(axis) + 2}} | {off.output_throughput:>10.1f} {on.output_throughput:>10.1f} "
-                     f"{fmt(ratio, 3):>8} | {fmt(tp_off):>12} {fmt(tp_on):>8} | {tau:>5}")
-    lines.append("")
-    if side == "equal":
-        lines.append(f"crossover: none; the arms are equal within noise (speedup within {EQUAL_RTOL:.0%} of 1 at "
-                     f"every level)")
-    elif cross is None:
-        lines.append(f"crossover: not bracketed by the measured levels; speculation stayed "
-                     f"{'faster' if side == 'on' else 'slower'}")
-    else:
-        lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
-        bad = _impossible_bracket(rows, cross, checks)
-        if bad:
-            lines.append("           but it rests on a physically impossible point: " + ", ".join(
-                f"{c.arm} at {c.load:g} beats the speed-of-light bound" for c in bad) + " (see the physics check)")
-    lines += _other_crossings(lc, axis)
-    lines += latency_lines(latency_crossovers(table), axis)
-    if predicted is not None:
-        lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = measured / predicted):",
-                  f"{'level':>9} | {'off tok/s':>10} {'ln':>7} | {'on tok/s':>10} {'ln':>7} | {'speedup':>8} {'ln':>7}"]
-        for i, (load, off, on, ratio) in enumerate(rows):
-            po, pn, ps = predicted["off"][i], predicted["on"][i], predicted["speedup"][i]
-            ln = lambda m, p: f"{math.log(m / p):+7.3f}" if m > 0 and p > 0 else f"{'-':>7}"  # noqa: E731
-            lines.append(f"{load:>9g} | {po:>10.1f} {ln(off.output_throughput, po)} | {pn:>10.1f} "
-                         f"{ln(on.output_throughput, pn)} | {ps:>8.3f} {ln(ratio, ps)}")
-        pc = predicted["crossover"]
-        lines.append(f"predicted crossover: {axis} {pc:.1f}" if pc is not None else
-                     f"predicted crossover: none up to {axis} {predicted['range']:g}")
-        if axis == "request_rate":
-            lines.append(f"(request rates through the serving simulator, {PREDICT_RATE_PROMPTS} requests per level at "
-                         f"the files' mean lengths; speedup = mean e2e latency off/on)")
-    if checks:
-        lines.append("")
-        lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")
-        for c in checks:
-            flag = "  BEATS PHYSICS" if c.beats_physics else ""
-            held = f"  (bound at {c.batch:.1f} in flight)" if axis == "request_rate" and c.batch else ""
-            lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / {c.bound:>10.1f} tok/s = "
-                         f"{c.fraction:6.1%}{flag}{held}")
-        if any(c.beats_physics for c in checks):
-            lines.append("  likely causes: " + "; ".join(causes))
-    return "\n".join(lines)
-
-
-def calibration_dict(fit) -> dict[str, Any]:
-    """The JSON contract of `crossover calibrate --json` (inputs added by the caller)."""
-    return {
-        "parameters": fit.parameters(),
-        "fixed": fit.fixed,
-        "load_axis": fit.load_axis,
-        "crossover": None if fit.crossover is None else round(fit.crossover, 4),
-        # null ends: no crossover in that share of the bootstrap refits
-        "crossover_interval": None if fit.crossover_interval is None else [
-            None if not np.isfinite(x) else round(x, 4) for x in fit.crossover_interval],
-        "residuals": fit.residuals,
-    }
-
-
-def calibration_table(fit, inputs: dict[str, Any]) -> str:
-    """Fitted values with uncertainties, per-point residuals, and the crossover with its interval."""
-    lines = [f"calibrated {inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} "
-             f"k={inputs['k']} ({fit.load_axis} sweep, {len(fit.residuals)} levels)", "",
-             f"{'parameter':<24} {'value':>10} {'stderr':>10}"]
-    for name, p in fit.parameters().items():
-        note = "  (at its bound: the data push it there)" if p["at_bound"] else ""
-        lines.append(f"{name:<24} {p['value']:>10.4g} {p['stderr']:>10.2g}{note}")
-    for name, v in fit.fixed.items():
-        lines.append(f"{name:<24} {v:>10.4g} {'(fixed)':>10}")
-    by_tput = all("tokens_per_s_off" in r for r in fit.residuals)
-    what, key = ("tok/s", "tokens_per_s") if by_tput else ("TPOT ms", "mean_tpot_ms")
-    width = 8 if by_tput else 13
-    lines += ["", f"{'level' if by_tput else 'in flight':>{width}} | {'off ' + what:>12} {'predicted':>10} {'ln':>7} | "
-                  f"{'on ' + what:>12} {'predicted':>10} {'ln':>7}"]
-    for r in fit.residuals:
-        off, on = r[f"{key}_off"], r[f"{key}_on"]
-        level = f"{r[fit.load_axis]:g}" if by_tput else f"{r[fit.load_axis]:.1f} / {r['in_flight_on']:.1f}"
-        lines.append(f"{level:>{width}} | {off['measured']:>12.1f} {off['predicted']:>10.1f} "
-                     f"{off['ln_ratio']:>+7.3f} | {on['measured']:>12.1f} {on['predicted']:>10.1f} {on['ln_ratio']:>+7.3f}")
-    if not by_tput:
-        lines.append("(a request-rate sweep: each level is fitted at its requests in flight off/on, rate x mean "
-                     "e2e latency, on mean TPOT; the crossover is in requests in flight)")
-    lines.append("")
-    if fit.crossover is None:
-        lines.append("crossover: none within twice the largest measured level")
-    else:
-        iv = fit.crossover_interval
-        band = "" if iv is None else (f" (90% bootstrap interval {iv[0]:.1f} - "
-                                      f"{f'{iv[1]:.1f}' if np.isfinite(iv[1]) else 'no crossover'})")
-        lines.append(f"crossover: {fit.load_axis} {fit.crossover:.1f}{band}")
-    return "\n".join(lines)
 
 
 def policy_dict(pol, configs: dict[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,9 @@ from typing import Literal
 
 import numpy as np
 
-from ..curves import Scenario
+from ..curves import Scenario, level_crossings
 from ..errors import CrossoverError
+from ..step import step_time
 from ..workload import Workload
 from .engine import EngineLimits, kv_capacity_tokens
 from .metrics import steady_request_rate, summarize
@@ -55,8 +56,6 @@ class SweepResult:
     @property
     def level_crossings(self):
         """Every sign change of the speedup - 1 between levels, the first sustained one, or the side."""
-        from ..compare import level_crossings
-
         return level_crossings([lv.value for lv in self.levels], self.ratios)
 
     @property
@@ -105,11 +104,6 @@ def _stagger(sc: Scenario, concurrency: float, prompt: np.ndarray, output: np.nd
     """Closed-loop clients start spread over one request's expected lifetime, as a long-running
     benchmark's clients are after their first round: with equal lengths, a common start would lock
     them into waves of prefill-only and decode-only steps that no steady state has."""
-    try:
-        from ..step import step_time
-    except ImportError:  # pragma: no cover - a tree from before the step model (crossover/step.py)
-        from ..roofline import step_time  # type: ignore[no-redef]
-
     dec = float(step_time(sc.deployment, [concurrency], 1, float(prompt.mean())).total[0])
     return float(output.mean()) * dec
 

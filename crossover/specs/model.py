@@ -99,9 +99,3 @@ class Model(Spec):
         """Layers whose MLP is dense."""
         return self.num_hidden_layers - self.num_moe_layers
 
-    def total_params(self) -> int:
-        """All parameters held in memory: a shortcut to ops.total_params, where the shape formulas
-        live (imported here, not at the top, because ops imports this module)."""
-        from ..ops import total_params
-
-        return total_params(self)
