@@ -19,14 +19,38 @@ from .curves import Scenario, evaluate, find_crossings
 from .errors import CrossoverError
 from .speculation import Acceptance
 
-# name -> (Efficiency field or "acceptance", lower, upper, scale for the optimiser)
+# name -> (Efficiency field or "acceptance", lower bound, upper bound). The bounds are physical
+# limits or the edge of what an engine that works at all reaches; a fit that runs into one says the
+# model misses something in the sweep (wrong TP, dtype or model, prefix caching), so a parameter at
+# a bound is fixed at its default instead of being reported as a measurement.
 PARAMETERS: dict[str, tuple[str, float, float]] = {
+    # Achieved fraction of peak HBM bandwidth. At most 1: the vendor peak is the physical limit (the
+    # speed-of-light bound of the physics check). At least 0.2: decode kernels reach 0.69-0.84 of peak
+    # for weights and ~0.42 for paged KV reads (gpt-fast README; Nsight on an H100 70B decode,
+    # mikamirai.com/blog/gpu-memory-bandwidth); half the lowest of those is no longer a bandwidth.
     "bandwidth_fraction": ("bandwidth_fraction", 0.2, 1.0),
+    # Achieved fraction of peak dense FLOP/s. At most 1: the peak. At least 0.1: the best-shape
+    # matmul reaches 0.73-0.80 on NVIDIA and 0.51-0.63 on AMD parts (stas00/ml-engineering,
+    # compute/accelerator/README.md, Maximum Achievable Matmul FLOPS); small decode GEMMs lose up to
+    # a few-fold more, below 0.1 the step is not compute-bound at all.
     "flops_fraction": ("flops_fraction", 0.1, 1.0),
+    # Per engine step, ms. At least 0: no negative time. At most 100: modern engines expose ~0.5-2 ms
+    # per step (github.com/xLLM-AI/xllm/pull/713, github.com/NVIDIA/TensorRT-LLM/issues/13957; the
+    # sources of Efficiency.step_overhead_s); 100 ms is a whole decode step of a 70B model at TP 1,
+    # more is a stall (preemption, prefill interference), not a per-step cost.
     "step_overhead_ms": ("step_overhead_s", 0.0, 100.0),
+    # Per sequential draft forward, ms. At least 0. At most 50: half the step bound, as a draft
+    # forward is a smaller model's step (default 0.1 ms, Efficiency.draft_step_overhead_s).
     "draft_step_overhead_ms": ("draft_step_overhead_s", 0.0, 50.0),
+    # Per-token acceptance rate, a probability. At least 0: no draft token accepted. Below 1: a rate
+    # of 1 never rejects (tau = k + 1 at every load; Acceptance.rate refuses it); 0.99 keeps the
+    # closed forms finite.
     "acceptance": ("acceptance", 0.0, 0.99),
 }
+# When a sweep has fewer levels than free parameters, they are fixed at their defaults in this
+# order (the last ones the crossover hinges on first): the draft overhead is seen only through the
+# on arm's small difference, the FLOP/s fraction only at loads where the step turns compute-bound.
+DROP_ORDER = ("draft_step_overhead_ms", "flops_fraction", "step_overhead_ms", "bandwidth_fraction", "acceptance")
 _MS = {"step_overhead_ms", "draft_step_overhead_ms"}
 # Bootstrap refits start at the full fit and only feed a 5-95% crossover interval: a relative
 # tolerance of 1e-4 on cost and parameters moves the crossover far less than the resampling
@@ -60,7 +84,8 @@ class Observation:
 
 @dataclass
 class Fit:
-    """A calibration result."""
+    """A calibration result. `fixed`: values the caller fixed; `at_default`: parameters the data could
+    not identify, held at the scenario's value (the documented default unless set), each with why."""
 
     names: list[str]
     values: np.ndarray
@@ -72,28 +97,32 @@ class Fit:
     load_axis: str
     fixed: dict[str, float] = field(default_factory=dict)
     cost: float = 0.0
+    at_default: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def parameters(self) -> dict[str, dict[str, Any]]:
-        """name -> {value, stderr, at_bound} (overheads in ms); at_bound: the data pushed it to a limit."""
-        out = {}
-        for n, v, e in zip(self.names, self.values, self.stderr):
-            lo, hi = PARAMETERS[n][1:]
-            at = bool(abs(v - lo) <= 1e-6 * max(1.0, abs(lo)) or abs(v - hi) <= 1e-6 * max(1.0, abs(hi)))
-            out[n] = {"value": float(v), "stderr": float(e), "at_bound": at}
-        return out
+        """name -> {value, stderr, at_bound} (overheads in ms) of the fitted parameters."""
+        return {n: {"value": float(v), "stderr": float(e), "at_bound": _at_bound(n, v)}
+                for n, v, e in zip(self.names, self.values, self.stderr)}
 
     def to_yaml_dict(self) -> dict[str, Any]:
-        """What `--calibration FILE` reads back."""
+        """What `--calibration FILE` reads back (`fixed_at_default` is a record; defaults apply anyway)."""
         out: dict[str, Any] = {"crossover_calibration": 1,
                                "parameters": {n: {"value": p["value"], "stderr": p["stderr"]}
                                               for n, p in self.parameters().items()}}
         out["fixed"] = dict(self.fixed)
+        out["fixed_at_default"] = {n: dict(d) for n, d in self.at_default.items()}
         out["scenario"] = {
             "model": self.scenario.deployment.model.name, "hardware": self.scenario.deployment.hardware.name,
             "tp": self.scenario.deployment.tp, "method": self.scenario.speculation.method,
             "k": self.scenario.speculation.k,
         }
         return out
+
+
+def _at_bound(name: str, v: float) -> bool:
+    """Within 0.1% of the bounded range of a bound: the solver stops just inside an active bound."""
+    lo, hi = PARAMETERS[name][1:]
+    return bool(min(v - lo, hi - v) <= 1e-3 * (hi - lo))
 
 
 def apply(sc: Scenario, names: list[str], values: np.ndarray) -> Scenario:
@@ -111,6 +140,7 @@ def apply(sc: Scenario, names: list[str], values: np.ndarray) -> Scenario:
 
 
 def _initial(sc: Scenario, name: str) -> float:
+    """The scenario's value of a parameter: the documented default unless the caller set it."""
     dep = sc.deployment
     e = dep.efficiency
     if name == "bandwidth_fraction":
@@ -121,7 +151,7 @@ def _initial(sc: Scenario, name: str) -> float:
         return e.step_overhead_s * 1e3
     if name == "draft_step_overhead_ms":
         return e.draft_step_overhead_s * 1e3
-    return min(max(sc.speculation.acceptance.alpha(sc.speculation.k), 0.01), 0.98)
+    return sc.speculation.acceptance.alpha(sc.speculation.k)
 
 
 def _predict(sc: Scenario, obs: list[Observation]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -154,41 +184,72 @@ def _solve(sc, obs, names, x0, lo, hi, tol: float = 1e-8):
                          f_scale=0.1, x_scale="jac", max_nfev=200, ftol=tol, xtol=tol, gtol=tol)
 
 
+def _stderr(sol, r: np.ndarray) -> np.ndarray:
+    """Standard errors from the Jacobian at the solution: sqrt(diag((J^T J)^+ s^2))."""
+    s2 = float(r @ r) / max(len(r) - len(sol.x), 1)
+    return np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0, None))
+
+
+def _unidentified(names: list[str], x: np.ndarray, stderr: np.ndarray, active: np.ndarray) -> tuple[int, str] | None:
+    """The parameter the data identify least, with why: one at a bound first, then the one whose
+    standard error exceeds its value by the largest factor; None when every one is identified."""
+    for i, n in enumerate(names):
+        if active[i] or _at_bound(n, x[i]):
+            lo, hi = PARAMETERS[n][1:]
+            return i, f"at its bound {lo if abs(x[i] - lo) <= abs(x[i] - hi) else hi:g} (fitted {x[i]:.4g})"
+    ratio = stderr / np.maximum(np.abs(x), 1e-300)
+    i = int(np.argmax(ratio))
+    if ratio[i] > 1:
+        return i, f"not identified: stderr {stderr[i]:.2g} exceeds the fitted value {x[i]:.3g}"
+    return None
+
+
 def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, load_axis: str = "concurrency",
               bootstrap: int = 60, seed: int = 0, fix: dict[str, float] | None = None) -> Fit:
-    """Least-squares fit of the free parameters to both arms of a measured sweep."""
-    if len(obs) < 2:
+    """Least-squares fit of the identifiable parameters to both arms of a measured sweep.
+
+    At most one parameter fewer than distinct levels is fitted (the rest, in DROP_ORDER, stay at
+    their defaults); after each fit a parameter at a bound or whose standard error exceeds its value
+    is fixed at its default and the rest refitted. `Fit.at_default` says which and why."""
+    levels = len({o.load for o in obs})
+    if levels < 2:
         raise CrossoverError("calibration needs at least two load levels measured in both arms")
     fix = fix or {}
     names = [n for n in PARAMETERS if (n != "acceptance" or fit_acceptance) and n not in fix]
     if sc.speculation.draft_forwards == 0:
         names = [n for n in names if n != "draft_step_overhead_ms"]
-    n_res = len(residual_vector(sc, obs, [], np.zeros(0)))
-    if n_res <= len(names):
-        # fewer measurements than parameters: keep the ones the data constrain least at their defaults
-        for drop in ("draft_step_overhead_ms", "flops_fraction"):
-            if n_res <= len(names) and drop in names:
-                names.remove(drop)
     base = apply(sc, list(fix), np.array(list(fix.values()), float)) if fix else sc
+    n_res = len(residual_vector(base, obs, [], np.zeros(0)))
+    most = max(min(levels - 1, n_res - 1), 0)
+    at_default: dict[str, dict[str, Any]] = {}
+    for drop in DROP_ORDER:
+        if len(names) > most and drop in names:
+            names.remove(drop)
+            at_default[drop] = {"value": _initial(base, drop),
+                                "reason": f"not identifiable: {levels} levels fit at most {most} parameter(s)"}
     lo = np.array([PARAMETERS[n][1] for n in names])
     hi = np.array([PARAMETERS[n][2] for n in names])
-    x0 = np.clip([_initial(base, n) for n in names], lo + 1e-9, hi - 1e-9)
-    sol = _solve(base, obs, names, x0, lo, hi)
-    x = sol.x
-    r = residual_vector(base, obs, names, x)
-    dof = max(len(r) - len(x), 1)
-    s2 = float(r @ r) / dof
-    try:
-        cov = np.linalg.pinv(sol.jac.T @ sol.jac) * s2
-        stderr = np.sqrt(np.clip(np.diag(cov), 0, None))
-    except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise on singular input
-        stderr = np.full(len(x), np.nan)
+    x = np.clip([_initial(base, n) for n in names], lo + 1e-9, hi - 1e-9)
+    stderr, cost = np.zeros(0), 0.0
+    while names:
+        sol = _solve(base, obs, names, x, lo, hi)
+        x, cost = sol.x, float(sol.cost)
+        stderr = _stderr(sol, residual_vector(base, obs, names, x))
+        worst = _unidentified(names, x, stderr, sol.active_mask)
+        if worst is None:
+            break
+        i, reason = worst
+        at_default[names[i]] = {"value": _initial(base, names[i]), "reason": reason}
+        keep = np.arange(len(names)) != i
+        names = [n for j, n in enumerate(names) if keep[j]]
+        x, lo, hi = np.clip(x[keep], lo[keep] + 1e-9, hi[keep] - 1e-9), lo[keep], hi[keep]
+        stderr = np.zeros(0)
     fitted = apply(base, names, x)
     b_max = max(max(o.load, o.on_load) for o in obs) * 2.0
     cross = find_crossings(fitted, b_max)
     crossover = cross[0].batch if cross else None
     interval = None
-    if bootstrap:
+    if bootstrap and names:
         rng = np.random.default_rng(seed)
         draws = []
         for _ in range(bootstrap):  # case bootstrap over load levels, refit from the solution
@@ -219,7 +280,7 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
                 r[f"mean_tpot_ms_{arm}"] = {"measured": meas, "predicted": float(pred),
                                             "ln_ratio": float(np.log(pred / meas))}
         residuals.append(r)
-    return Fit(names, x, stderr, residuals, fitted, crossover, interval, load_axis, dict(fix), float(sol.cost))
+    return Fit(names, x, stderr, residuals, fitted, crossover, interval, load_axis, dict(fix), cost, at_default)
 
 
 def load_calibration(path: str | Path) -> dict[str, float]:

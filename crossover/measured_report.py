@@ -134,6 +134,8 @@ def calibration_dict(fit) -> dict[str, Any]:
     return {
         "parameters": fit.parameters(),
         "fixed": fit.fixed,
+        # parameters the sweep cannot identify, held at the scenario's value: name -> {value, reason}
+        "fixed_at_default": fit.at_default,
         "load_axis": fit.load_axis,
         "crossover": None if fit.crossover is None else round(fit.crossover, 4),
         # null ends: no crossover in that share of the bootstrap refits
@@ -153,6 +155,8 @@ def calibration_table(fit, inputs: dict[str, Any]) -> str:
         lines.append(f"{name:<24} {p['value']:>10.4g} {p['stderr']:>10.2g}{note}")
     for name, v in fit.fixed.items():
         lines.append(f"{name:<24} {v:>10.4g} {'(fixed)':>10}")
+    for name, d in fit.at_default.items():
+        lines.append(f"{name:<24} {d['value']:>10.4g} {'(default)':>10}  {d['reason']}")
     by_tput = all("tokens_per_s_off" in r for r in fit.residuals)
     what, key = ("tok/s", "tokens_per_s") if by_tput else ("TPOT ms", "mean_tpot_ms")
     width = 8 if by_tput else 13

@@ -1,0 +1,95 @@
+"""Issue 12 item 9: calibrate fits only what the sweep identifies, and says what it fixed and why."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+from conftest import FIXTURES, run_cli
+
+from crossover.calibration import PARAMETERS, Observation, calibrate
+from crossover.curves import Scenario, evaluate
+from crossover.specs import Deployment, load_hardware, load_model
+from crossover.speculation import Acceptance, Speculation
+
+MEASURED = FIXTURES / "measured"
+BASE = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3"]
+
+
+def _scenario(**eff):
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
+    dep = dep.with_efficiency(**eff) if eff else dep
+    return Scenario(dep, Speculation("eagle", 3, Acceptance.rate(0.6)), 1088, 1024, 128)
+
+
+def _sweep(sc, levels, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    c = evaluate(sc, levels)
+    return [Observation(b, float(c.tokens_per_s_off[i] * np.exp(rng.normal(0, noise))),
+                        float(c.tokens_per_s_on[i] * np.exp(rng.normal(0, noise)))) for i, b in enumerate(levels)]
+
+
+def test_a_three_level_sweep_fits_fewer_parameters_than_levels_each_identified():
+    # the issue: four parameters from few levels came back as step_overhead_ms 2.2 +- 14 and
+    # bandwidth_fraction 1 +- 1.3 (at its bound), with no warning
+    r = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *BASE,
+                "--bootstrap", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    levels = len(d["residuals"])
+    assert 0 < len(d["parameters"]) < levels
+    for name, p in d["parameters"].items():
+        assert p["stderr"] <= abs(p["value"]) and not p["at_bound"], (name, p)
+    held = d["fixed_at_default"]
+    assert set(held) | set(d["parameters"]) == {"bandwidth_fraction", "flops_fraction", "step_overhead_ms",
+                                                "draft_step_overhead_ms"}
+    assert all(isinstance(h["value"], float) and h["reason"] for h in held.values())
+    assert "levels fit at most" in held["draft_step_overhead_ms"]["reason"]
+    text = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *BASE,
+                   "--bootstrap", "0").stdout
+    for name, h in held.items():
+        assert re.search(rf"^{name}\s.*\(default\)\s+{re.escape(h['reason'])}$", text, re.M), (name, text)
+
+
+def test_a_well_measured_sweep_keeps_every_parameter():
+    truth = _scenario(bandwidth_fraction=0.7, flops_fraction=0.6, step_overhead_s=2e-3, draft_step_overhead_s=0.3e-3)
+    start = Scenario(_scenario().deployment, Speculation("eagle", 3, Acceptance.rate(0.5)), 1088, 1024, 128)
+    fit = calibrate(start, _sweep(truth, [1, 2, 4, 8, 16, 32, 64, 96, 128, 192]), fit_acceptance=True, bootstrap=0)
+    assert fit.at_default == {} and len(fit.names) == 5
+
+
+def test_a_parameter_pushed_to_its_bound_is_fixed_at_its_default_and_the_rest_refitted():
+    # no per-step overhead at all in the truth: the fit pins step_overhead_ms at 0
+    truth = _scenario(bandwidth_fraction=0.7, step_overhead_s=0.0)
+    obs = _sweep(truth, [1, 4, 16, 64, 128, 256])
+    fit = calibrate(_scenario(), obs, fit_acceptance=False, bootstrap=0)
+    held = fit.at_default["step_overhead_ms"]
+    assert held["value"] == 1.0 and held["reason"].startswith("at its bound 0")
+    assert "step_overhead_ms" not in fit.names and fit.fixed == {}
+    assert all(not p["at_bound"] and p["stderr"] <= abs(p["value"]) for p in fit.parameters().values())
+    assert fit.scenario.deployment.efficiency.step_overhead_s == 1e-3
+    saved = fit.to_yaml_dict()
+    assert saved["fixed_at_default"]["step_overhead_ms"]["reason"] == held["reason"]
+    assert "step_overhead_ms" not in saved["parameters"] and "step_overhead_ms" not in saved["fixed"]
+
+
+def test_two_levels_fit_one_parameter():
+    fit = calibrate(_scenario(), _sweep(_scenario(bandwidth_fraction=0.7), [1, 64], noise=0.02), fit_acceptance=True,
+                    bootstrap=0)
+    assert len(fit.names) <= 1
+    assert {"draft_step_overhead_ms", "flops_fraction", "step_overhead_ms"} <= set(fit.at_default)
+
+
+def test_every_bound_has_a_documented_reason():
+    src = (Path(__file__).parent.parent / "crossover" / "calibration.py").read_text().splitlines()
+    for name in PARAMETERS:
+        i = next(j for j, line in enumerate(src) if line.strip().startswith(f'"{name}": ('))
+        above = []
+        while src[i - 1].strip().startswith("#"):
+            i -= 1
+            above.append(src[i])
+        lo, hi = PARAMETERS[name][1:]
+        text = " ".join(above)
+        assert len(above) >= 2 and ("At most" in text or "Below" in text) and "At least" in text, name
