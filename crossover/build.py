@@ -5,14 +5,21 @@ their scenarios here (`crossover.scenario`), and `inputs` reports what was resol
 
 from __future__ import annotations
 
+import math
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from . import memory
 from .calibration import PARAMETERS, load_calibration
-from .curves import Scenario
+from .curves import Scenario, evaluate
 from .errors import CrossoverError
+from .memory import batch_ceiling, check_batches  # noqa: F401 - part of this module's interface
+from .ops import total_params
 from .specs import Deployment, Efficiency, Hardware, Model, load_hardware, load_model
+from .specs.deployment import MIN_FRACTION, tp_problem
 from .speculation import Acceptance, Speculation, parse_tree
 from .workload import Workload, load_workload
 
@@ -26,6 +33,9 @@ DEFAULT_DRAFT_VOCAB = 32000  # EAGLE-3 / SpecForge draft heads keep the 32,000 m
 # Automatic TP: the smallest of 1, 2, 4, 8 GPUs whose KV cache holds this many sequences.
 MIN_SEQUENCES_FOR_AUTO_TP = 16
 AUTO_TP = (1, 2, 4, 8)
+# The largest fixed per-step overhead accepted: engines spend ~1-2 ms (specs/deployment.py); a second
+# per step is already no serving engine, and 1e308 ms would overflow the simulator's clock.
+MAX_STEP_OVERHEAD_MS = 1000.0
 
 
 def _model(ref: str | Model) -> Model:
@@ -49,6 +59,19 @@ def _tree(tree) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | N
     return tuple(int(w) for w in items), None
 
 
+def _not_a_percentage(value: float, what: str, flag: str) -> None:
+    """A one-line error for a rate written as a percentage (70 for 0.70) or not a finite number."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise CrossoverError(f"{what} ({flag}) must be a number in [0, 1) (got {value!r})") from None
+    if not math.isfinite(v):
+        raise CrossoverError(f"{what} ({flag}) must be a finite number in [0, 1) (got {value!r})")
+    if 1 < v <= 100:
+        raise CrossoverError(f"{what} {v:g} ({flag}) is a fraction in [0, 1), not a percentage: "
+                             f"did you mean {v / 100:.2f}?")
+
+
 def acceptance_of(*, acceptance: float | None = None, tau: float | None = None,
                   per_position: Sequence[float] | None = None, match_rate: float | None = None,
                   method: str = DEFAULT_METHOD, calibrated: float | None = None,
@@ -57,6 +80,12 @@ def acceptance_of(*, acceptance: float | None = None, tau: float | None = None,
     rates; a calibrated rate; the workload's measured acceptance; else the default rate."""
     if sum(x is not None for x in (acceptance, tau, per_position)) > 1:
         raise CrossoverError("give one of acceptance, tau and per-position acceptance")
+    if acceptance is not None:
+        _not_a_percentage(acceptance, "acceptance", "--acceptance")
+    for a in per_position or ():
+        _not_a_percentage(a, "per-position acceptance", "--acceptance-per-position")
+    if match_rate is not None:
+        _not_a_percentage(match_rate, "match rate", "--match-rate")
     wa = workload.acceptance if workload is not None else None
     if match_rate is None:
         match_rate = wa.ngram_match_rate if (wa is not None and wa.ngram_match_rate is not None
@@ -81,9 +110,10 @@ def acceptance_of(*, acceptance: float | None = None, tau: float | None = None,
 def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = None, tree=None,
                 draft: str | Model | None = None, draft_tp: int | None = None,
                 draft_vocab: int = DEFAULT_DRAFT_VOCAB, draft_kv_budget: int | None = None,
-                acceptance: Acceptance) -> Speculation:
+                acceptance: Acceptance, allow_vocab_mismatch: bool = False) -> Speculation:
     """A speculation method for `target`: k (default 3, or the tree's depth), the draft (`"self"`:
-    the target drafts for itself), the tree and the acceptance."""
+    the target drafts for itself), the tree and the acceptance. A separate draft must share the
+    target's vocabulary (unless `allow_vocab_mismatch`); one larger than the target is a warning."""
     widths, paths = _tree(tree)
     depth = len(widths) if widths is not None else (max(len(p) for p in paths) if paths else None)
     if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
@@ -94,11 +124,28 @@ def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = 
         k = depth
     k = DEFAULT_K if k is None else int(k)
     draft_model = target if draft == "self" else (_model(draft) if draft is not None else None)
+    if draft_model is not None and draft_model is not target and method == "draft":
+        _check_draft(target, draft_model, allow_vocab_mismatch)
     spec = Speculation(method, k, acceptance, draft=draft_model, draft_tp=draft_tp, draft_vocab=draft_vocab,  # type: ignore[arg-type]
                        tree=widths, tree_paths=paths, draft_kv_budget=draft_kv_budget)
     if acceptance.kind == "tau" and spec.tau > k + 1:
         raise CrossoverError(f"tau {acceptance.value:g} exceeds k+1 = {k + 1}")
     return spec
+
+
+def _check_draft(target: Model, draft: Model, allow_vocab_mismatch: bool) -> None:
+    """A separate draft proposes token ids the target verifies: vLLM, SGLang and TensorRT-LLM map
+    them one to one, so the vocabularies must match. A draft with more parameters than the target
+    costs more per token than it saves."""
+    if draft.vocab_size != target.vocab_size and not allow_vocab_mismatch:
+        raise CrossoverError(
+            f"draft {draft.name} (vocabulary {draft.vocab_size}) does not share the vocabulary of target "
+            f"{target.name} ({target.vocab_size}): engines verify draft token ids as target ids; choose a draft "
+            f"of the same tokenizer, or allow it (allow_vocab_mismatch, --allow-vocab-mismatch)")
+    d, t = total_params(draft), total_params(target)
+    if d > t:
+        warnings.warn(f"draft {draft.name} ({d / 1e9:.1f}B parameters) is larger than target {target.name} "
+                      f"({t / 1e9:.1f}B): drafting will cost more than it saves", UserWarning, stacklevel=3)
 
 
 def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Efficiency:
@@ -107,19 +154,25 @@ def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Ef
     for name in ("bandwidth_fraction", "flops_fraction"):
         v = flags[name]
         if v is not None:
-            if not 0 < float(v) <= 1:  # type: ignore[arg-type]
-                raise CrossoverError(f"{name.replace('_', ' ')} must lie in (0, 1] (got {v})")
+            flag = "--" + name.replace("_", "-")
+            if not MIN_FRACTION <= float(v) <= 1:  # type: ignore[arg-type]
+                raise CrossoverError(f"{name.replace('_', ' ')} ({flag}) must lie in [{MIN_FRACTION:g}, 1] "
+                                     f"(got {v}): a fraction of peak the hardware achieves")
             changes[name] = float(v)  # type: ignore[arg-type]
     if flags["step_overhead_ms"] is not None:
         v = float(flags["step_overhead_ms"])  # type: ignore[arg-type]
-        if not v >= 0:
-            raise CrossoverError(f"step overhead must be >= 0 ms (got {v:g})")
+        if not 0 <= v <= MAX_STEP_OVERHEAD_MS:
+            raise CrossoverError(f"step overhead (--step-overhead-ms) must lie in [0, {MAX_STEP_OVERHEAD_MS:g}] ms "
+                                 f"(got {v:g}); engines spend ~1-2 ms per step")
         changes["step_overhead_s"] = v / 1e3
     if flags["transition"] is not None:
         changes["transition"] = flags["transition"]
     for name, value in calibrated.items():
         field = PARAMETERS[name][0]
         if field != "acceptance" and field not in changes:
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise CrossoverError(f"calibration (--calibration) parameter {name} must be a finite number >= 0 "
+                                     f"(got {value!r})")
             changes[field] = value / 1e3 if name.endswith("_ms") else value
     return Efficiency(**changes)
 
@@ -128,17 +181,24 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
                 **common: Any) -> Deployment:
     """The deployment at `tp`, or at the smallest automatic TP that holds enough sequences; a
     model that does not fit is a one-line error."""
+    ep = bool(common.get("expert_parallel", False))
     if tp is None:
-        for t in AUTO_TP:
+        valid = [t for t in AUTO_TP if tp_problem(model, hardware, t, ep) is None]
+        for t in valid:
             dep = Deployment(model=model, hardware=hardware, tp=t, **common)
             if memory.max_batch(dep, peak) >= MIN_SEQUENCES_FOR_AUTO_TP:
                 return dep
+        tried = ", ".join(map(str, valid)) or "none of " + ", ".join(map(str, AUTO_TP))
         raise CrossoverError(
             f"{model.name} does not hold {MIN_SEQUENCES_FOR_AUTO_TP} sequences of {context:g} tokens on "
-            f"{AUTO_TP[-1]} x {hardware.name}; set tp (--tp), a smaller context (--context) or fp8 weights "
-            f"(--weight-dtype fp8)")
-    if isinstance(tp, bool) or int(tp) != tp or tp < 1:
-        raise CrossoverError(f"tp must be an integer >= 1 (got {tp})")
+            f"{hardware.name} at any tp an engine accepts for it ({tried}); set tp (--tp), a smaller context "
+            f"(--context) or fp8 weights (--weight-dtype fp8)")
+    if isinstance(tp, bool) or not isinstance(tp, (int, float, np.integer, np.floating)) or not math.isfinite(tp) \
+            or int(tp) != tp or tp < 1:
+        raise CrossoverError(f"tp (--tp) must be an integer >= 1 (got {tp})")
+    problem = tp_problem(model, hardware, int(tp), ep)
+    if problem is not None:
+        raise CrossoverError(problem)
     dep = Deployment(model=model, hardware=hardware, tp=int(tp), **common)
     memory.check_fits(dep, peak)
     return dep
@@ -154,12 +214,18 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
              weight_dtype: str | None = None, kv_dtype: str = "bf16", expert_parallel: bool = False,
              bandwidth_fraction: float | None = None, flops_fraction: float | None = None,
              step_overhead_ms: float | None = None, transition: str | None = None,
-             calibration: str | Path | None = None, workload: str | Workload | None = None) -> Scenario:
+             calibration: str | Path | None = None, workload: str | Workload | None = None,
+             allow_vocab_mismatch: bool = False) -> Scenario:
     """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
     4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
     per_position; else a calibration's, else the workload's, else 0.7), the context (default 2048,
     or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
-    and output lengths (unless given) make the curves carry the prefill share."""
+    and output lengths (unless given) make the curves carry the prefill share. A separate draft must
+    share the target's vocabulary unless `allow_vocab_mismatch`.
+
+    Refused in one line: a tp no engine accepts for the model (heads, KV heads, MLP widths, experts
+    under expert parallelism, GPUs per NVLink box), a context beyond the model's
+    max_position_embeddings, and efficiency values that leave a step time non-finite."""
     wl, base = load_workload(workload) if isinstance(workload, str) else (workload, None)
     if wl is not None and prompt_len is None and output_len is None:
         prompt_len, output_len = wl.means(base=base)
@@ -168,9 +234,13 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     target, hw = _model(model), _hardware(hardware)
     if context is None:
         context = DEFAULT_CONTEXT if prompt_len is None else prompt_len + output_len / 2.0  # type: ignore[operator]
-    elif not context >= 0:
-        raise CrossoverError(f"context must be >= 0 tokens (got {context})")
+    elif not (context >= 0 and math.isfinite(context)):
+        raise CrossoverError(f"context (--context) must be a finite number >= 0 tokens (got {context})")
+    for name, v in (("prompt length (--prompt-len)", prompt_len), ("output length (--output-len)", output_len)):
+        if v is not None and not (v >= 0 and math.isfinite(v)):
+            raise CrossoverError(f"{name} must be a finite number >= 0 tokens (got {v})")
     peak = context if prompt_len is None else max(context, prompt_len + output_len)  # type: ignore[operator]
+    _check_positions(target, context, peak, prompt_len is not None)
     calibrated = load_calibration(calibration) if calibration is not None else {}
     eff = _efficiency(calibrated, bandwidth_fraction=bandwidth_fraction, flops_fraction=flops_fraction,
                       step_overhead_ms=step_overhead_ms, transition=transition)
@@ -179,8 +249,43 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     acc = acceptance_of(acceptance=acceptance, tau=tau, per_position=per_position, match_rate=match_rate,
                         method=method, calibrated=calibrated.get("acceptance"), workload=wl)
     spec = speculation(target, method=method, k=k, tree=tree, draft=draft, draft_tp=draft_tp,
-                       draft_vocab=draft_vocab, draft_kv_budget=draft_kv_budget, acceptance=acc)
-    return Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None)
+                       draft_vocab=draft_vocab, draft_kv_budget=draft_kv_budget, acceptance=acc,
+                       allow_vocab_mismatch=allow_vocab_mismatch)
+    if spec.method == "draft" and spec.draft is not None and spec.draft is not target:
+        given = draft_tp is not None
+        problem = tp_problem(spec.draft, hw, int(spec.draft_tp or dep.tp), expert_parallel,
+                             label="draft tp", flag="--draft-tp" if given else "the target's --tp; set --draft-tp")
+        if problem is not None:
+            raise CrossoverError(problem)
+    sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None)
+    _check_finite_steps(sc)
+    return sc
+
+
+def _check_positions(model: Model, context: float, peak: float, lengths: bool) -> None:
+    """A one-line error for sequences longer than the model's max_position_embeddings (when given):
+    vLLM refuses a max_model_len above it, SGLang a context_length above it."""
+    limit = model.max_position_embeddings
+    if limit is None or peak <= limit:
+        return
+    what = (f"prompt + output ({peak:g} tokens; --prompt-len, --output-len)" if lengths and peak > context
+            else f"context {context:g} (--context)")
+    raise CrossoverError(f"{what} exceeds {model.name}'s {limit} positions (max_position_embeddings); "
+                         f"engines refuse sequences longer than the model was trained for")
+
+
+def _check_finite_steps(sc: Scenario) -> None:
+    """A one-line error when the efficiency values leave a step time non-finite or non-positive (e.g.
+    a denormal bandwidth fraction): priced at batch 1 and at the most sequences memory could hold."""
+    top = max(1, min(batch_ceiling(sc.deployment), 1 << 20))
+    with np.errstate(all="ignore"):
+        c = evaluate(sc, np.array([1.0, float(top)]))
+        times = np.concatenate([np.ravel(c.step_off), np.ravel(c.step_on)])
+    if not np.all(np.isfinite(times)) or not np.all(times > 0):
+        raise CrossoverError(
+            "these efficiency values give a step time that is not a finite positive number "
+            "(--bandwidth-fraction, --flops-fraction, --step-overhead-ms or the calibration's); "
+            f"use fractions in [{MIN_FRACTION:g}, 1] and finite overheads")
 
 
 def inputs(sc: Scenario) -> dict[str, Any]:

@@ -65,6 +65,33 @@ def max_batch(dep: Deployment, context: float, extra_weights_per_gpu: float = 0.
     return int(math.floor(budget / per_seq)) if per_seq > 0 else 1 << 30
 
 
+def batch_ceiling(dep: Deployment) -> int:
+    """The most sequences the KV cache could ever hold: one token each beside the weights (0 if the
+    weights alone do not fit). A batch above it is no load any engine could run."""
+    return max_batch(dep, 1.0)
+
+
+def check_batches(batches, max_batch: int, flag: str = "--batch") -> list[int]:
+    """`batches` as integers, or a one-line error: each a positive whole number of sequences no
+    larger than `max_batch` (batch_ceiling: what the KV cache could ever hold)."""
+    out = []
+    for b in batches:
+        try:
+            v = float(b)
+        except (TypeError, ValueError):
+            raise CrossoverError(f"batch {b!r} ({flag}) must be a whole number of sequences") from None
+        if not math.isfinite(v) or v < 1 or v != int(v):
+            raise CrossoverError(f"batch {b!r} ({flag}) must be a whole number of sequences >= 1")
+        if v > max_batch:
+            raise CrossoverError(
+                f"batch {v:g} ({flag}) exceeds {max_batch}, the most sequences the KV cache could ever hold "
+                f"(one token each beside the weights)")
+        out.append(int(v))
+    if not out:
+        raise CrossoverError(f"no batch given ({flag}); give e.g. 1,8,64")
+    return out
+
+
 def check_fits(dep: Deployment, held: float) -> None:
     """A one-line error when not even one sequence of `held` tokens fits beside the weights."""
     if max_batch(dep, held) < 1:

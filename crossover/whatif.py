@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from . import memory
 from .curves import Scenario, crossing_between_levels
 from .specs import load_hardware
 from .errors import CrossoverError
@@ -13,6 +14,12 @@ from .speculation import tau_from_rate
 from .step import StepModel
 
 AXES = ("batch", "k", "acceptance", "context", "hardware")
+# Bounds on an axis before anything is allocated: at most MAX_POINTS values, k up to vLLM's
+# MAX_SPEC_LEN (32 drafted tokens, vllm/v1/sample/rejection_sampler.py; the tree depth limit here
+# too); batch and context are checked against the scenario's memory and positions in `grid`.
+MAX_POINTS = 1000
+MAX_K = 32
+MAX_AXIS_VALUE = 1e9
 
 
 @dataclass
@@ -59,12 +66,17 @@ def parse_axis(spec: str, points: int) -> tuple[str, list]:
         if not vals:
             raise CrossoverError("hardware axis: give names, e.g. hardware=h100-sxm,a100-80gb-sxm")
         return name, vals
+    if not 2 <= points <= MAX_POINTS:
+        raise CrossoverError(f"points must lie in [2, {MAX_POINTS}] (--points; got {points})")
     try:
         if ".." in values:
             lo, hi = (float(v) for v in values.split("..", 1))
+            _finite(spec, (lo, hi))
             if hi < lo:
-                raise CrossoverError(f"axis {spec!r} runs backwards")
+                raise CrossoverError(f"axis {spec!r}: the range {values} is reversed; write {name}={values.split('..', 1)[1].strip()}.."
+                                     f"{values.split('..', 1)[0].strip()} (low to high)")
             if name == "k":
+                _check_k(lo, hi)
                 vals = list(range(int(lo), int(hi) + 1))
             elif name in ("batch", "context") and lo > 0:
                 vals = list(np.geomspace(lo, hi, points))
@@ -72,19 +84,51 @@ def parse_axis(spec: str, points: int) -> tuple[str, list]:
                 vals = list(np.linspace(lo, hi, points))
         else:
             vals = [float(v) for v in values.split(",") if v.strip()]
+            _finite(spec, vals)
+    except CrossoverError:
+        raise
     except ValueError:
         raise CrossoverError(f"axis {spec!r}: values must be numbers") from None
     if not vals:
         raise CrossoverError(f"axis {spec!r} has no values")
-    if name == "k" and any(v < 1 or v != int(v) for v in vals):
-        raise CrossoverError("k values must be integers >= 1")
+    if len(vals) > MAX_POINTS:
+        raise CrossoverError(f"axis {spec!r}: at most {MAX_POINTS} values")
+    if name == "k":
+        _check_k(min(vals), max(vals))
+        if any(v != int(v) for v in vals):
+            raise CrossoverError("k values must be integers >= 1")
     if name == "acceptance" and any(not 0 <= v < 1 for v in vals):
-        raise CrossoverError("acceptance values must lie in [0, 1)")
+        pct = [v for v in vals if 1 < v <= 100]
+        hint = f"; did you mean {pct[0] / 100:.2f} (a fraction, not a percentage)?" if pct else ""
+        raise CrossoverError("acceptance values must lie in [0, 1)" + hint)
     if name in ("batch",) and any(v <= 0 for v in vals):
         raise CrossoverError("batch values must be > 0")
     if name == "context" and any(v < 0 for v in vals):
         raise CrossoverError("context values must be >= 0")
     return name, [int(v) for v in vals] if name == "k" else vals
+
+
+def _finite(spec: str, vals) -> None:
+    bad = [v for v in vals if not np.isfinite(v) or abs(v) > MAX_AXIS_VALUE]
+    if bad:
+        raise CrossoverError(f"axis {spec!r}: {bad[0]:g} is not a finite value up to {MAX_AXIS_VALUE:g}")
+
+
+def _check_k(lo: float, hi: float) -> None:
+    if lo < 1 or hi > MAX_K:
+        raise CrossoverError(f"k values must be integers in [1, {MAX_K}] (the most drafted tokens engines verify)")
+
+
+def _check_limits(sc: Scenario, batches, contexts) -> None:
+    """Batch values within what the KV cache could ever hold; contexts within the model's positions."""
+    ceiling = memory.batch_ceiling(sc.deployment)
+    if batches is not None and float(np.max(batches)) > ceiling:
+        raise CrossoverError(f"batch {float(np.max(batches)):g} (what-if axis) exceeds {ceiling}, the most sequences "
+                             f"the KV cache of {sc.deployment.tp} x {sc.deployment.hardware.name} could ever hold")
+    limit = sc.deployment.model.max_position_embeddings
+    if contexts is not None and limit is not None and float(np.max(contexts)) > limit:
+        raise CrossoverError(f"context {float(np.max(contexts)):g} (what-if axis) exceeds "
+                             f"{sc.deployment.model.name}'s {limit} positions (max_position_embeddings)")
 
 
 def _speedup(sc: Scenario, batch, context, k, alpha) -> np.ndarray:
@@ -142,7 +186,11 @@ def grid(sc: Scenario, x_axis: str, xs: list, y_axis: str, ys: list) -> Grid:
         k = vals["k"] if vals["k"] is not None else np.float64(spec.k)
         alpha = vals["acceptance"] if vals["acceptance"] is not None else np.float64(base_alpha)
         context = vals["context"] if vals["context"] is not None else np.float64(sc.context)
-        sp = np.broadcast_to(_speedup(s, vals["batch"], context, k, alpha), (Y.shape[0], X.shape[1]))
+        _check_limits(s, vals["batch"], vals["context"])
+        with np.errstate(all="ignore"):
+            sp = np.broadcast_to(_speedup(s, vals["batch"], context, k, alpha), (Y.shape[0], X.shape[1]))
+        if not np.all(np.isfinite(sp)):
+            raise CrossoverError("the what-if grid holds a speedup that is not a finite number; narrow the axes")
         if hw is None:
             out = sp
         elif x_axis == "hardware":

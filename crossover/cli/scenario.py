@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+import warnings
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..build import acceptance_of, inputs, scenario, speculation
 from ..errors import CrossoverError
@@ -38,7 +41,8 @@ def speculation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         draft_kv_budget=_int(args, "draft_kv_budget", "--draft-kv-budget"),
         acceptance=_opt(args, "acceptance", "--acceptance", positive=False), tau=_opt(args, "tau", "--tau"),
         per_position=parse_list(per_position, "--acceptance-per-position") if per_position is not None else None,
-        match_rate=_opt(args, "match_rate", "--match-rate", positive=False))
+        match_rate=_opt(args, "match_rate", "--match-rate", positive=False),
+        allow_vocab_mismatch=True if getattr(args, "allow_vocab_mismatch", False) else None)
 
 
 def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -57,10 +61,26 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in kw.items() if v is not None or k in ("tp",)}
 
 
+@contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """The library's warnings (e.g. a draft larger than its target) as one stderr line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            yield
+        finally:
+            for w in caught:
+                if issubclass(w.category, UserWarning):
+                    print("crossover: warning: " + " ".join(str(w.message).split()), file=sys.stderr)
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
 def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None, output_len: float | None = None,
                        workload=None):
     """The scenario the flags describe and what it resolved to (the `inputs` of --json)."""
-    sc = scenario(**scenario_kwargs(args), prompt_len=prompt_len, output_len=output_len, workload=workload)
+    with warnings_as_lines():
+        sc = scenario(**scenario_kwargs(args), prompt_len=prompt_len, output_len=output_len, workload=workload)
     return sc, inputs(sc)
 
 
@@ -69,4 +89,5 @@ def speculation_from_args(args: argparse.Namespace, workload=None, target=None):
     kw = speculation_kwargs(args)
     acc = acceptance_of(acceptance=kw.pop("acceptance"), tau=kw.pop("tau"), per_position=kw.pop("per_position"),
                         match_rate=kw.pop("match_rate"), method=kw["method"], workload=workload)
-    return speculation(target, acceptance=acc, **{k: v for k, v in kw.items() if v is not None})
+    with warnings_as_lines():
+        return speculation(target, acceptance=acc, **{k: v for k, v in kw.items() if v is not None})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, model_validator
 
 from ..errors import CrossoverError
 from ..units import COMPUTE_DTYPE, DTYPE_BYTES
@@ -27,25 +27,31 @@ DEFAULT_BANDWIDTH_FRACTION = 0.80
 # FLOPS: H100 80.3%, B200 77.6%, GB200 72.9% of the dense peak; github.com/stas00/ml-engineering
 # compute/accelerator/README.md). AMD parts sit lower (51-63%) and carry their own figure.
 DEFAULT_FLOPS_FRACTION = 0.75
+# The smallest achieved fraction of peak a deployment may claim: below it a step of a few GB takes
+# minutes (and at 1e-320 an infinite time), which no engine measures; what-ifs stay far above it.
+MIN_FRACTION = 1e-3
 
 
 class Efficiency(Spec):
-    """Achieved fractions of peak and fixed overheads (seconds). None means 'the hardware's figure'."""
+    """Achieved fractions of peak and fixed overheads (seconds). None means 'the hardware's figure'.
+    Every value is finite (no inf or NaN), and fractions lie in [MIN_FRACTION, 1]."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     # Achieved fraction of peak memory bandwidth for weight streaming. None = the hardware's
     # achieved_bandwidth_fraction, else DEFAULT_BANDWIDTH_FRACTION (sources there).
-    bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    bandwidth_fraction: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
     # Paged KV-cache reads in decode attention run below weight streaming (Nsight on an H100 70B
     # decode: 42% vs 78-84%, mikamirai.com/blog/gpu-memory-bandwidth; MagicDec's H100 tables,
     # arXiv:2408.11049, ~0.88 at 32K); None = same as bandwidth_fraction.
-    kv_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    kv_bandwidth_fraction: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
     # Dense GEMM reaches the best-shape matmul fraction at most. None = the hardware's
     # achieved_flops_fraction, else DEFAULT_FLOPS_FRACTION (sources there).
-    flops_fraction: float | None = Field(default=None, gt=0, le=1)
+    flops_fraction: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
     # Ring collectives reach ~0.80 of the unidirectional link rate: 8x H200 ring all-reduce bus
     # bandwidth 80-82% of 450 GB/s, 8x A100 235 of 300 GB/s (github.com/stas00/ml-engineering
     # network/README.md); H100 NVLink p2p ~380 of 450 GB/s (github.com/NVIDIA/nccl/issues/1264).
-    interconnect_fraction: float = Field(default=0.80, gt=0, le=1)
+    interconnect_fraction: float = Field(default=0.80, ge=MIN_FRACTION, le=1)
     # A small all-reduce costs base + 2 (tp - 1) ring steps x the hardware's hop latency (NCCL's
     # latency model: a per-call base plus per-hop terms). With 2 us per NVLink hop, TP 8 gives
     # ~33 us per all-reduce: MagicDec's 8xH100 decode tables (arXiv:2408.11049) imply ~2.7 ms of
@@ -87,6 +93,56 @@ class Efficiency(Spec):
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, transition="max",
         )
+
+
+def _tp_reasons(model: Model, hardware: Hardware, tp: int, expert_parallel: bool) -> list[str]:
+    reasons = []
+    if model.num_attention_heads % tp:
+        reasons.append(f"the {model.num_attention_heads} attention heads do not divide by it")
+    kv = model.num_key_value_heads
+    if model.mla is None and kv % tp and tp % kv:
+        reasons.append(f"the {kv} KV heads are neither a multiple nor a divisor of it (to split or replicate them)")
+    widths = [("MLP width", model.intermediate_size)] if model.moe is None or model.num_dense_layers else []
+    if model.moe is not None:
+        moe = model.moe
+        if expert_parallel:
+            if moe.num_experts % tp:
+                reasons.append(f"the {moe.num_experts} experts do not split evenly over it (expert parallel)")
+        else:
+            widths.append(("expert MLP width", moe.moe_intermediate_size))
+        if moe.num_shared_experts and moe.shared_expert_intermediate_size:
+            widths.append(("shared-expert MLP width", moe.shared_expert_intermediate_size))
+    for label, w in widths:
+        if w % tp:
+            reasons.append(f"the {label} {w} does not divide by it")
+            break
+    if tp > hardware.node_size and not hardware.multi_node_interconnect:
+        reasons.append(f"one {hardware.name} NVLink/xGMI box holds {hardware.node_size} GPUs and the hardware spec "
+                       "names no multi-node link (multi_node_interconnect)")
+    return reasons
+
+
+def valid_tps(model: Model, hardware: Hardware, expert_parallel: bool = False, limit: int = 64) -> list[int]:
+    """Every tp from 1 to `limit` that an engine accepts (see tp_problem)."""
+    return [t for t in range(1, limit + 1) if not _tp_reasons(model, hardware, t, expert_parallel)]
+
+
+def tp_problem(model: Model, hardware: Hardware, tp: int, expert_parallel: bool = False,
+               label: str = "tp", flag: str = "--tp") -> str | None:
+    """Why an engine would refuse tensor parallelism `tp` for this model on this hardware, else None.
+
+    vLLM, SGLang and TensorRT-LLM shard attention by heads and MLPs by columns: the attention heads
+    must divide by tp (vLLM: "Total number of attention heads must be divisible by tensor parallel
+    size"), the KV heads must divide by tp or tp by the KV heads (each KV head then replicated;
+    vLLM QKVParallelLinear), MLP widths must divide by tp (vLLM's `divide` asserts it), and with
+    expert parallelism the routed experts split whole and evenly across the group. A group larger
+    than one NVLink / xGMI box (Hardware.node_size) needs the multi-node link the spec names."""
+    reasons = _tp_reasons(model, hardware, tp, expert_parallel)
+    if not reasons:
+        return None
+    valid = valid_tps(model, hardware, expert_parallel, limit=max(64, hardware.node_size))
+    return (f"{label} {tp} ({flag}) is not one an engine accepts for {model.name} on {hardware.name}: "
+            + "; ".join(reasons) + (f"; valid: {', '.join(map(str, valid))}" if valid else ""))
 
 
 class Deployment(Spec):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt
 
 from ..errors import CrossoverError
 from ..units import GB, TFLOPS
@@ -21,10 +21,16 @@ _RATE_KEYS = {
 # several times an NVLink step. Derived defaults; a YAML may set its own with a source.
 NVLINK_HOP_LATENCY_S = 2e-6
 PCIE_HOP_LATENCY_S = 8e-6
+# GPUs one NVLink / Infinity Fabric (xGMI) box holds when a spec gives no `gpus_per_node`: HGX and
+# DGX H100/H200/B200 boards and AMD MI300X/MI325X/MI355X platforms carry 8 GPUs on one switchless
+# or NVSwitch fabric; a tensor-parallel group larger than that crosses the node boundary.
+DEFAULT_GPUS_PER_NODE = 8
 
 
 class Hardware(Spec):
-    """One accelerator (per chip), as written in hardware/*.yaml."""
+    """One accelerator (per chip), as written in hardware/*.yaml. Numbers are finite (no .inf/.nan)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str
     display_name: str
@@ -37,15 +43,26 @@ class Hardware(Spec):
     fp4_dense_tflops: PositiveFloat | None = None
     interconnect: str = ""
     interconnect_gb_s: PositiveFloat
+    # GPUs on one scale-up link domain (NVLink / xGMI box; 72 for an NVL72 rack). None = DEFAULT_GPUS_PER_NODE.
+    gpus_per_node: PositiveInt | None = None
+    # The scale-out link between nodes (e.g. "InfiniBand NDR 400 Gb/s"): TP above gpus_per_node needs it.
+    multi_node_interconnect: str = ""
+    multi_node_interconnect_gb_s: PositiveFloat | None = None
     # Per ring step of a small all-reduce. None = by link class (see allreduce_hop_latency_s).
     allreduce_hop_latency_us: PositiveFloat | None = None
-    achieved_flops_fraction: float | None = Field(default=None, gt=0, le=1)
-    achieved_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    # At least 0.001 of peak (the floor deployment.MIN_FRACTION gives every efficiency fraction).
+    achieved_flops_fraction: float | None = Field(default=None, ge=1e-3, le=1)
+    achieved_bandwidth_fraction: float | None = Field(default=None, ge=1e-3, le=1)
     price_per_hour_usd: PositiveFloat | None = None
     tdp_w: PositiveFloat | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     unverified: list[str] = Field(default_factory=list)
     notes: str = ""
+
+    @property
+    def node_size(self) -> int:
+        """GPUs on one scale-up link domain: the spec's gpus_per_node, else DEFAULT_GPUS_PER_NODE."""
+        return self.gpus_per_node or DEFAULT_GPUS_PER_NODE
 
     @property
     def memory_bytes(self) -> float:
