@@ -13,7 +13,18 @@ from .policy import Policy
 
 _VLLM_METHOD = {"draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "medusa": "medusa", "ngram": "ngram",
                 "mtp": "mtp"}
-_TRT_TYPE = {"draft": "DraftTarget", "eagle": "Eagle3", "eagle3": "Eagle3", "ngram": "NGram", "mtp": "MTP"}
+# TensorRT-LLM's PyTorch backend decoding_type values (docs/source/features/speculative-decoding.md,
+# tensorrt_llm/llmapi/llm_args.py): MTP, Eagle3, NGram, DraftTarget, ... Its Eagle3 type loads
+# EAGLE-3 heads only ("EAGLE v1/v2 checkpoints are incompatible"), and Medusa belongs to the retired
+# TRT backend: for those methods no config is written, and the notes say why.
+_TRT_TYPE = {"draft": "DraftTarget", "eagle3": "Eagle3", "ngram": "NGram", "mtp": "MTP"}
+_TRT_MISSING = {
+    "eagle": "TensorRT-LLM's PyTorch backend has no EAGLE-1 decoding type: its Eagle3 type loads EAGLE-3 heads only "
+             "(EAGLE v1/v2 checkpoints are incompatible); train or pick an EAGLE-3 head (--method eagle3), or use "
+             "another engine",
+    "medusa": "TensorRT-LLM's PyTorch backend has no medusa decoding type (Medusa belongs to the legacy TRT "
+              "backend, retired in 2026)",
+}
 _SGL_ALGO = {"draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram": "NGRAM", "mtp": "NEXTN"}
 
 
@@ -61,7 +72,9 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
         out["tensorrt_llm"] = {"speculative_config": trt, "notes": notes}
     else:
         out["tensorrt_llm"] = {"speculative_config": None,
-                               "notes": [f"TensorRT-LLM's PyTorch backend has no {spec.method} decoding type"]}
+                               "notes": [_TRT_MISSING.get(spec.method,
+                                                          f"TensorRT-LLM's PyTorch backend has no {spec.method} "
+                                                          "decoding type")]}
     k_first = max(sched[0]["k"], 1) if sched else 1
     if spec.method in _SGL_ALGO:
         flags = [f"--speculative-algorithm {_SGL_ALGO[spec.method]}"]

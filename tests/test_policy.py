@@ -46,14 +46,15 @@ def test_schedule_ranges_cover_the_batch_range():
 
 
 def test_speculation_switches_off_where_it_never_pays():
-    pol = best_k_policy(scenario(alpha=0.35), 256, 4)
+    # an EAGLE-3 head: TensorRT-LLM's Eagle3 type loads it (an EAGLE-1 head gets no TensorRT-LLM config)
+    pol = best_k_policy(scenario(alpha=0.35, method="eagle3"), 256, 4)
     below = pol.speculate_below_batch
     assert below is not None and 1 < below <= 256
     assert np.all(pol.best_k[below - 1:] == 0) and pol.best_k[0] > 0
-    cfg = engine_configs(pol, "yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
+    cfg = engine_configs(pol, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
     vllm = cfg["vllm"]["speculative_config"]
     table = vllm["num_speculative_tokens_per_batch_size"]
-    assert table[0][0] == 1 and table[-1][2] == 0 and vllm["model"] == "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
+    assert table[0][0] == 1 and table[-1][2] == 0 and vllm["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     assert all(k <= vllm["num_speculative_tokens"] for _, _, k in table)
     trt = cfg["tensorrt_llm"]["speculative_config"]
     assert max(trt["draft_len_schedule"]) == below - 1  # upper bounds; above the largest key: off
