@@ -24,6 +24,7 @@ from .engines import engine_configs
 from .measured import calibrate_sweep as calibrate  # noqa: F401 - an API verb
 from .measured import measured  # noqa: F401 - an API verb
 from .errors import CrossoverError
+from .memory import batch_ceiling
 from .plan import plan as _plan
 from .policy import best_k_policy
 from .serving.engine import EngineLimits
@@ -44,13 +45,19 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
             **scenario_kwargs: Any) -> results.PredictResult:
     """Throughput off and on at each batch, the crossover and the memory limits."""
     sc = _scenario(scenario, scenario_kwargs)
+    if batches is not DEFAULT_BATCHES:  # loads the KV cache could hold (fractional: the curve is continuous)
+        ceiling = batch_ceiling(sc.deployment)
+        bad = [b for b in batches if not (np.isfinite(b) and 0 < b <= ceiling)]
+        if bad:
+            raise CrossoverError(f"batch {bad[0]:g} is no load this deployment could run: batches lie in (0, "
+                                 f"{ceiling}], what its KV cache could ever hold")
     return results.PredictResult(_predict(sc, list(batches)), inputs(sc))
 
 
 def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
              request_rate: Sequence[float] | None = None, num_prompts: int = 1000, seed: int = 0,
              burstiness: float = 1.0, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
-             policy: bool = False, scenario: Scenario | None = None,
+             policy: bool = False, scenario: Scenario | None = None, progress=None,
              **scenario_kwargs: Any) -> results.SimulateResult:
     """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
     identical but for speculation (and, with `policy`, a third that routes k by load)."""
@@ -73,7 +80,7 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
         schedule = pol.best_k
         resolved["policy_schedule"] = pol.schedule
     res = sweep(sc, wl, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burstiness, limits=limits,
-                base=base, schedule=schedule)
+                base=base, schedule=schedule, progress=progress)
     resolved.update({"workload": wl.name, "num_prompts": num_prompts, "seed": seed, "burstiness": burstiness,
                      "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens})
     return results.SimulateResult(res, resolved)

@@ -10,7 +10,7 @@ import numpy as np
 from . import memory
 from .curves import Scenario, draft_memory, evaluate
 from .errors import CrossoverError
-from .specs.deployment import Deployment
+from .specs.deployment import Deployment, tp_problem
 from .specs.hardware import Hardware
 from .specs.model import Model
 from .speculation import Speculation
@@ -86,6 +86,11 @@ def plan(model: Model, hardware: list[Hardware], spec: Speculation, prompt_len: 
     for hw in hardware:
         for tp in tps:
             kw = {"efficiency": efficiency} if efficiency is not None else {}
+            problem = tp_problem(model, hw, tp)
+            if problem is not None:
+                res.options.append(Option(hw.name, tp, "all", dropped=f"tp {tp} refused: an engine cannot shard "
+                                                                       f"{model.name} {tp} ways on {hw.name}"))
+                continue
             dep = Deployment(model=model, hardware=hw, tp=tp, **kw)
             peak = prompt_len + output_len
             limit_off = memory.max_batch(dep, peak, slack_tokens=1)

@@ -140,6 +140,8 @@ def simulation_dict(res) -> dict[str, Any]:
         "speedup_metric": "output_throughput on/off" if key == "concurrency" else "mean_e2el_ms off/on",
         "levels": levels,
         f"crossover_{key}": None if res.crossover is None else round(res.crossover, 4),
+        f"crossover_{key}_interval": None if res.crossover_interval is None
+        else [None if x is None else round(x, 4) for x in res.crossover_interval],
         "crossings": res.level_crossings.crossings_json(),
         "crossover_side": res.side,
         "latency": _simulated_latency(res),
@@ -172,7 +174,7 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
     lines = [
         f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, workload {inputs['workload']} "
         f"(mean prompt {inputs['prompt_len']:.0f}, output {inputs['output_len']:.0f} tokens), "
-        f"{inputs['num_prompts']} requests per level, seed {inputs['seed']}",
+        f"{inputs['num_prompts']} requests per level (at least 10 rounds of the clients), seed {inputs['seed']}",
         f"speculation: {inputs['method']}, k={inputs['k']}, tau {inputs['tau']:.3f} tokens/step",
         "",
         f"{label:>7} | {'output tok/s':^26} | {'TTFT p50 ms':^15} | {'TPOT p50 ms':^15} | {'TPOT p99 ms':^15} "
@@ -211,7 +213,11 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
         lines.append(f"crossover: not reached in {what} {res.levels[0].value:g}..{res.levels[-1].value:g}; "
                      f"speculation stayed {side} ({metric})")
     else:
-        lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1)")
+        ci = res.crossover_interval
+        band = "" if ci is None else (f"; {ci[0]:.1f} to " + (f"{ci[1]:.1f}" if ci[1] is not None else
+                                      f"beyond {res.levels[-1].value:g}") + " within the levels' 95% throughput "
+                                      "intervals")
+        lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1{band})")
     lines += _other_crossings(lc, what)
     lines += latency_lines(_simulated_latency(res), what)
     return "\n".join(lines)

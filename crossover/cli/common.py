@@ -16,6 +16,8 @@ from ..build import (  # noqa: F401 - the CLI's defaults are the library's
 )
 from ..errors import CrossoverError
 
+MAX_LIST = 100_000  # values one list flag may expand to (1..N ranges)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors and exit status 2."""
@@ -51,6 +53,8 @@ def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
             hi = int(_number(b, what, integer=True))
             if hi < lo:
                 raise CrossoverError(f"{what} range {part!r} runs backwards; write LOW..HIGH")
+            if hi - lo >= MAX_LIST:
+                raise CrossoverError(f"{what} range {part!r} holds {hi - lo + 1} values; at most {MAX_LIST}")
             items += list(range(lo, hi + 1))
         else:
             items.append(_number(part, what, integer=integer))

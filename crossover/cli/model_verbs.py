@@ -6,17 +6,21 @@ import argparse
 import csv
 import json
 import sys
+import time
 
 from pathlib import Path
 
 from .. import api
 from ..curves import DEFAULT_BATCHES
 from ..errors import CrossoverError
+from ..memory import batch_ceiling, check_batches
 from ..html_report import build as build_page
 from ..report import simulation_rows
 from ..workload import load_workload
 from .common import _lengths, _number, parse_list
-from .scenario import scenario_from_args, speculation_kwargs
+from .scenario import scenario_from_args, speculation_kwargs, warnings_as_lines
+
+PROGRESS_AFTER_S = 2.0
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
@@ -34,10 +38,30 @@ def _print(args: argparse.Namespace, result) -> None:
     print(json.dumps(result.to_dict(), indent=2) if getattr(args, "json", False) else result.to_text())
 
 
+def _progress(axis: str):
+    """A progress line on stderr for sweeps that run longer than PROGRESS_AFTER_S, on a terminal only."""
+    if not sys.stderr.isatty():
+        return None
+    start = time.perf_counter()
+    shown = [False]
+
+    def report(done: int, total: int, load: float) -> None:
+        if time.perf_counter() - start < PROGRESS_AFTER_S and not shown[0]:
+            return
+        shown[0] = True
+        end = "\n" if done == total else ""
+        print(f"\rsimulate: {done}/{total} levels ({axis.replace('_', ' ')} {load:g} done)", end=end,
+              file=sys.stderr, flush=True)
+
+    return report
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     """`crossover predict`."""
     sc, _ = scenario_from_args(args, *_lengths(args))
-    batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
+    batches = DEFAULT_BATCHES
+    if args.batch is not None:  # whole sequences, as an engine runs them
+        batches = check_batches(parse_list(args.batch, "--batch"), batch_ceiling(sc.deployment))
     res = api.predict(sc, batches=batches)
     if args.plot:
         from ..plots import plot_prediction
@@ -63,7 +87,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                        max_num_seqs=int(_number(args.max_num_seqs, "--max-num-seqs", integer=True)),
                        max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
                                                           integer=True)),
-                       policy=bool(args.policy))
+                       policy=bool(args.policy), progress=None if args.quiet else _progress(axis))
     if args.plot:
         from ..plots import plot_simulation
 
@@ -133,10 +157,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not hardware:
         raise CrossoverError("--hardware needs at least one accelerator name")
     kw = {k: v for k, v in speculation_kwargs(args).items() if v is not None}
-    res = api.plan(args.model, args.workload, slo_tpot_ms=_number(args.slo_tpot_ms, "--slo-tpot-ms"),
-                   slo_ttft_ms=_number(args.slo_ttft_ms, "--slo-ttft-ms") if args.slo_ttft_ms is not None else None,
-                   hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
-                   k_max=int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None, **kw)
+    with warnings_as_lines():
+        res = api.plan(args.model, args.workload, slo_tpot_ms=_number(args.slo_tpot_ms, "--slo-tpot-ms"),
+                       slo_ttft_ms=_number(args.slo_ttft_ms, "--slo-ttft-ms") if args.slo_ttft_ms is not None
+                       else None, hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
+                       k_max=int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None, **kw)
     if args.plot:
         from ..plots import plot_plan
 

@@ -23,6 +23,8 @@ def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
                                    "as in self-speculation)")
     s.add_argument("--draft-kv-budget", help="the draft attends to at most this many cached tokens (StreamingLLM/"
                                              "SnapKV self-speculation, as in MagicDec; default: the whole context)")
+    s.add_argument("--allow-vocab-mismatch", action="store_true",
+                   help="let a draft with another vocabulary than the target's through (engines refuse it)")
     s.add_argument("--draft-tp", help="draft model TP (default: the target's)")
     s.add_argument("--draft-vocab", default="32000", help="eagle3 reduced draft vocabulary (default 32000)")
     s.add_argument("--k", help=f"draft tokens per step (default {DEFAULT_K})")
@@ -94,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--concurrency", help="closed-loop concurrency levels, e.g. 1,4,16,64")
     load.add_argument("--request-rate", help="open-loop Poisson request rates (req/s), e.g. 1,2,4,8")
     _add_scenario_flags(sm)
-    sm.add_argument("--num-prompts", default="1000", help="requests per level (default 1000)")
+    sm.add_argument("--num-prompts", default="1000", help="requests per level (default 1000; a concurrency level "
+                                                          "runs at least 10 rounds of its clients after the warm-up)")
+    sm.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     sm.add_argument("--seed", default="0", help="random seed (default 0)")
     sm.add_argument("--burstiness", default="1", help="gamma shape of inter-arrival times, 1 = Poisson (default 1)")
     sm.add_argument("--max-num-seqs", default="256", help="engine limit on running sequences (default 256)")
@@ -127,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--batch", help="batch sizes of the table (default 1..512 in steps)")
     rp.add_argument("--workload", help="also simulate this workload (with --concurrency)")
     rp.add_argument("--concurrency", help="concurrency levels to simulate, e.g. 1,8,32,128")
-    rp.add_argument("--num-prompts", default="400", help="requests per simulated level (default 400)")
+    rp.add_argument("--num-prompts", default="1000", help="requests per simulated level (default 1000, as simulate)")
     rp.add_argument("--out", required=True, help="directory to write index.html into (created if missing)")
     pl = sub.add_parser("plan", help="which hardware, how many, speculation on or off: ranked under SLOs")
     pl.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")

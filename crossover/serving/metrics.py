@@ -84,6 +84,11 @@ def summarize(log: RunLog, measure_from: int, offered_rate: float | None = None,
         res["offered_request_rate"] = float(offered_rate)
         if capacity is not None:
             res["capacity_request_rate"] = float(capacity)
+    sent = float(np.max(log.arrival[np.isfinite(log.arrival)]))  # the last request sent: the drain follows
+    steady = (ends > t0) & (ends <= sent)
+    rel = throughput_noise(ends[steady], toks[steady], t0, sent) if sent > t0 else 0.0
+    res["output_throughput_ci_low"] = max(out_tokens / span * (1.0 - rel), 0.0)
+    res["output_throughput_ci_high"] = out_tokens / span * (1.0 + rel)
     res.update(_stats("ttft", ttft))
     res.update(_stats("tpot", tpot))
     res.update(_stats("itl", itl_v, itl_w))
@@ -92,6 +97,26 @@ def summarize(log: RunLog, measure_from: int, offered_rate: float | None = None,
         res["spec_decode_acceptance_length"] = 1.0 + log.drafts_accepted / log.verify_steps
         res["spec_decode_acceptance_rate"] = 100.0 * log.drafts_accepted / max(log.drafts_proposed, 1e-12)
     return res
+
+
+# Batch means: the steady part of the measured window (until the last request is sent) cut into
+# this many equal spans; the spread of their output rates (Student t, 95%) relative to their mean is
+# the run's noise, applied to output_throughput as its 95% interval. The drain after the last send
+# (which requests remain in flight) varies too and is not in it: a level with few rounds of its
+# clients carries more of it, which is why levels run at least STEADY_COMPLETIONS rounds.
+BATCHES = 10
+T95 = {9: 2.262}  # two-sided 95% Student t quantile for BATCHES - 1 degrees of freedom
+
+
+def throughput_noise(ends: np.ndarray, tokens: np.ndarray, t0: float, t1: float) -> float:
+    """Relative 95% half-width of the output rate over [t0, t1] by batch means: tokens emitted in
+    each of BATCHES equal spans over the span's length."""
+    edges = np.linspace(t0, t1, BATCHES + 1)
+    span = max((t1 - t0) / BATCHES, 1e-12)
+    per = np.bincount(np.clip(np.searchsorted(edges, ends, side="left") - 1, 0, BATCHES - 1), weights=tokens,
+                      minlength=BATCHES) / span
+    mean = float(per.mean())
+    return T95[BATCHES - 1] * float(per.std(ddof=1)) / np.sqrt(BATCHES) / mean if mean > 0 else 0.0
 
 
 def steady_request_rate(log: RunLog, measure_from: int) -> float:

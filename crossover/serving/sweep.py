@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -59,6 +59,25 @@ class SweepResult:
         return level_crossings([lv.value for lv in self.levels], self.ratios)
 
     @property
+    def crossover_interval(self) -> tuple[float, float | None] | None:
+        """Where the crossover lies given each level's 95% throughput intervals (concurrency sweeps):
+        from the crossing of the pessimistic ratio (on low / off high; the first level when it is
+        below 1 there already) to that of the optimistic one (None: beyond the last level)."""
+        if self.axis != "concurrency" or self.crossover is None:
+            return None
+        loads = [lv.value for lv in self.levels]
+        try:
+            low = [lv.on["output_throughput_ci_low"] / lv.off["output_throughput_ci_high"] for lv in self.levels]
+            high = [lv.on["output_throughput_ci_high"] / max(lv.off["output_throughput_ci_low"], 1e-12)
+                    for lv in self.levels]
+        except (KeyError, ZeroDivisionError):
+            return None
+        a, b = level_crossings(loads, low, rtol=0.0).crossover, level_crossings(loads, high, rtol=0.0).crossover
+        lo = min(a, self.crossover) if a is not None else loads[0]
+        hi = max(b, self.crossover) if b is not None else None
+        return lo, hi
+
+    @property
     def crossover(self) -> float | None:
         """First sustained load where the speedup passes through 1, interpolated in log(load) between levels."""
         return self.level_crossings.crossover
@@ -85,6 +104,12 @@ def check_fits(sc: Scenario, workload: Workload, concurrency: float, base: Path 
             f"{int(cap_off // per_req)} requests of {workload.name} (mean {p + o:.0f} tokens) without "
             f"speculation and {fits_on} with it; use concurrency <= {fits_on}, a larger --tp or a smaller workload")
 
+
+# Sizes: a concurrency level measures at least this many rounds of its clients after the warm-up;
+# a sweep holds at most MAX_LEVELS levels of at most MAX_PROMPTS requests (minutes each at the top).
+STEADY_COMPLETIONS = 10
+MAX_LEVELS = 64
+MAX_PROMPTS = 200_000
 
 AXIS_CODE = {"concurrency": 0, "request_rate": 1}
 ARM_CODE = {"off": 0, "on": 1, "policy": 2}
@@ -170,14 +195,29 @@ def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num
     return out
 
 
+def level_prompts(axis: Axis, value: float, num_prompts: int, warmup_frac: float) -> int:
+    """Requests simulated at a level: at least `num_prompts`, and for a concurrency level enough that
+    STEADY_COMPLETIONS x concurrency of them complete after the warm-up (a steady state to measure)."""
+    if axis != "concurrency":
+        return num_prompts
+    return max(num_prompts, int(np.ceil(STEADY_COMPLETIONS * value / (1.0 - warmup_frac))))
+
+
 def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, num_prompts: int = 1000,
           seed: int = 0, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(), warmup_frac: float = 0.1,
-          base: Path | None = None, schedule: np.ndarray | None = None) -> SweepResult:
-    """Simulate every level for both arms (speculation off and on), and the scheduled arm if given."""
+          base: Path | None = None, schedule: np.ndarray | None = None,
+          progress: Callable[[int, int, float], None] | None = None) -> SweepResult:
+    """Simulate every level for both arms (speculation off and on), and the scheduled arm if given;
+    `progress(levels done, levels, load)` is called after each level."""
     if not values:
         raise CrossoverError(f"no {axis.replace('_', ' ')} levels given")
+    if len(values) > MAX_LEVELS:
+        raise CrossoverError(f"{len(values)} {axis.replace('_', ' ')} levels: at most {MAX_LEVELS} per sweep")
     if num_prompts < 2:
         raise CrossoverError(f"--num-prompts must be >= 2 (got {num_prompts})")
+    if num_prompts > MAX_PROMPTS:
+        raise CrossoverError(f"--num-prompts {num_prompts} exceeds {MAX_PROMPTS} requests per level; a steady "
+                             f"state needs about 10 x the concurrency, which the sweep adds by itself")
     if axis == "concurrency":
         for v in values:
             if v != int(v) or v < 1:
@@ -189,8 +229,11 @@ def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, 
         caps = capacity(sc, workload, num_prompts=num_prompts, seed=seed, limits=limits, warmup_frac=warmup_frac,
                         base=base, schedule=schedule)
     res = SweepResult(axis)
-    for v in sorted(values):
-        r = run_level(sc, workload, axis, v, num_prompts=num_prompts, seed=seed, burstiness=burstiness,
-                      limits=limits, warmup_frac=warmup_frac, base=base, schedule=schedule, capacities=caps)
+    for i, v in enumerate(sorted(values)):
+        r = run_level(sc, workload, axis, v, num_prompts=level_prompts(axis, v, num_prompts, warmup_frac), seed=seed,
+                      burstiness=burstiness, limits=limits, warmup_frac=warmup_frac, base=base, schedule=schedule,
+                      capacities=caps)
         res.levels.append(Level(v, r["off"], r["on"], r.get("policy")))
+        if progress is not None:
+            progress(i + 1, len(values), v)
     return res
