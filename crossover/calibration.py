@@ -3,8 +3,11 @@
 Free parameters: achieved bandwidth fraction, achieved FLOP/s fraction, per-step overhead, per
 draft-forward overhead, and the acceptance rate when the files do not report it. Residuals are
 ln(predicted / measured) of output throughput (and of mean TPOT where measured), both arms; the
-fit is scipy.optimize.least_squares, bounded, with a robust (soft L1) loss. The fit is saved as a
-small YAML that `--calibration FILE` applies to predict and simulate.
+fit is scipy.optimize.least_squares, bounded, with a robust (soft L1) loss. The crossover interval
+is a parametric bootstrap: synthetic sweeps drawn from the fitted model plus noise of the residuals'
+size (its scale drawn from its posterior, so few levels widen it as Student's t does), the parameters
+held at defaults varied over their uncertainty, the rest refitted. The fit is saved as a small YAML
+that `--calibration FILE` applies to predict and simulate.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .curves import Scenario, evaluate, find_crossings
+from .curves import Scenario, evaluate, find_crossings, speedup
 from .errors import CrossoverError
 from .speculation import Acceptance
 
@@ -52,10 +55,12 @@ PARAMETERS: dict[str, tuple[str, float, float]] = {
 # on arm's small difference, the FLOP/s fraction only at loads where the step turns compute-bound.
 DROP_ORDER = ("draft_step_overhead_ms", "flops_fraction", "step_overhead_ms", "bandwidth_fraction", "acceptance")
 _MS = {"step_overhead_ms", "draft_step_overhead_ms"}
-# Bootstrap refits start at the full fit and only feed a 5-95% crossover interval: a relative
-# tolerance of 1e-4 on cost and parameters moves the crossover far less than the resampling
-# does (measured: interval ends unchanged to 3 figures) at about half the function evaluations.
-BOOTSTRAP_TOL = 1e-4
+# Bootstrap refits: Gauss-Newton steps with the Jacobian of the fit frozen (each a residual
+# evaluation per synthetic sweep, not a least-squares solve); the crossover of each on a log grid of
+# this many loads, interpolated (spacing ~10% of the load to twice the largest level: far finer than
+# the spread of the refits).
+BOOTSTRAP_STEPS = 2
+BOOTSTRAP_GRID = 64
 
 
 @dataclass
@@ -204,6 +209,49 @@ def _unidentified(names: list[str], x: np.ndarray, stderr: np.ndarray, active: n
     return None
 
 
+def _first_crossing(sc: Scenario, loads: np.ndarray) -> float:
+    """The first load where speedup passes 1 on a log grid, interpolated in log load (inf: none)."""
+    f = speedup(sc, loads) - 1.0
+    i = np.nonzero(np.signbit(f[:-1]) != np.signbit(f[1:]))[0]
+    if i.size == 0:
+        return np.inf
+    j = i[0]
+    t = f[j] / (f[j] - f[j + 1])
+    return float(np.exp(np.log(loads[j]) + t * (np.log(loads[j + 1]) - np.log(loads[j]))))
+
+
+def _interval(base: Scenario, obs: list[Observation], names: list[str], x: np.ndarray, jac: np.ndarray,
+              held: dict[str, tuple[float, float]], draws: int, b_max: float, seed: int,
+              level: float = 0.90) -> tuple[float, float]:
+    """The crossover's `level` interval by a parametric bootstrap, vectorised over the draws.
+
+    Each draw is a synthetic sweep: the fitted prediction times exp(noise), the noise scale drawn
+    from its posterior given the residuals (s^2 dof / chi^2_dof), parameters held at defaults
+    drawn about their values with their spread (truncated to the bounds), and the fitted ones
+    refitted by Gauss-Newton steps from the fit with its Jacobian frozen. inf: no crossover."""
+    rng = np.random.default_rng(seed)
+    r0 = residual_vector(base, obs, names, x)
+    dof = max(len(r0) - len(names), 1)
+    sigma = np.sqrt(float(r0 @ r0) / dof * dof / rng.chisquare(dof, draws))
+    eps = rng.standard_normal((draws, len(r0))) * sigma[:, None]
+    hn = list(held)
+    h_lo, h_hi = (np.array([PARAMETERS[n][i] for n in hn]) for i in (1, 2))
+    centre, spread = (np.array([held[n][i] for n in hn]) for i in (0, 1))
+    hv = np.clip(centre + spread * rng.standard_normal((draws, len(hn))), h_lo, h_hi)
+    lo, hi = (np.array([PARAMETERS[n][i] for n in names]) for i in (1, 2))
+    step = np.linalg.pinv(jac) if names else np.zeros((0, len(r0)))
+    xb = np.tile(x, (draws, 1))
+    for it in range(BOOTSTRAP_STEPS if names else 0):
+        rb = -eps if it == 0 and not hn else np.array(
+            [residual_vector(base, obs, names + hn, np.concatenate([xb[j], hv[j]])) for j in range(draws)]) - r0 - eps
+        xb = np.clip(xb - rb @ step.T, lo, hi)
+    loads = np.geomspace(1.0, b_max, BOOTSTRAP_GRID)
+    d = np.array([_first_crossing(apply(base, names + hn, np.concatenate([xb[j], hv[j]])), loads)
+                  for j in range(draws)])
+    q = (1.0 - level) / 2.0
+    return float(np.quantile(d, q, method="inverted_cdf")), float(np.quantile(d, 1 - q, method="inverted_cdf"))
+
+
 def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, load_axis: str = "concurrency",
               bootstrap: int = 60, seed: int = 0, fix: dict[str, float] | None = None) -> Fit:
     """Least-squares fit of the identifiable parameters to both arms of a measured sweep.
@@ -222,48 +270,38 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
     n_res = len(residual_vector(base, obs, [], np.zeros(0)))
     most = max(min(levels - 1, n_res - 1), 0)
     at_default: dict[str, dict[str, Any]] = {}
+    held: dict[str, tuple[float, float]] = {}  # held at default: (centre, spread) its bootstrap draws use
     for drop in DROP_ORDER:
         if len(names) > most and drop in names:
             names.remove(drop)
             at_default[drop] = {"value": _initial(base, drop),
                                 "reason": f"not identifiable: {levels} levels fit at most {most} parameter(s)"}
+            # no information in the data: it varies in the bootstrap by as much as its default
+            held[drop] = (_initial(base, drop), abs(_initial(base, drop)))
     lo = np.array([PARAMETERS[n][1] for n in names])
     hi = np.array([PARAMETERS[n][2] for n in names])
     x = np.clip([_initial(base, n) for n in names], lo + 1e-9, hi - 1e-9)
-    stderr, cost = np.zeros(0), 0.0
+    stderr, cost, jac = np.zeros(0), 0.0, np.zeros((n_res, 0))
     while names:
         sol = _solve(base, obs, names, x, lo, hi)
-        x, cost = sol.x, float(sol.cost)
+        x, cost, jac = sol.x, float(sol.cost), sol.jac
         stderr = _stderr(sol, residual_vector(base, obs, names, x))
         worst = _unidentified(names, x, stderr, sol.active_mask)
         if worst is None:
             break
         i, reason = worst
         at_default[names[i]] = {"value": _initial(base, names[i]), "reason": reason}
+        # its fitted value and uncertainty, wide enough to reach the default it is held at
+        held[names[i]] = (float(x[i]), max(float(stderr[i]), abs(_initial(base, names[i]) - x[i])))
         keep = np.arange(len(names)) != i
         names = [n for j, n in enumerate(names) if keep[j]]
         x, lo, hi = np.clip(x[keep], lo[keep] + 1e-9, hi[keep] - 1e-9), lo[keep], hi[keep]
-        stderr = np.zeros(0)
+        stderr, jac = np.zeros(0), np.zeros((n_res, 0))
     fitted = apply(base, names, x)
     b_max = max(max(o.load, o.on_load) for o in obs) * 2.0
     cross = find_crossings(fitted, b_max)
     crossover = cross[0].batch if cross else None
-    interval = None
-    if bootstrap and names:
-        rng = np.random.default_rng(seed)
-        draws = []
-        for _ in range(bootstrap):  # case bootstrap over load levels, refit from the solution
-            idx = rng.integers(0, len(obs), len(obs))
-            sample = [obs[i] for i in idx]
-            if len({o.load for o in sample}) < 2:
-                continue
-            bx = _solve(base, sample, names, x, lo, hi, BOOTSTRAP_TOL).x
-            c = find_crossings(apply(base, names, bx), b_max)
-            draws.append(c[0].batch if c else np.inf)
-        d = np.sort(np.asarray(draws, float))  # inf = no crossover in that refit
-        if d.size:
-            pick = lambda q: float(d[min(int(round(q * (d.size - 1))), d.size - 1)])  # noqa: E731
-            interval = (pick(0.05), pick(0.95))
+    interval = _interval(base, obs, names, x, jac, held, bootstrap, b_max, seed) if bootstrap else None
     off, on, tp_off, tp_on = _predict(fitted, obs)
     residuals = []
     for i, o in enumerate(obs):

@@ -171,11 +171,12 @@ def calibration_table(fit, inputs: dict[str, Any]) -> str:
         lines.append("(a request-rate sweep: each level is fitted at its requests in flight off/on, rate x mean "
                      "e2e latency, on mean TPOT; the crossover is in requests in flight)")
     lines.append("")
+    iv = fit.crossover_interval
+    band = "" if iv is None or not np.isfinite(iv[0]) else (
+        f" (90% bootstrap interval {iv[0]:.1f} - {f'{iv[1]:.1f}' if np.isfinite(iv[1]) else 'no crossover'}; "
+        f"measurement noise and parameter uncertainty)")
     if fit.crossover is None:
-        lines.append("crossover: none within twice the largest measured level")
+        lines.append(f"crossover: none within twice the largest measured level{band}")
     else:
-        iv = fit.crossover_interval
-        band = "" if iv is None else (f" (90% bootstrap interval {iv[0]:.1f} - "
-                                      f"{f'{iv[1]:.1f}' if np.isfinite(iv[1]) else 'no crossover'})")
         lines.append(f"crossover: {fit.load_axis} {fit.crossover:.1f}{band}")
     return "\n".join(lines)
