@@ -14,6 +14,8 @@ def main() -> None:
     from crossover.curves import Scenario
     from crossover.specs import Deployment, load_hardware, load_model
     from crossover.speculation import Acceptance, Speculation
+    import numpy as np
+
     from crossover.whatif import grid, parse_axis
 
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("rtx-4090"), tp=1)
@@ -24,7 +26,10 @@ def main() -> None:
         "batch x k (125000 x 8)": ("batch=1..512", 125000, "k=1..8", 8),
     }
     for name, (xa, nx, ya, ny) in cases.items():
-        x_axis, xs = parse_axis(xa, nx)
+        # the library's grid over any number of points (the CLI's --points stops at 1000 per axis)
+        x_axis, xs = parse_axis(xa, min(nx, 1000))
+        if nx > 1000:
+            xs = list(np.geomspace(1, 512, nx))
         y_axis, ys = parse_axis(ya, ny)
         times = []
         for _ in range(3):

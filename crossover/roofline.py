@@ -237,9 +237,19 @@ class CompiledOps:
         batches of decode, verify and prefill chunks cost the same way as a uniform batch."""
         tokens = np.asarray(tokens, float)
         s = tokens if sampled is None else np.asarray(sampled, float)
-        names, rows = self._row_costs("all", tokens, s, np.asarray(kv, float), np.asarray(qk, float))
-        total = rows[0].sum(axis=0) + self.overhead_s
-        parts = [(names, rows)]
+        kv, qk = np.asarray(kv, float), np.asarray(qk, float)
+        t_shape = np.broadcast_shapes(tokens.shape, s.shape)
+        if np.broadcast_shapes(t_shape, kv.shape[1:]) == t_shape:  # one shape: every row in one pass
+            groups = ("all",)
+        else:  # the attention sums span more axes (e.g. a context axis): token rows on their own shape
+            groups = ("tokens", "attention")
+        parts = []
+        total: np.ndarray | float = self.overhead_s
+        for group in groups:
+            names, rows = self._row_costs(group, tokens, s, kv, qk)
+            if names:
+                total = total + rows[0].sum(axis=0)
+                parts.append((names, rows))
         if self.has_allreduce:
             ar = np.asarray(self._allreduce(tokens))
             total = total + ar
