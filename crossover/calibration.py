@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -119,7 +119,8 @@ class Fit:
         out["scenario"] = {
             "model": self.scenario.deployment.model.name, "hardware": self.scenario.deployment.hardware.name,
             "tp": self.scenario.deployment.tp, "method": self.scenario.speculation.method,
-            "k": self.scenario.speculation.k,
+            "k": self.scenario.speculation.k, "weight_dtype": self.scenario.deployment.wdtype,
+            "kv_dtype": self.scenario.deployment.kv_dtype,
         }
         return out
 
@@ -209,6 +210,26 @@ def _unidentified(names: list[str], x: np.ndarray, stderr: np.ndarray, active: n
     return None
 
 
+# A mean TPOT outside these bounds is no measurement: below 1 us a request would stream a million
+# tokens/s (denormals and unit slips land here), above 1e7 ms (~3 hours) a token is a stall.
+TPOT_MS_RANGE = (1e-3, 1e7)
+
+
+def _check_observation(o: Observation, load_axis: str) -> None:
+    """One line for a level no fit can use: an arm that delivered nothing, an absurd latency."""
+    files = o.label.split(" | ") if o.label.count(" | ") == 1 else [o.label or "level"] * 2
+    where = lambda arm: f"{files[arm == 'on']} at {load_axis} {o.load:g}"  # noqa: E731
+    if o.use_throughput:
+        for arm, v in (("off", o.tput_off), ("on", o.tput_on)):
+            if not (np.isfinite(v) and v > 0):
+                raise CrossoverError(f"{where(arm)}: the {arm} arm's output_throughput is {v:g} tokens/s; a level where an "
+                                     f"arm delivered nothing cannot be fitted: drop or rerun it")
+    for arm, v in (("off", o.tpot_off), ("on", o.tpot_on)):
+        if v is not None and v != 0 and not TPOT_MS_RANGE[0] <= v <= TPOT_MS_RANGE[1]:
+            raise CrossoverError(f"{where(arm)}: the {arm} arm's mean TPOT {v:g} ms is no measurement (expected "
+                                 f"{TPOT_MS_RANGE[0]:g}-{TPOT_MS_RANGE[1]:g} ms)")
+
+
 def _first_crossing(sc: Scenario, loads: np.ndarray) -> float:
     """The first load where speedup passes 1 on a log grid, interpolated in log load (inf: none)."""
     f = speedup(sc, loads) - 1.0
@@ -259,6 +280,8 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
     At most one parameter fewer than distinct levels is fitted (the rest, in DROP_ORDER, stay at
     their defaults); after each fit a parameter at a bound or whose standard error exceeds its value
     is fixed at its default and the rest refitted. `Fit.at_default` says which and why."""
+    for o in obs:
+        _check_observation(o, load_axis)
     levels = len({o.load for o in obs})
     if levels < 2:
         raise CrossoverError("calibration needs at least two load levels measured in both arms")
@@ -341,7 +364,48 @@ def load_calibration(path: str | Path) -> dict[str, float]:
         if not lo <= value <= hi:
             raise CrossoverError(f"{path}: parameter {name!r} = {value} lies outside [{lo}, {hi}]")
         out[name] = float(value)
-    for name, value in (data.get("fixed") or {}).items():
+    fixed = data.get("fixed") or {}
+    if not isinstance(fixed, dict):
+        raise CrossoverError(f"{path}: `fixed` must map parameter names to numbers, got {fixed!r}")
+    for name, value in fixed.items():
         if name in PARAMETERS:
+            lo, hi = PARAMETERS[name][1:]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise CrossoverError(f"{path}: fixed {name!r} must be a number in [{lo}, {hi}], got {value!r}")
             out.setdefault(name, float(value))
     return out
+
+
+def saved_scenario(path: str | Path) -> dict[str, Any] | None:
+    """The scenario a saved calibration was fitted on (model, hardware, tp, method, k, dtypes), or
+    None for a file written before fits recorded it."""
+    from .specs.loader import read_yaml
+
+    saved = read_yaml(Path(path)).get("scenario")
+    if saved is None:
+        return None
+    if not isinstance(saved, dict):
+        raise CrossoverError(f"{path}: `scenario` must be a mapping (model, hardware, tp, ...), got {saved!r}")
+    return saved
+
+
+def check_transfer(saved_scenario: dict[str, Any] | None, model_name: str, hardware_name: str, tp: int,
+                   force: bool = False, *, source: str | Path = "the calibration",
+                   transferred: Sequence[str] = ()) -> str | None:
+    """Refuse a calibration fitted on another model, hardware or TP (its efficiencies and overheads
+    were measured there) unless `force`; with `force`, the one-line note of what was transferred.
+    None when the scenarios agree or the file records none."""
+    if not saved_scenario:
+        return None
+    want = {"model": model_name, "hardware": hardware_name, "tp": tp}
+    diffs = [f"{key} {saved_scenario.get(key)} -> {value}" for key, value in want.items()
+             if key in saved_scenario and str(saved_scenario[key]) != str(value)]
+    if not diffs:
+        return None
+    fitted = f"{saved_scenario.get('model')} on {saved_scenario.get('tp')} x {saved_scenario.get('hardware')}"
+    if not force:
+        raise CrossoverError(f"{source}: fitted on {fitted}, not this scenario ({', '.join(diffs)}); its values "
+                             f"were measured there: give --force to apply them anyway")
+    what = ", ".join(transferred) if transferred else "its parameters"
+    return f"note: --force: {what} fitted on {fitted} applied to {model_name} on {tp} x {hardware_name} ({', '.join(diffs)})"
+

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .build import DEFAULT_K, DEFAULT_METHOD, inputs, scenario
-from .calibration import Observation, calibrate
+from .calibration import TPOT_MS_RANGE, Observation, calibrate
 from .compare import predicted_at_levels
 from .curves import Scenario
 from .errors import CrossoverError
@@ -96,9 +96,10 @@ class MeasuredResult:
 def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
              model: str | None = None, hardware: str | None = None, tp: int | None = None,
              method: str = DEFAULT_METHOD, draft: str | None = None, k: int | None = None,
-             calibration: str | Path | None = None) -> MeasuredResult:
+             calibration: str | Path | None = None, force: bool = False) -> MeasuredResult:
     """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
-    that name it), every point checked against the speed of light and the model beside each level."""
+    that name it), every point checked against the speed of light and the model beside each level.
+    `force`: apply a calibration fitted on another model, hardware or TP (build.scenario checks)."""
     table = read_arms(on, off, files, load_axis)
     model, note = model_for_check(table, model, hardware)
     notes = [note] if note else []
@@ -112,7 +113,7 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     check_file_taus(table, k)
     p_len, o_len = table.mean_lengths()
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=files_tau(table),
-                  calibration=calibration, prompt_len=p_len, output_len=o_len)
+                  calibration=calibration, prompt_len=p_len, output_len=o_len, **({"force": True} if force else {}))
     predicted = predicted_at_levels(table, sc)
     if predicted is None:
         notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "
@@ -130,6 +131,10 @@ def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
                 raise CrossoverError(f"{p.source}: a request-rate sweep is calibrated on mean TPOT at the requests "
                                      f"in flight (rate x mean_e2el_ms), so both arms need mean_e2el_ms and "
                                      f"mean_tpot_ms at every level")
+            e2e = p.metrics["mean_e2el_ms"]
+            if not TPOT_MS_RANGE[0] <= e2e <= TPOT_MS_RANGE[1]:
+                raise CrossoverError(f"{p.source}: mean_e2el_ms {e2e:g} is no measurement (expected "
+                                     f"{TPOT_MS_RANGE[0]:g}-{TPOT_MS_RANGE[1]:g} ms)")
         obs.append(Observation(in_flight(off, sc), off.output_throughput, on.output_throughput,
                                off.metrics["mean_tpot_ms"], on.metrics["mean_tpot_ms"], f"{off.source} | {on.source}",
                                load_on=in_flight(on, sc), use_throughput=False))
