@@ -1,4 +1,5 @@
-"""Speed of calibration: a 2-arm, 10-level measured sweep, fit + 60-refit bootstrap of the crossover.
+"""Speed of calibration: a 2-arm, 10-level measured sweep, fit (up to 5 parameters) + 60-draw parametric
+bootstrap of the crossover.
 
 Run: python benchmarks/bench_calibrate.py   (goal: <= 2 s; prints the median of 5 runs)
 """
@@ -35,7 +36,7 @@ def main() -> None:
         t0 = time.perf_counter()
         fit = calibrate(start, obs, fit_acceptance=True, bootstrap=60)
         times.append(time.perf_counter() - t0)
-    print(f"calibrate 2 arms x 10 levels (5 parameters, 60 bootstrap refits): median {statistics.median(times):.2f} s "
+    print(f"calibrate 2 arms x 10 levels (up to 5 parameters, 60 bootstrap draws): median {statistics.median(times):.2f} s "
           f"(goal <= 2 s); crossover {fit.crossover:.1f}, interval {fit.crossover_interval}")
 
 

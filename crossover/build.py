@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import memory
-from .calibration import PARAMETERS, load_calibration
+from .calibration import PARAMETERS, check_transfer, load_calibration, saved_scenario
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
 from .memory import batch_ceiling, check_batches  # noqa: F401 - part of this module's interface
@@ -215,7 +215,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
              bandwidth_fraction: float | None = None, flops_fraction: float | None = None,
              step_overhead_ms: float | None = None, transition: str | None = None,
              calibration: str | Path | None = None, workload: str | Workload | None = None,
-             allow_vocab_mismatch: bool = False) -> Scenario:
+             allow_vocab_mismatch: bool = False, force_calibration: bool = False) -> Scenario:
     """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
     4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
     per_position; else a calibration's, else the workload's, else 0.7), the context (default 2048,
@@ -246,6 +246,11 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
                       step_overhead_ms=step_overhead_ms, transition=transition)
     dep = _deployment(target, hw, tp, peak, context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                       efficiency=eff, expert_parallel=expert_parallel)
+    if calibration is not None:  # a fit of another model, hardware or TP applies only when forced
+        note = check_transfer(saved_scenario(calibration), target.name, hw.name, dep.tp, force_calibration,
+                              source=calibration, transferred=list(calibrated))
+        if note:
+            warnings.warn(note)
     acc = acceptance_of(acceptance=acceptance, tau=tau, per_position=per_position, match_rate=match_rate,
                         method=method, calibrated=calibrated.get("acceptance"), workload=wl)
     spec = speculation(target, method=method, k=k, tree=tree, draft=draft, draft_tp=draft_tp,

@@ -113,7 +113,7 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     check_file_taus(table, k)
     p_len, o_len = table.mean_lengths()
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=files_tau(table),
-                  calibration=calibration, prompt_len=p_len, output_len=o_len, **({"force": True} if force else {}))
+                  calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force)
     predicted = predicted_at_levels(table, sc)
     if predicted is None:
         notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "

@@ -117,3 +117,16 @@ def test_simulated_decode_steps_are_the_step_models_prices(speculate):
     ctx = p + np.arange(o - 1, dtype=float)  # one token per step after the prompt's own
     steps = model.price(model.decode(np.ones_like(ctx), ctx, spec if speculate else None)).total
     assert log.finish[0] - log.first_token[0] == pytest.approx(float(steps.sum()), rel=1e-12)
+
+
+def test_a_calibration_of_another_model_applies_only_when_forced(tmp_path):
+    fit = tmp_path / "fit.yaml"
+    fit.write_text("crossover_calibration: 1\nscenario: {model: llama-3.1-70b, hardware: h100-sxm, tp: 4}\n"
+                   "parameters:\n  step_overhead_ms: {value: 2.0}\n")
+    with pytest.raises(crossover.CrossoverError, match="force"):
+        crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", calibration=fit)
+    with pytest.warns(UserWarning):
+        sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", calibration=fit, force_calibration=True)
+    assert sc.deployment.efficiency.step_overhead_s == pytest.approx(2e-3)
+    same = crossover.scenario(model="llama-3.1-70b", hardware="h100-sxm", tp=4, calibration=fit)
+    assert same.deployment.efficiency.step_overhead_s == pytest.approx(2e-3)

@@ -18,6 +18,7 @@ from .model_verbs import (
     cmd_whatif,
 )
 from .parser import build_parser
+from .scenario import warnings_as_lines
 from .spec_verbs import cmd_hardware, cmd_models
 
 
@@ -40,7 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "plan": cmd_plan, "report": cmd_report,
                 "measured": cmd_measured,
                 "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
-        return verb(args)
+        with warnings_as_lines():  # the library's warnings, one stderr line each
+            return verb(args)
     except CrossoverError as exc:
         print(f"crossover: error: {exc}", file=sys.stderr)
         return 2

@@ -56,6 +56,8 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     e.add_argument("--transition", choices=["smooth", "max", "sum"], help="memory/compute transition model")
     e.add_argument("--expert-parallel", action="store_true", help="MoE: experts split whole over the TP group")
     e.add_argument("--calibration", help="apply a fit saved by `crossover calibrate` (flags set here still win)")
+    e.add_argument("--force-calibration", action="store_true", help="apply a --calibration fitted on another model, "
+                                                                      "hardware or TP (prints what was transferred)")
 
 
 def _add_measured_flags(p: argparse.ArgumentParser) -> None:
@@ -163,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
     me.add_argument("--draft", help="draft model for --method draft")
     me.add_argument("--k", default=str(DEFAULT_K), help="draft tokens per step")
+    me.add_argument("--force-calibration", action="store_true", help="apply a --calibration fitted on another "
+                                                                       "model, hardware or TP")
     me.add_argument("--calibration", help="predict beside the measurement with a fit saved by `crossover calibrate` "
                                           "(e.g. one made on another sweep: a hold-out check)")
     me.add_argument("--strict", action="store_true", help="exit 2 when a point beats the speed-of-light bound")
