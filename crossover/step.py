@@ -177,24 +177,29 @@ class StepModel:
         target = run(self.target, mix.target)
         verifying = np.asarray(mix.verifying, float)
         drafting = verifying > 0
-        zero = np.zeros_like(verifying)
+        every = bool(drafting.all())
+
+        def gate(x):
+            """`x` where sequences verify (and so draft), 0 where none does."""
+            return x if every else np.where(drafting, x, 0.0)
+
+        any_draft = bool(drafting.any())
         terms = {"target_forward": target.total, "step_overhead": eff.step_overhead_s,
-                 "draft_forwards": zero, "draft_step_overhead": zero, "draft_prefill": zero,
-                 "spec_overhead": np.where(drafting, eff.spec_overhead_s, 0.0),
-                 "spec_overhead_per_seq": np.where(drafting, verifying * eff.spec_overhead_per_seq_s, 0.0)}
+                 "draft_forwards": 0.0, "draft_step_overhead": 0.0, "draft_prefill": 0.0,
+                 "spec_overhead": gate(eff.spec_overhead_s) if any_draft else 0.0,
+                 "spec_overhead_per_seq": gate(verifying * eff.spec_overhead_per_seq_s) if any_draft else 0.0}
         drafts = []
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
-        for count, work in mix.draft_passes:
+        for count, work in (mix.draft_passes if any_draft else ()):
             one = run(self.draft, work)
             drafts.append(one)
-            terms["draft_forwards"] = terms["draft_forwards"] + np.where(drafting, count * one.total, 0.0)
-            terms["draft_step_overhead"] = terms["draft_step_overhead"] + np.where(
-                drafting, count * eff.draft_step_overhead_s, 0.0)
+            terms["draft_forwards"] = terms["draft_forwards"] + gate(count * one.total)
+            terms["draft_step_overhead"] = terms["draft_step_overhead"] + gate(count * eff.draft_step_overhead_s)
         if mix.draft_prefill is not None and self.draft is not None:
             pre = run(self.draft, mix.draft_prefill).total
-            if mix.draft_passes:  # inside the first draft pass: no second launch
-                pre = pre - np.where(drafting, self.draft.overhead_s, 0.0)
+            if mix.draft_passes and any_draft:  # inside the first draft pass: no second launch
+                pre = pre - gate(self.draft.overhead_s)
             terms["draft_prefill"] = np.where(np.asarray(mix.draft_prefill.tokens) > 0, pre, 0.0)
         total = terms["target_forward"] + terms["step_overhead"]
         for name in StepBreakdown.TERMS[2:]:
