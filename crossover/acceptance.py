@@ -10,6 +10,7 @@ import numpy as np
 
 from .errors import CrossoverError
 
+
 def tau_from_rate(alpha, k):
     """Expected tokens per verify step, bonus included: (1 - a^(k+1)) / (1 - a) (Leviathan et al.);
     k + 1 at a = 1. Scalars give a float; arrays (alpha and k broadcast) give an array."""

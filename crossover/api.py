@@ -21,9 +21,9 @@ from .build import acceptance_of, inputs, scenario, speculation
 from .curves import DEFAULT_BATCHES, Scenario
 from .curves import predict as _predict
 from .engines import engine_configs
+from .errors import CrossoverError
 from .measured import calibrate_sweep as calibrate  # noqa: F401 - an API verb
 from .measured import measured  # noqa: F401 - an API verb
-from .errors import CrossoverError
 from .memory import batch_ceiling
 from .plan import plan as _plan
 from .policy import best_k_policy

@@ -4,7 +4,6 @@ request rates). Used by `measured` and `simulate`; the tables and JSON live in r
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .curves import EQUAL_RTOL, LevelCrossings, level_crossings  # noqa: F401 - measured's API

@@ -13,7 +13,12 @@ from .calibration import TPOT_MS_RANGE, Observation, calibrate
 from .compare import predicted_at_levels
 from .curves import Scenario
 from .errors import CrossoverError
-from .measured_report import calibration_dict, calibration_table, measured_dict, measured_table
+from .measured_report import (
+    calibration_dict,
+    calibration_table,
+    measured_dict,
+    measured_table,
+)
 from .measurements import MeasuredTable, read_measurements
 from .physics import LIKELY_CAUSES, check, files_model, in_flight
 

@@ -7,8 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from .compare import EQUAL_RTOL, PREDICT_RATE_PROMPTS, latency_crossovers, level_crossings
+from .compare import (
+    EQUAL_RTOL,
+    PREDICT_RATE_PROMPTS,
+    latency_crossovers,
+    level_crossings,
+)
 from .report import _clean, _other_crossings, latency_lines
+
 
 def _measured_ratio(table, off, on) -> float:
     """Speedup of one measured level: output throughput on/off; mean e2e latency off/on for request rates."""

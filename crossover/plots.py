@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CrossoverError
+from .files import write_atomic
 
 
 def _pyplot():
@@ -21,10 +22,10 @@ def _save(fig, path: str) -> None:
     suffix = Path(path).suffix.lower()
     if suffix not in (".png", ".svg", ".pdf"):
         raise CrossoverError(f"--plot {path}: use a .png, .svg or .pdf file name")
-    try:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
-    except OSError as exc:
-        raise CrossoverError(f"cannot write {path}: {exc.strerror}") from None
+    def write(tmp: str) -> None:
+        fig.savefig(tmp, dpi=130, bbox_inches="tight")
+
+    write_atomic(path, write)
 
 
 def _title(inputs: dict[str, Any]) -> str:

@@ -8,8 +8,8 @@ import numpy as np
 
 from . import memory
 from .curves import Scenario, crossing_between_levels
-from .specs import load_hardware
 from .errors import CrossoverError
+from .specs import load_hardware
 from .speculation import tau_from_rate
 from .step import StepModel
 

@@ -121,7 +121,7 @@ def test_measured_and_calibrate_cli(tmp_path):
     assert out.exists()
     again = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *base,
                     "--out", str(out))
-    assert again.returncode == 2 and "never overwritten" in again.stderr
+    assert again.returncode == 2 and "--force" in again.stderr
     p = run_cli("predict", "--model", "llama-3.1-8b", "--calibration", str(out), "--json")
     assert p.returncode == 0, p.stderr
     eff = json.loads(p.stdout)["inputs"]["efficiency"]

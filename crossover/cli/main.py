@@ -17,6 +17,7 @@ from .model_verbs import (
     cmd_simulate,
     cmd_whatif,
 )
+from .outputs import check_outputs
 from .parser import build_parser
 from .scenario import warnings_as_lines
 from .spec_verbs import cmd_hardware, cmd_models
@@ -41,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "plan": cmd_plan, "report": cmd_report,
                 "measured": cmd_measured,
                 "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
+        check_outputs(args)  # before any work: never an input, never an existing file without --force
         with warnings_as_lines():  # the library's warnings, one stderr line each
             return verb(args)
     except CrossoverError as exc:

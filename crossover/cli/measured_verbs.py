@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import yaml
 
 from ..build import inputs
 from ..errors import CrossoverError
+from ..files import write_text
 from ..measured import calibrate_sweep, measured
 from .common import _lengths, _number
 from .scenario import scenario_kwargs
@@ -59,13 +59,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                                                  positive=False)),
                           model=model, prompt_len=p_len, output_len=o_len, **kw)
     if args.out:
-        if os.path.exists(args.out):
-            raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")
-        try:
-            with open(args.out, "x", encoding="utf-8") as fh:
-                yaml.safe_dump(res.to_yaml_dict(), fh, sort_keys=False)
-        except OSError as exc:
-            raise CrossoverError(f"cannot write {args.out}: {exc.strerror}") from None
+        write_text(args.out, yaml.safe_dump(res.to_yaml_dict(), sort_keys=False))
         print(f"wrote {args.out}", file=sys.stderr)
     _print(args, res)
     return 0

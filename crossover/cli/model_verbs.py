@@ -7,14 +7,14 @@ import csv
 import json
 import sys
 import time
-
 from pathlib import Path
 
 from .. import api
 from ..curves import DEFAULT_BATCHES
 from ..errors import CrossoverError
-from ..memory import batch_ceiling, check_batches
+from ..files import write_atomic, write_text
 from ..html_report import build as build_page
+from ..memory import batch_ceiling, check_batches
 from ..report import simulation_rows
 from ..workload import load_workload
 from .common import _lengths, _number, parse_list
@@ -24,12 +24,13 @@ PROGRESS_AFTER_S = 2.0
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
-    """Rows (header first) to a CSV file, with a one-line error when it cannot be written."""
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
+    """Rows (header first) to a CSV file, atomically, with a one-line error when it cannot be written."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
             csv.writer(fh).writerows(rows)
-    except OSError as exc:
-        raise CrossoverError(f"cannot write {path}: {exc.strerror}") from None
+
+    write_atomic(path, write)
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -143,10 +144,10 @@ def cmd_report(args: argparse.Namespace) -> int:
                       sim.inputs if sim else None, sim.to_text() if sim else None)
     out = Path(args.out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "index.html").write_text(page, encoding="utf-8")
+        out.mkdir(parents=True, exist_ok=True)  # the report's folder is created if missing
     except OSError as exc:
-        raise CrossoverError(f"cannot write {out / 'index.html'}: {exc.strerror}") from None
+        raise CrossoverError(f"cannot write {out}: {exc.strerror}") from None
+    write_text(out / "index.html", page)
     print(f"wrote {out / 'index.html'}", file=sys.stderr)
     return 0
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import yaml
 
 from ..errors import CrossoverError
+from ..files import write_text
 from ..report import spec_listing, spec_text
 from ..specs.hf_import import import_config
 from ..specs.loader import available, resolve
@@ -26,13 +26,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         spec = import_config(args.config, args.name)
         text = yaml.safe_dump(spec, sort_keys=False)
         if args.out:
-            if os.path.exists(args.out):
-                raise CrossoverError(f"{args.out} exists; choose another --out (files are never overwritten)")
-            try:
-                with open(args.out, "x", encoding="utf-8") as fh:
-                    fh.write(text)
-            except OSError as exc:
-                raise CrossoverError(f"cannot write {args.out}: {exc.strerror}") from None
+            write_text(args.out, text)
             print(f"wrote {args.out}", file=sys.stderr)
         else:
             sys.stdout.write(text)
