@@ -18,7 +18,7 @@ import numpy as np
 from . import results
 from .adaptive import adaptive_throughput
 from .build import acceptance_of, inputs, scenario, speculation
-from .curves import DEFAULT_BATCHES, Scenario
+from .curves import DEFAULT_BATCHES, Scenario, memory_limits
 from .curves import predict as _predict
 from .engines import engine_configs
 from .errors import CrossoverError
@@ -95,7 +95,7 @@ def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int |
     sc = _scenario(scenario, scenario_kwargs)
     resolved = inputs(sc)
     if batch_max is None:
-        batch_max = max(1, min(_predict(sc, [1]).max_batch_off, 1024))
+        batch_max = max(1, min(memory_limits(sc)[0], 1024))
     pol = best_k_policy(sc, int(batch_max), int(k_max))
     spec = sc.speculation
     draft = spec.draft.name if spec.method == "draft" and spec.draft is not None else None

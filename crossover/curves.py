@@ -42,6 +42,12 @@ class Scenario:
                                  f"{self.output_len:g})")
 
     @property
+    def held_tokens(self) -> float:
+        """Tokens each sequence's KV cache holds at its longest: the whole prompt + output when the
+        lengths are given, else the context."""
+        return self.prompt_len + self.output_len if self.mixed else self.context  # type: ignore[operator]
+
+    @property
     def mixed(self) -> bool:
         """Whether the prefill/decode mix is modelled."""
         return self.prompt_len is not None
@@ -264,22 +270,26 @@ class Prediction:
 def draft_memory(sc: Scenario) -> tuple[float, float]:
     """(weights per GPU, KV bytes per sequence per GPU) the scenario's speculation adds, each
     sequence holding its whole prompt + output (or the context)."""
-    held = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
-    return sc.speculation.memory(sc.deployment, held)
+    return sc.speculation.memory(sc.deployment, sc.held_tokens)
+
+
+def memory_limits(sc: Scenario) -> tuple[int, int]:
+    """The largest batch without and with speculation (its draft's weights and KV cache), each
+    request's KV held at its longest; a one-line error when not one sequence fits."""
+    dep, peak = sc.deployment, sc.held_tokens
+    memory.check_fits(dep, peak)
+    w, kv = draft_memory(sc)
+    return (memory.max_batch(dep, peak, slack_tokens=1),
+            memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
+                             slack_tokens=sc.speculation.k + 1))
 
 
 def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
     """Curves at `batches`, the crossover root on [1, max(batches)], and the memory limits."""
     b = np.asarray(batches, float)
     dep, spec = sc.deployment, sc.speculation
+    max_off, max_on = memory_limits(sc)
     model = StepModel.of(dep, spec)
     curves = evaluate(sc, b, model)
-    # Memory holds each request's KV at its longest: the whole prompt + output when those are given.
-    peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
-    memory.check_fits(dep, peak)
-    max_off = memory.max_batch(dep, peak, slack_tokens=1)
-    w, kv = draft_memory(sc)
-    max_on = memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
-                              slack_tokens=spec.k + 1)
     crossings = find_crossings(sc, float(b.max()), model)
     return Prediction(sc, curves, spec.tau, max_off, max_on, crossings)

@@ -235,6 +235,13 @@ class Speculation:
         return []  # ngram: proposals come from the context, no forward
 
     @property
+    def draft_reads_prompts(self) -> bool:
+        """Whether the draft keeps its own per-sequence state (KV cache or hidden states) and so
+        processes every prompt too: draft models, EAGLE heads and MTP layers; not n-gram (no
+        forward) or Medusa (heads on the target's last hidden state)."""
+        return self.method not in ("ngram", "medusa")
+
+    @property
     def draft_forwards(self) -> int:
         """Sequential draft forwards per speculative step."""
         return {"medusa": 1, "ngram": 0}.get(self.method, self.k)

@@ -243,7 +243,7 @@ class StepModel:
         target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
         passes = self.draft_passes(decoding, context, spec.draft_pass_widths)
         pre = None
-        if self.draft is not None and spec.method not in ("ngram", "medusa"):  # the draft reads the prompts too
+        if self.draft is not None and spec.draft_reads_prompts:
             pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
         return Mix(target, np.asarray(decoding, float), passes, pre)
 

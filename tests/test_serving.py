@@ -24,7 +24,7 @@ def scenario(hw="h100-sxm", method="eagle", alpha=0.7, k=3, p=None, o=None, mode
 @pytest.mark.parametrize("conc", [1, 16, 64])
 def test_simulation_agrees_with_closed_form_at_fixed_lengths(p_len, o_len, conc):
     sc = scenario(p=p_len, o=o_len)
-    r = run_level(sc, fixed(p_len, o_len), "concurrency", conc, num_prompts=600, seed=1, level_index=0)
+    r = run_level(sc, fixed(p_len, o_len), "concurrency", conc, num_prompts=600, seed=1)
     c = evaluate(sc, [conc])
     assert r["off"]["output_throughput"] == pytest.approx(float(c.tokens_per_s_off[0]), rel=0.05)
     assert r["on"]["output_throughput"] == pytest.approx(float(c.tokens_per_s_on[0]), rel=0.05)
@@ -34,7 +34,7 @@ def test_simulation_agrees_with_closed_form_at_fixed_lengths(p_len, o_len, conc)
 
 def test_tpot_at_concurrency_1_is_the_decode_step():
     sc = scenario(p=128, o=256)
-    r = run_level(sc, fixed(128, 256), "concurrency", 1, num_prompts=50, seed=0, level_index=0)
+    r = run_level(sc, fixed(128, 256), "concurrency", 1, num_prompts=50, seed=0)
     from crossover.step import step_time
 
     dec = float(step_time(sc.deployment, [1], 1, 128 + 128).total[0])  # mean context over the decode
@@ -62,10 +62,8 @@ def test_the_prefill_share_lowers_the_gain_and_the_crossover():
 
 def test_prefill_is_not_sped_up_by_speculation():
     # with long prompts and short outputs (Amdahl) the gain at low load is smaller
-    chat = run_level(scenario(p=128, o=512), fixed(128, 512), "concurrency", 4, num_prompts=120, seed=0,
-                     level_index=0)
-    summ = run_level(scenario(p=4000, o=64), fixed(4000, 64), "concurrency", 4, num_prompts=120, seed=0,
-                     level_index=0)
+    chat = run_level(scenario(p=128, o=512), fixed(128, 512), "concurrency", 4, num_prompts=120, seed=0)
+    summ = run_level(scenario(p=4000, o=64), fixed(4000, 64), "concurrency", 4, num_prompts=120, seed=0)
     gain = lambda r: r["on"]["output_throughput"] / r["off"]["output_throughput"]  # noqa: E731
     assert gain(summ) < gain(chat)
     # and speculation leaves time-to-first-token no better
@@ -75,9 +73,9 @@ def test_prefill_is_not_sped_up_by_speculation():
 def test_same_seed_same_results_and_p99_above_p50():
     sc = scenario(p=222, o=201)
     w, base = load_workload("sharegpt")
-    a = run_level(sc, w, "concurrency", 16, num_prompts=200, seed=7, level_index=0, base=base)
-    b = run_level(sc, w, "concurrency", 16, num_prompts=200, seed=7, level_index=0, base=base)
-    c = run_level(sc, w, "concurrency", 16, num_prompts=200, seed=8, level_index=0, base=base)
+    a = run_level(sc, w, "concurrency", 16, num_prompts=200, seed=7, base=base)
+    b = run_level(sc, w, "concurrency", 16, num_prompts=200, seed=7, base=base)
+    c = run_level(sc, w, "concurrency", 16, num_prompts=200, seed=8, base=base)
     assert a == b
     assert a["on"]["output_throughput"] != c["on"]["output_throughput"]
     for arm in ("off", "on"):
@@ -88,7 +86,7 @@ def test_same_seed_same_results_and_p99_above_p50():
 
 def test_acceptance_is_ragged_across_the_batch():
     sc = scenario(p=64, o=300, alpha=0.6)
-    r = run_level(sc, fixed(64, 300), "concurrency", 32, num_prompts=200, seed=0, level_index=0)
+    r = run_level(sc, fixed(64, 300), "concurrency", 32, num_prompts=200, seed=0)
     on = r["on"]
     assert on["p99_tpot_ms"] > on["median_tpot_ms"] * 1.02  # per-request acceptance noise spreads TPOT
     assert on["spec_decode_acceptance_length"] == pytest.approx(sc.speculation.tau, rel=0.03)
@@ -96,7 +94,7 @@ def test_acceptance_is_ragged_across_the_batch():
 
 def test_open_loop_low_rate_same_throughput_lower_latency():
     sc = scenario(p=200, o=200)
-    r = run_level(sc, fixed(200, 200), "request_rate", 1.0, num_prompts=200, seed=0, level_index=0)
+    r = run_level(sc, fixed(200, 200), "request_rate", 1.0, num_prompts=200, seed=0)
     assert r["on"]["request_throughput"] == pytest.approx(r["off"]["request_throughput"], rel=0.1)
     assert r["off"]["mean_e2el_ms"] / r["on"]["mean_e2el_ms"] > 1.3
 
@@ -119,8 +117,8 @@ def test_a_concurrency_that_does_not_fit_says_what_fits():
 def test_engine_limits_cap_running_sequences():
     sc = scenario(p=64, o=64)
     limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=8192)
-    r = run_level(sc, fixed(64, 64), "concurrency", 32, num_prompts=100, seed=0, level_index=0, limits=limits)
-    r8 = run_level(sc, fixed(64, 64), "concurrency", 8, num_prompts=100, seed=0, level_index=0)
+    r = run_level(sc, fixed(64, 64), "concurrency", 32, num_prompts=100, seed=0, limits=limits)
+    r8 = run_level(sc, fixed(64, 64), "concurrency", 8, num_prompts=100, seed=0)
     # 32 clients on an engine that runs 8 at a time deliver about what 8 clients do, and wait longer
     assert r["off"]["output_throughput"] == pytest.approx(r8["off"]["output_throughput"], rel=0.15)
     assert r["off"]["median_e2el_ms"] > 2 * r8["off"]["median_e2el_ms"]
@@ -212,6 +210,6 @@ def test_routing_by_load_beats_always_on_at_peak_and_always_off_in_troughs():
 
 def test_a_schedule_of_zeros_without_a_draft_is_the_off_arm():
     sc = Scenario(scenario(p=200, o=100).deployment, Speculation("ngram", 3, Acceptance.rate(0.6)), 250, 200, 100)
-    r = run_level(sc, fixed(200, 100), "concurrency", 32, num_prompts=150, seed=0, level_index=0,
+    r = run_level(sc, fixed(200, 100), "concurrency", 32, num_prompts=150, seed=0,
                   schedule=np.zeros(256, int))
     assert r["policy"]["output_throughput"] == pytest.approx(r["off"]["output_throughput"], rel=1e-12)

@@ -177,16 +177,15 @@ def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
                                draft=load_model(draft) if draft else None, draft_tp=1 if draft else None)
             return Scenario(dep, spec, p + o / 2, p, o)
 
-        def ratio(alpha: float, rate: float, i: int) -> tuple[float, dict]:
-            r = run_level(sc(alpha), w, "request_rate", rate, num_prompts=num_prompts, seed=0, level_index=i,
-                          base=base)
+        def ratio(alpha: float, rate: float) -> tuple[float, dict]:
+            r = run_level(sc(alpha), w, "request_rate", rate, num_prompts=num_prompts, seed=0, base=base)
             return r["off"]["mean_e2el_ms"] / r["on"]["mean_e2el_ms"], r
 
         first = float(rs[0]["speedup"])
-        alpha = bisect(lambda a: ratio(a, float(rs[0]["load_value"]), 0)[0], 0.0, 0.97, first, iters=14)
+        alpha = bisect(lambda a: ratio(a, float(rs[0]["load_value"]))[0], 0.0, 0.97, first, iters=14)
         for i, r in enumerate(rs):
             rate = float(r["load_value"])
-            pr, res = ratio(alpha, rate, i)
+            pr, res = ratio(alpha, rate)
             out.append(Point(r["id"], f"vLLM blog {wname} {method}", rate, float(r["speedup"]), pr,
                              "mean e2e latency s (off)", float(r["value_off"]), res["off"]["mean_e2el_ms"] / 1e3,
                              calibration=i == 0))

@@ -1,19 +1,10 @@
-"""Shared pieces of the CLI: defaults, value parsing with one-line errors, output helpers."""
+"""Shared pieces of the CLI: value parsing with one-line errors, output helpers."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from ..build import (  # noqa: F401 - the CLI's defaults are the library's
-    DEFAULT_ACCEPTANCE,
-    DEFAULT_CONTEXT,
-    DEFAULT_HARDWARE,
-    DEFAULT_K,
-    DEFAULT_METHOD,
-    DEFAULT_MODEL,
-    MIN_SEQUENCES_FOR_AUTO_TP,
-)
 from ..errors import CrossoverError
 
 MAX_LIST = 100_000  # values one list flag may expand to (1..N ranges)
@@ -63,13 +54,6 @@ def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
     return items
 
 
-def _fraction(text: str, what: str) -> float:
-    v = _number(text, what)
-    if v > 1:
-        raise CrossoverError(f"{what} must lie in (0, 1] (got {text})")
-    return v
-
-
 def _lengths(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """--prompt-len and --output-len (mean tokens per request), both or neither."""
     if (args.prompt_len is None) != (args.output_len is None):
@@ -79,12 +63,6 @@ def _lengths(args: argparse.Namespace) -> tuple[float | None, float | None]:
     return _number(args.prompt_len, "--prompt-len"), _number(args.output_len, "--output-len")
 
 
-def _emit(args: argparse.Namespace, as_dict, as_text, inputs: dict | None = None) -> None:
-    """Print one JSON object (--json, with the resolved inputs) or the readable text."""
-    if getattr(args, "json", False):
-        out = as_dict()
-        if inputs is not None:
-            out["inputs"] = inputs
-        print(json.dumps(out, indent=2))
-    else:
-        print(as_text())
+def print_result(args: argparse.Namespace, result) -> None:
+    """A verb's result as one JSON object (--json: exactly `result.to_dict()`) or as its text."""
+    print(json.dumps(result.to_dict(), indent=2) if getattr(args, "json", False) else result.to_text())

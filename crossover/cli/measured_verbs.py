@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import yaml
@@ -12,16 +11,12 @@ from ..build import inputs
 from ..errors import CrossoverError
 from ..files import write_text
 from ..measured import calibrate_sweep, measured
-from .common import _lengths, _number
+from .common import _lengths, _number, print_result
 from .scenario import scenario_kwargs
 
 
 def _files(args: argparse.Namespace) -> dict:
     return dict(on=args.on, off=args.off, files=args.files, load_axis=args.load_axis)
-
-
-def _print(args: argparse.Namespace, result) -> None:
-    print(json.dumps(result.to_dict(), indent=2) if getattr(args, "json", False) else result.to_text())
 
 
 def cmd_measured(args: argparse.Namespace) -> int:
@@ -37,7 +32,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
         from ..plots import plot_measured
 
         plot_measured(res.table, (res.scenario, inputs(res.scenario)) if res.scenario else None, args.plot, res.predicted)
-    _print(args, res)
+    print_result(args, res)
     if res.notes and res.notes[-1].startswith("note: physics check skipped"):
         print(res.notes[-1], file=sys.stderr)
     bad = res.impossible
@@ -61,5 +56,5 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.out:
         write_text(args.out, yaml.safe_dump(res.to_yaml_dict(), sort_keys=False))
         print(f"wrote {args.out}", file=sys.stderr)
-    _print(args, res)
+    print_result(args, res)
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from ..html_report import build as build_page
 from ..memory import batch_ceiling, check_batches
 from ..report import simulation_rows
 from ..workload import load_workload
-from .common import _lengths, _number, parse_list
+from .common import _lengths, _number, parse_list, print_result
 from .scenario import scenario_from_args, speculation_kwargs, warnings_as_lines
 
 PROGRESS_AFTER_S = 2.0
@@ -32,11 +31,6 @@ def _write_csv(path: str, rows: list[list]) -> None:
 
     write_atomic(path, write)
     print(f"wrote {path}", file=sys.stderr)
-
-
-def _print(args: argparse.Namespace, result) -> None:
-    """The result as one JSON object (--json) or as text."""
-    print(json.dumps(result.to_dict(), indent=2) if getattr(args, "json", False) else result.to_text())
 
 
 def _progress(axis: str):
@@ -68,7 +62,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         from ..plots import plot_prediction
 
         plot_prediction(res.prediction, res.inputs, args.plot)
-    _print(args, res)
+    print_result(args, res)
     return 0
 
 
@@ -97,7 +91,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         rows = simulation_rows(res.sweep)
         _write_csv(args.csv, [list(rows[0])] + [list(r.values()) for r in rows])
     if args.json or not args.csv:
-        _print(args, res)
+        print_result(args, res)
     return 0
 
 
@@ -117,7 +111,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
         from ..plots import plot_policy
 
         plot_policy(res.policy, res.inputs, args.plot)
-    _print(args, res)
+    print_result(args, res)
     return 0
 
 
@@ -167,7 +161,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from ..plots import plot_plan
 
         plot_plan(res.plan, res.inputs, args.plot)
-    _print(args, res)
+    print_result(args, res)
     return 0
 
 
@@ -182,5 +176,5 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 
         plot_whatif(res.grid, res.inputs, args.plot)
     if args.json or not args.csv or args.plot:
-        _print(args, res)
+        print_result(args, res)
     return 0

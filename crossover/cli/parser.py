@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (
+from ..build import (
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
     DEFAULT_HARDWARE,
@@ -12,8 +12,8 @@ from .common import (
     DEFAULT_METHOD,
     DEFAULT_MODEL,
     MIN_SEQUENCES_FOR_AUTO_TP,
-    _Parser,
 )
+from .common import _Parser
 
 
 def _add_speculation_flags(p: argparse.ArgumentParser) -> None:

@@ -160,7 +160,7 @@ class _Engine:
         self.schedule = arm.schedule if arm.speculate else None
         self.modes: dict[int, _Mode] = {}
         self.draft_budget = self.spec.draft_kv_budget
-        self.draft_prefills = arm.speculate and self.spec.method not in ("ngram", "medusa")
+        self.draft_prefills = arm.speculate and self.spec.draft_reads_prompts
         self.need = (prompt + output + (np.ceil(self.spec.verify_width) if arm.speculate else 1.0)).astype(float)
         if self.need.max() > kv_capacity:
             raise CrossoverError(

@@ -161,14 +161,13 @@ def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, l
 
 
 def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num_prompts: int, seed: int,
-              level_index: int | None = None, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(),
+              burstiness: float = 1.0, limits: EngineLimits = EngineLimits(),
               warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
               schedule: np.ndarray | None = None, capacities: dict[str, float] | None = None) -> dict:
     """Both arms (and the scheduled arm, given a schedule) at one level, on the same requests.
 
     The requests (lengths, arrivals) come from (seed, axis, value) and each arm's acceptance draws
-    from that and the arm, so a level is the same alone or inside any sweep (`level_index` is
-    accepted for old callers and ignored). An open-loop level is marked `saturated` per arm against
+    from that and the arm, so a level is the same alone or inside any sweep. An open-loop level is marked `saturated` per arm against
     `capacities` (computed here when not given; see `capacity`).
     """
     entropy = level_entropy(seed, axis, value)
