@@ -50,3 +50,17 @@ def test_report_simulates_with_the_same_defaults_as_simulate():
     sim = parser.parse_args(["simulate", "--workload", "sharegpt", "--concurrency", "1"])
     rep = parser.parse_args(["report", "--out", "x"])
     assert sim.num_prompts == rep.num_prompts
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--num-prompts", str(MAX_PROMPTS + 1)], "exceeds"),
+    (["--concurrency", ",".join(str(i) for i in range(1, MAX_LEVELS + 2))], f"at most {MAX_LEVELS}"),
+])
+def test_oversized_sweeps_are_one_line_errors_on_the_command_line(flags, needle):
+    from conftest import run_cli
+
+    base = {"--concurrency": "1", "--num-prompts": "10"}
+    for flag, value in zip(flags[::2], flags[1::2]):
+        base[flag] = value
+    r = run_cli("simulate", "--model", "llama-3.1-8b", "--workload", "sharegpt", *sum(base.items(), ()))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr and "Traceback" not in r.stderr
