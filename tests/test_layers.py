@@ -14,18 +14,19 @@ LAYERS: list[tuple[str, ...]] = [
     ("specs", "measurements"),
     ("ops", "workload"),
     ("roofline",),
+    ("kernels",),  # measured kernel tables as a cost mode (issue 11)
     ("memory",),
     ("acceptance", "speculation"),
     ("step",),
     ("curves",),
     ("policy", "trees", "adaptive", "whatif", "calibration", "physics", "engines"),
     ("serving",),
-    ("plan",),
+    ("plan", "fleet", "pricing", "traffic"),  # capacity planning (issue 13)
     ("compare",),
     ("report", "measured_report", "plots", "html_report"),
     ("build", "results", "measured"),
     ("api",),
-    ("", "cli", "__main__"),  # the package itself exports the API; the CLI is the leaf
+    ("", "cli", "web", "__main__"),  # the package itself exports the API; the CLI is the leaf
 ]
 
 
