@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 from ..errors import CrossoverError
 from ..units import GB, TFLOPS
@@ -53,11 +53,35 @@ class Hardware(Spec):
     # At least 0.001 of peak (the floor deployment.MIN_FRACTION gives every efficiency fraction).
     achieved_flops_fraction: float | None = Field(default=None, ge=1e-3, le=1)
     achieved_bandwidth_fraction: float | None = Field(default=None, ge=1e-3, le=1)
+    # Prices (crossover.pricing uses them; `plan --price` / `--price-file` override them). Every library
+    # file sets each key, null where no source gives a figure, with its source or the reason in `sources:`.
+    # Rental: on-demand USD per GPU-hour (a cloud catalog's instance price / its GPUs).
     price_per_hour_usd: PositiveFloat | None = None
+    # Ownership: purchase price per GPU, or per node of `node_size` GPUs (one of the two), in USD.
+    purchase_usd_per_gpu: PositiveFloat | None = None
+    purchase_usd_per_node: PositiveFloat | None = None
+    # When the price figures were read from their sources: YYYY-MM-DD or YYYY-MM.
+    prices_as_of: str | None = Field(default=None, pattern=r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")
+    # Board power (TDP / TBP) per GPU in W: ownership's power cost is tdp_w x utilisation x PUE x $/kWh.
     tdp_w: PositiveFloat | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     unverified: list[str] = Field(default_factory=list)
     notes: str = ""
+
+    @model_validator(mode="after")
+    def _one_purchase_price(self) -> "Hardware":
+        if self.purchase_usd_per_gpu is not None and self.purchase_usd_per_node is not None:
+            raise ValueError("give purchase_usd_per_gpu or purchase_usd_per_node, not both")
+        return self
+
+    @property
+    def purchase_price_per_gpu_usd(self) -> float | None:
+        """Purchase price of one GPU: the spec's per-GPU figure, else its node price / node_size; None if unknown."""
+        if self.purchase_usd_per_gpu is not None:
+            return self.purchase_usd_per_gpu
+        if self.purchase_usd_per_node is not None:
+            return self.purchase_usd_per_node / self.node_size
+        return None
 
     @property
     def node_size(self) -> int:
