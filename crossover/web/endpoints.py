@@ -1,0 +1,143 @@
+"""What each JSON endpoint computes, as calls of the library API (crossover.scenario, predict,
+policy, simulate, measured and their `.to_dict()`); nothing here models anything.
+
+Every function takes the request's query (a mapping of strings) and returns a JSON-ready dict;
+bad input raises CrossoverError (or pydantic's ValidationError), which the server answers with
+HTTP 400 and one line.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+import crossover
+
+from .. import build
+from ..build import batch_ceiling
+from ..errors import CrossoverError
+from ..ops import total_params
+from ..specs.loader import available, resolve
+from ..speculation import METHODS
+from ..step import StepModel
+from . import params
+from .params import Query
+
+POLICY_KEYS = ("schedule", "speculate_below_batch", "engine_configs", "rule", "gains")
+
+
+def options() -> dict[str, Any]:
+    """What the page's pickers offer: the spec libraries, methods, engines, cost modes, defaults."""
+    models = []
+    for name, path in available("models").items():
+        m = resolve(str(path), "models")
+        models.append({"name": name, "display_name": m.display_name, "params_b": round(total_params(m) / 1e9, 2),
+                       "vocab_size": m.vocab_size, "moe": bool(m.moe)})
+    hardware = []
+    for name, path in available("hardware").items():
+        h = resolve(str(path), "hardware")
+        hardware.append({"name": name, "display_name": h.display_name, "memory_gb": h.memory_gb,
+                         "bandwidth_gb_s": h.memory_bandwidth_gb_s, "gpus_per_node": h.gpus_per_node})
+    return {
+        "version": crossover.__version__,
+        "models": models, "hardware": hardware, "workloads": sorted(available("workloads")),
+        "methods": list(METHODS), "engines": list(params.engines()), "cost_modes": list(params.cost_modes()),
+        "takes": {key: params.scenario_takes(key) for key in ("engine", "cost")},
+        "defaults": {"model": build.DEFAULT_MODEL, "hardware": build.DEFAULT_HARDWARE, "method": build.DEFAULT_METHOD,
+                     "k": build.DEFAULT_K, "acceptance": build.DEFAULT_ACCEPTANCE, "context": build.DEFAULT_CONTEXT},
+        "limits": {"max_k": params.MAX_K, "max_levels": params.MAX_LEVELS, "max_num_prompts": params.MAX_NUM_PROMPTS},
+    }
+
+
+def _batches(sc, q: Query) -> tuple[list[float], list[str]]:
+    """A log-spaced grid over the page's batch range, capped at what the KV cache could ever hold."""
+    lo, hi, n = params.batch_range(q)
+    notes = []
+    ceiling = float(batch_ceiling(sc.deployment))
+    if hi > ceiling:
+        notes.append(f"batch range capped at {ceiling:g}, the most sequences this deployment's KV cache could hold")
+        hi = ceiling
+    if lo >= hi:
+        raise CrossoverError(f"bmin {lo:g} is beyond the most sequences this deployment could hold ({ceiling:g})")
+    return [float(x) for x in np.geomspace(lo, hi, n)], notes
+
+
+def breakdown(sc, batch: float) -> dict[str, Any]:
+    """One decode step (off) and one speculative step (on) at `batch`, in ms by op and by term, from
+    the step model's own per-op pricing (StepModel.price(detail=True))."""
+    cost = getattr(sc, "cost", None)
+    model = StepModel.of(sc.deployment, sc.speculation, **({"cost": cost} if isinstance(cost, str) else {}))
+    b = np.array([float(batch)])
+    out: dict[str, Any] = {"batch": float(batch), "context": float(sc.context)}
+    for arm, spec in (("off", None), ("on", sc.speculation)):
+        step = model.price(model.decode(b, sc.context, spec), detail=True)
+        parts = {name: float(op.time[0]) * 1e3 for name, op in step.ops.items()}
+        parts["overhead"] = float(step.target.overhead + step.term("step_overhead")[0]) * 1e3  # type: ignore[union-attr]
+        if spec is not None:
+            parts["draft"] = float(step.draft[0]) * 1e3
+            parts["spec overhead"] = float(step.term("spec_overhead")[0] + step.term("spec_overhead_per_seq")[0]) * 1e3
+        out[arm] = {"total_ms": float(step.total[0]) * 1e3, "parts_ms": {k: round(v, 5) for k, v in parts.items()}}
+    return out
+
+
+def whatif(q: Query) -> dict[str, Any]:
+    """The what-if tab: predict over the batch range, the per-op breakdown at one batch, the best-k
+    schedule and its engine configs."""
+    t0 = time.perf_counter()
+    sc = crossover.scenario(**params.scenario_kwargs(q))
+    batches, notes = _batches(sc, q)
+    pred = crossover.predict(sc, batches=batches).to_dict()
+    kmax = params.number(q, "kmax", 8, lo=1, hi=params.MAX_K, integer=True)
+    pol = crossover.policy(sc, k_max=max(int(kmax), sc.speculation.k)).to_dict()  # type: ignore[arg-type]
+    at = params.number(q, "at", 32, lo=1, hi=1 << 20)
+    at = min(float(at), batches[-1])  # type: ignore[arg-type]
+    return {"predict": pred, "policy": {k: pol[k] for k in POLICY_KEYS},
+            "breakdown": breakdown(sc, at), "inputs": pred.pop("inputs"), "notes": notes,
+            "server_ms": round((time.perf_counter() - t0) * 1e3, 2)}
+
+
+def measured(q: Query, files: Sequence[tuple[Path, str]]) -> dict[str, Any]:
+    """Uploaded result files (path, arm: 'on', 'off' or 'auto') read as one sweep and checked against
+    the speed of light on the page's hardware (and TP, method, k); the model is the one the files
+    name, else the page's."""
+    if not files:
+        raise CrossoverError("upload at least one measured result file")
+    groups: dict[str, list[Path]] = {"on": [], "off": [], "auto": []}
+    for path, arm in files:
+        if arm not in groups:
+            raise CrossoverError(f"arm must be on, off or auto (got {arm!r})")
+        groups[arm].append(path)
+    sk = params.scenario_kwargs(q, lengths=False)
+    kw = {"on": groups["on"] or None, "off": groups["off"] or None, "files": groups["auto"] or None,
+          "hardware": sk["hardware"], "tp": sk["tp"], "method": sk["method"], "k": sk["k"], "draft": sk.get("draft")}
+    if not groups["auto"] and not (groups["on"] and groups["off"]):
+        raise CrossoverError("mark files as speculation on and off (or auto, when the files say it themselves)")
+    res = crossover.measured(**kw)
+    if res.scenario is None:  # the files name no library model: check them with the page's
+        res = crossover.measured(model=sk["model"], **kw)
+    out = res.to_dict()
+    out["notes"] = list(res.notes)
+    out["model"] = res.scenario.deployment.model.name if res.scenario is not None else None
+    return out
+
+
+def simulation_kwargs(q: Query) -> dict[str, Any]:
+    """crossover.simulate's keywords from the simulation tab (checked before a job starts)."""
+    sk = params.scenario_kwargs(q, lengths=False)
+    return {"workload": params.spec_name(q, "workload", "workloads", "sharegpt"), "concurrency": params.levels(q),
+            "num_prompts": params.number(q, "num_prompts", 200, lo=10, hi=params.MAX_NUM_PROMPTS, integer=True),
+            "seed": params.number(q, "seed", 0, lo=0, hi=2**31, integer=True), **sk}
+
+
+def check_simulation(kw: dict[str, Any]) -> None:
+    """Build the scenario the simulation will run, so bad input is a 400 before any job starts."""
+    args = {k: v for k, v in kw.items() if k not in ("workload", "concurrency", "num_prompts", "seed")}
+    crossover.scenario(workload=kw["workload"], **args)
+
+
+def simulate(kw: dict[str, Any], progress: Callable[[int, int, float], None]) -> dict[str, Any]:
+    """One serving simulation sweep, speculation off and on (run in a job thread)."""
+    return crossover.simulate(progress=progress, **kw).to_dict()
