@@ -20,6 +20,7 @@ from .model_verbs import (
 from .outputs import check_outputs
 from .parser import build_parser
 from .scenario import warnings_as_lines
+from .serve_verb import cmd_serve
 from .spec_verbs import cmd_hardware, cmd_models
 
 
@@ -41,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "whatif": cmd_whatif,
                 "plan": cmd_plan, "report": cmd_report,
                 "measured": cmd_measured,
-                "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models}[args.verb]
+                "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models,
+                "serve": cmd_serve}[args.verb]
         check_outputs(args)  # before any work: never an input, never an existing file without --force
         with warnings_as_lines():  # the library's warnings, one stderr line each
             return verb(args)

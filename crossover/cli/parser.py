@@ -13,7 +13,9 @@ from ..build import (
     DEFAULT_MODEL,
     MIN_SEQUENCES_FOR_AUTO_TP,
 )
+from ..step import COST_MODES
 from .common import _Parser
+from .serve_verb import add_serve_parser
 
 
 def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
@@ -49,6 +51,10 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weight-dtype", help="bf16, fp8, int8, int4, mxfp4 (default: the model's own)")
     g.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype (default bf16)")
     _add_speculation_flags(p)
+    g.add_argument("--engine", help="engine profile: vllm (V1, default), vllm-v0, sglang, trtllm, hf, or a YAML path "
+                                    "(engines/*.yaml: per-step overheads, verify layout, CUDA-graph limits, sources)")
+    g.add_argument("--cost", choices=sorted(COST_MODES), help="how a forward is priced: roofline (analytical, default) "
+                                                             "or kernels (measured tables, pip install 'crossover[kernels]')")
     e = p.add_argument_group("efficiency (documented defaults; see README)")
     e.add_argument("--bandwidth-fraction", help="achieved fraction of peak memory bandwidth")
     e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
@@ -113,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and latency against load")
     sm.add_argument("--policy", action="store_true",
                     help="add a third arm that applies the best-k schedule step by step (k = 0..--k by running batch)")
+    sm.add_argument("--hysteresis", metavar="LOW,HIGH",
+                    help="add a third arm that routes by queue length: speculate until the running batch rises "
+                         "above HIGH, resume when it falls below LOW")
     po = sub.add_parser("policy", help="the best k at each batch, as a schedule and engine configs")
     _add_scenario_flags(po)
     po.add_argument("--k-max", default="8", help="largest k considered (default 8)")
@@ -191,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_flag = next(a for a in ca._actions if a.dest == "model")
     model_flag.help = "target model name or YAML path (default: the files' model_id)"
     ca.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_serve_parser(sub)
     _add_list_show(sub, "hardware", "accelerator")
     mds = _add_list_show(sub, "models", "model")
     im = mds.add_parser("import", help="turn a Hugging Face config.json into a model spec (offline)")

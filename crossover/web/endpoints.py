@@ -68,8 +68,7 @@ def _batches(sc, q: Query) -> tuple[list[float], list[str]]:
 def breakdown(sc, batch: float) -> dict[str, Any]:
     """One decode step (off) and one speculative step (on) at `batch`, in ms by op and by term, from
     the step model's own per-op pricing (StepModel.price(detail=True))."""
-    cost = getattr(sc, "cost", None)
-    model = StepModel.of(sc.deployment, sc.speculation, **({"cost": cost} if isinstance(cost, str) else {}))
+    model = StepModel.of(sc.deployment, sc.speculation)  # the deployment's own cost mode
     b = np.array([float(batch)])
     out: dict[str, Any] = {"batch": float(batch), "context": float(sc.context)}
     for arm, spec in (("off", None), ("on", sc.speculation)):

@@ -44,6 +44,7 @@ def static_files() -> dict[str, Path]:
     files = {"/static/" + p.relative_to(STATIC).as_posix(): p for p in STATIC.rglob("*")
              if p.is_file() and p.suffix in TYPES}
     files["/"] = files["/index.html"] = STATIC / "index.html"
+    files["/favicon.ico"] = STATIC / "favicon.svg"
     return files
 
 
@@ -213,13 +214,13 @@ class CrossoverServer(ThreadingHTTPServer):
                  upload_limit: int = MAX_UPLOAD_BYTES) -> None:
         if ":" in host:
             self.address_family = socket.AF_INET6
-        super().__init__((host, port), Handler)
         self.verbose = verbose
         self.bound_host = host
         self.any_host = host in ("0.0.0.0", "::", "")
         self.static = static_files()
         self.uploads = Uploads(upload_limit)
         self.jobs = Jobs(self.uploads.scrub)
+        super().__init__((host, port), Handler)  # closes itself (and the uploads) when it cannot bind
         h = Handler
         self.routes = {("GET", "/api/options"): h.api_options, ("GET", "/api/whatif"): h.api_whatif,
                        ("POST", "/api/upload"): h.api_upload, ("GET", "/api/measured"): h.api_measured,
