@@ -124,6 +124,10 @@ class CompiledOps:
     # Rows that run only on positions whose next token is sampled (LM heads): every decode/verify
     # position, but only the last position of a prompt.
     sampled_rows: np.ndarray | None = None
+    # What the rows were compiled from (the op list, all-reduces included, and the deployment): a
+    # cost mode that prices ops by shape (measured kernel tables, kernels.py) reads them.
+    source_ops: tuple[Op, ...] = ()
+    deployment: Deployment | None = None
 
     @cached_property
     def windows(self) -> tuple[float, ...]:
@@ -352,7 +356,7 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
                 ar_per_token, ar_calls * dep.allreduce_latency, ar_count > 0 and tp > 1,
                 num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p,
                 tp if dep.expert_parallel else 1,
-                np.array([op.name in SAMPLED_OPS for op in rows], bool))
+                np.array([op.name in SAMPLED_OPS for op in rows], bool), tuple(ops), dep)
 
 
 def target_ops(dep: Deployment) -> list[Op]:

@@ -1,0 +1,332 @@
+"""The `kernels` cost mode: each op of a forward priced from measured kernel tables.
+
+Tables come from the data files of the public `aiconfigurator-core` package (kernel_tables.py;
+`pip install "crossover[kernels]"`), measured per GPU with the kernels of one serving framework
+(vLLM, SGLang or TensorRT-LLM). Each op of a `CompiledOps` is looked up by its shape:
+
+- GEMM rows: each matrix product of the row (a gated MLP is gate+up then down) at m = the step's
+  tokens (LM heads: the sampled positions), n and k from the op's shape at its TP;
+- attention rows: the decode-attention table at (batch, KV length read per sequence) for the op's
+  query heads, KV heads and head size per GPU (past the largest batch measured at a KV length,
+  scaled linearly in batch from it: bandwidth-bound there), plus the KV-cache write (a separate kernel the table
+  does not time) at the roofline's KV bandwidth. A verify step attends q = k + 1 positions per
+  sequence but reads the KV cache ONCE: it costs the decode kernel's KV read for its batch plus
+  the extra query-key FLOPs at the roofline's FLOP rate, never (k + 1) x the decode batch. Prompt
+  chunks (q > 64 positions per sequence) use the context-attention table;
+- routed experts: the MoE table at the step's tokens for the model's exact expert shape;
+- tensor-parallel all-reduces: the framework's (else NCCL's) all-reduce at the message size.
+
+Batch, positions per sequence and context come back from a forward's sums (tokens, KV read,
+query-key pairs), exact for uniform and ragged batches with one q. Anything outside the tables, or
+an op class or GPU without them, is priced by the roofline's own row time and marked: the per-op
+breakdown (`KernelStepCost.priced_by`) says "kernels" or "roofline (no table)" for each op.
+
+Registration (step.py): the mode needs the engine and the GPU, so build it per step model, e.g.
+`cost = kernels.cost_mode(engine, deployment.hardware.name)` where `cost == "kernels"`;
+`cost_mode` raises CrossoverError with the install line when the extra is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CrossoverError
+from .kernel_tables import (FRAMEWORKS, GEMM_DTYPES, GPU_FOLDERS, KV_DTYPES, MOE_DTYPES, PACKAGE,
+                            load_op_table, require_package)
+from .roofline import CompiledOps, StepCost
+from .units import COMPUTE_DTYPE
+
+KERNELS, FALLBACK = "kernels", "roofline (no table)"
+PREFILL_Q = 64.0  # positions per sequence above which attention is a prompt chunk (context table)
+_GATED = ("mlp", "shared_experts")  # gated MLPs: gate+up (n = 2 x width) then down (k = width)
+_ROW_PARALLEL = ("o_proj",)  # TP splits k (the input) rather than n
+
+
+@dataclass
+class KernelStepCost(StepCost):
+    """A forward's StepCost with, per op name, which mode priced it ("kernels", "roofline (no
+    table)", or "kernels (roofline at i of n points)" where only part of the inputs were covered)."""
+
+    priced_by: dict[str, str] = field(default_factory=dict)
+
+
+class _Curve:
+    """Log seconds of one op row over a log axis (1-D: tokens, bytes) or a (batch, length) grid
+    (attention), interpolated linearly in log-log space; NaN off the table or next to a hole."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, x2: np.ndarray | None = None):
+        """1-D: `y` is (rows, len(x)) log seconds, several op rows sharing an axis; 2-D: `y` is
+        (len(x), len(x2))."""
+        self.x, self.x2 = x, x2
+        ok = np.isfinite(y)
+        self.y = np.where(ok, y, 0.0)
+        if x2 is None:  # a segment is usable when both ends were measured
+            self.cell_ok = ok[:, :-1] & ok[:, 1:]
+        else:  # a cell is usable when its four corners were measured
+            self.cell_ok = (ok[:-1, :-1] & ok[1:, :-1] & ok[:-1, 1:] & ok[1:, 1:]).ravel()
+            self.flat = self.y.ravel()
+            self.ncol = y.shape[1]
+
+    def at(self, *coords) -> np.ndarray:
+        lx = np.log(np.asarray(coords[0], float))
+        if self.x2 is None:  # rows first
+            ax = self.x
+            i = np.minimum(np.maximum(np.searchsorted(ax, lx, side="right") - 1, 0), len(ax) - 2)
+            t = (lx - ax[i]) / (ax[i + 1] - ax[i])
+            inside = (t >= -1e-9) & (t <= 1 + 1e-9)
+            v = self.y[:, i] * (1.0 - t) + self.y[:, i + 1] * t
+            return np.where(inside & self.cell_ok[:, i], np.exp(v), np.nan)
+        lx, ly = np.broadcast_arrays(lx, np.log(np.asarray(coords[1], float)))
+        ax, ay = self.x, self.x2
+        i = np.minimum(np.maximum(np.searchsorted(ax, lx, side="right") - 1, 0), len(ax) - 2)
+        j = np.minimum(np.maximum(np.searchsorted(ay, ly, side="right") - 1, 0), len(ay) - 2)
+        tx = (lx - ax[i]) / (ax[i + 1] - ax[i])
+        ty = (ly - ay[j]) / (ay[j + 1] - ay[j])
+        ok = ((tx >= -1e-9) & (tx <= 1 + 1e-9) & (ty >= -1e-9) & (ty <= 1 + 1e-9)
+              & self.cell_ok[i * (len(ay) - 1) + j])
+        k = i * self.ncol + j
+        f = self.flat
+        v = ((1 - tx) * ((1 - ty) * f[k] + ty * f[k + 1]) + tx * ((1 - ty) * f[k + self.ncol] + ty * f[k + self.ncol + 1]))
+        return np.where(ok, np.exp(v), np.nan)
+
+
+def _gemm_shapes(op, tp: int) -> list[tuple[float, float]]:
+    """(n, k) of each matrix product one op row runs per layer on one GPU."""
+    shard = tp if op.sharded else 1
+    k_in = op.in_features or 1.0
+    if op.name in _GATED:
+        width = op.params / (3.0 * k_in)
+        return [(2.0 * width / shard, k_in), (k_in, width / shard)]
+    n_out = op.params / k_in
+    if op.name in _ROW_PARALLEL:
+        return [(n_out, k_in / shard)]
+    return [(n_out / shard, k_in)]
+
+
+class Kernels:
+    """Cost mode pricing ops from measured kernel tables of one framework on one GPU (module doc).
+    `forward` and `seconds` take what `step.Roofline` takes; ops without a table cost what the
+    roofline says for them."""
+
+    name = "kernels"
+
+    def __init__(self, engine: str = "vllm", hardware_name: str = "h100-sxm", data_root: str | Path | None = None,
+                 package_version: str | None = None):
+        if engine not in FRAMEWORKS:
+            raise CrossoverError(f"unknown engine {engine!r} for --cost kernels; choose from {', '.join(FRAMEWORKS)}")
+        if data_root is None:
+            root, version = require_package()
+        else:
+            root, version = Path(data_root), package_version or "local tables"
+        self.engine, self.hardware_name = engine, hardware_name
+        self.framework = FRAMEWORKS[engine]
+        self.gpu = GPU_FOLDERS.get(hardware_name)
+        self.root, self.package_version = root, version
+
+    def table(self, op: str):
+        """One op class's table for this GPU and framework (loaded on first use), or None."""
+        if self.framework is None or self.gpu is None:
+            return None
+        return load_op_table(self.root, self.gpu, self.framework, op)
+
+    @property
+    def source(self) -> str:
+        """Where the prices come from: package, version, GPU folder, framework and version per table."""
+        head = f"{PACKAGE} {self.package_version} kernel tables"
+        if self.framework is None:
+            return f"{head}: none for engine {self.engine} (every op priced by the roofline)"
+        if self.gpu is None:
+            return f"{head}: none for {self.hardware_name} (every op priced by the roofline)"
+        parts = []
+        for op in ("gemm", "decode_attention", "context_attention", "moe", "allreduce"):
+            t = self.table(op)
+            parts.append(f"{op} {t.framework} {t.version}" if t is not None else f"{op} none")
+        return f"{head}, {self.gpu}: " + ", ".join(parts)
+
+    # ------------------------------------------------------------------ plans
+
+    def _plan(self, ops: CompiledOps) -> dict:
+        if ops.deployment is None:
+            raise CrossoverError("these compiled ops carry no deployment; compile them with roofline.compile_ops")
+        if ops.deployment.hardware.name != self.hardware_name:
+            raise CrossoverError(f"this kernels cost mode holds {self.hardware_name} tables, not "
+                                 f"{ops.deployment.hardware.name}'s; build one with kernels.cost_mode(engine, hardware)")
+        return _plan(self, ops)
+
+    def forward(self, ops: CompiledOps, work) -> KernelStepCost:
+        return self._price(ops, work, detail=True)
+
+    def seconds(self, ops: CompiledOps, work) -> np.ndarray:
+        return self._price(ops, work, detail=False).total
+
+    def _price(self, ops: CompiledOps, work, detail: bool) -> KernelStepCost:
+        plan = self._plan(ops)
+        tokens = np.asarray(work.tokens, float)
+        sampled = tokens if work.sampled is None else np.asarray(work.sampled, float)
+        kv, qk = np.asarray(work.kv, float), np.asarray(work.qk, float)
+        names, rows = ops._row_costs("all", tokens, sampled, kv, qk)  # the roofline's own row costs
+        time, tm, tc, nbytes, flops = (np.asarray(r, float) for r in rows)
+        shape = time.shape[1:]
+        time = np.array(time)  # writable copy
+        measured = np.zeros(time.shape, bool)
+        for idx, use_sampled, curve in plan["tokens"]:  # GEMM and MoE rows: by tokens (LM heads: sampled)
+            m = np.broadcast_to(sampled if use_sampled else tokens, shape)
+            t = np.where(m > 0, curve.at(np.maximum(m, 1.0)), 0.0)
+            ok = np.isfinite(t)
+            time[idx] = np.where(ok, t, time[idx])
+            measured[idx] = ok
+        for i, curves in plan["attention"]:
+            t = self._attention(ops, i, curves, tokens, kv, qk, shape)
+            ok = np.isfinite(t)
+            time[i] = np.where(ok, t, time[i])
+            measured[i] = ok
+        total = ops.overhead_s + time.sum(axis=0)
+        parts = [(names, (time, tm, tc, nbytes, flops))]
+        priced = {}
+        if ops.has_allreduce:
+            ar_rf = np.broadcast_to(np.asarray(ops._allreduce(tokens), float), shape)
+            ar, ok = ar_rf, np.zeros(shape, bool)
+            if plan["allreduce"] is not None:
+                calls, bytes_per_token, curve = plan["allreduce"]
+                t = np.broadcast_to(tokens, shape)
+                got = calls * curve.at(np.maximum(t * bytes_per_token, 1.0))[0]
+                ok = np.isfinite(got)
+                ar = np.where(ok, got, ar_rf)
+            total = total + ar
+            zero = np.zeros_like(ar)
+            parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
+            if detail:
+                priced["allreduce"] = _mark(ok[None])
+        if detail:
+            for name in dict.fromkeys(names):
+                priced[name] = _mark(measured[[j for j, n in enumerate(names) if n == name]])
+        return KernelStepCost(np.asarray(total), parts if detail else [], ops.overhead_s, priced)
+
+    def _attention(self, ops: CompiledOps, i: int, curves, tokens, kv, qk, shape) -> np.ndarray:
+        """One attention row: decode table at (batch, KV length) plus the KV write and the extra
+        query-key FLOPs of q > 1 positions; context table for prompt chunks."""
+        decode, context = curves
+        w = ops._window_index[i]
+        kvw, qkw = np.broadcast_to(kv[w], shape), np.broadcast_to(qk[w], shape)
+        t = np.broadcast_to(tokens, shape)
+        # Invert the sums of b sequences with q new positions over c cached tokens each:
+        # tokens = b q, kv = b (c + q), qk = b q (c + (q + 1) / 2)  =>  b = (tokens kv - tokens^2 / 2) / (qk - tokens / 2).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = (t * kvw - 0.5 * t * t) / (qkw - 0.5 * t)
+            b = np.minimum(np.maximum(np.where(np.isfinite(b), b, t), 1.0), np.maximum(t, 1.0))
+            q = t / b
+            length = kvw / b
+        prompt = q > PREFILL_Q
+        any_prompt, all_prompt = bool(prompt.any()), bool(prompt.all())
+        small = np.full(shape, np.nan)
+        if decode is not None and not all_prompt:
+            extra = np.maximum(qkw - kvw, 0.0) * ops.flops_per_query_attended[i] / ops.rate[i]
+            small = decode.at(b, length) + extra
+        if any_prompt:
+            big = np.full(shape, np.nan)
+            if context is not None:
+                full = b * q * (q + 1.0) / 2.0  # query-key pairs of a causal prompt of q tokens
+                big = context.at(b, q) * qkw / np.maximum(full, 1e-300)
+            small = np.where(prompt, big, small)
+        write = ops.kv_write_per_token[i] * t / ops.bandwidth[i]
+        return np.where(t > 0, small + write, 0.0)
+
+
+def _mark(measured: np.ndarray) -> str:
+    """How an op was priced, from its rows' coverage (rows x points)."""
+    per_point = measured.reshape(measured.shape[0], -1).all(axis=0)
+    if per_point.all():
+        return KERNELS
+    if not measured.any():
+        return FALLBACK
+    return f"{KERNELS} (roofline outside the table at {int((~per_point).sum())} of {per_point.size} points)"
+
+
+def _extend_batch(batches: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Attention seconds (batch x length) past the largest batch measured at each length, scaled
+    linearly in batch from it: the tables stop near a few hundred thousand cached tokens per call,
+    where the kernel already streams the KV cache at its full rate (doubling the batch there costs
+    1.7-1.9x in the H100 vLLM table). Only from a measured batch of 16 or more (saturated)."""
+    out = seconds.copy()
+    for j in range(out.shape[1]):
+        have = np.nonzero(np.isfinite(out[:, j]))[0]
+        if have.size and batches[have[-1]] >= 16 and have[-1] + 1 < len(batches):
+            last = have[-1]
+            out[last + 1:, j] = out[last, j] * batches[last + 1:] / batches[last]
+    return out
+
+
+@lru_cache(maxsize=128)
+def _plan(mode: Kernels, ops: CompiledOps) -> dict:
+    """Measured curves of the rows of `ops` that have tables (the rest keep the roofline's time):
+    GEMM rows stacked on the GEMM table's m axis (by tokens, and LM heads by sampled positions),
+    MoE rows on the MoE table's token axis, attention rows on (batch, KV length) grids, and the
+    all-reduce's calls, bytes per token and curve. Interpolation over the fixed axes (n, k, heads)
+    happens here once; a forward then interpolates only over tokens, batch and length."""
+    dep = ops.deployment
+    tp = dep.tp
+    rows = [op for op in ops.source_ops if op.kind != "allreduce"]
+    sampled = ops.sampled_rows if ops.sampled_rows is not None else np.zeros(len(rows), bool)
+    gemm = mode.table("gemm")
+    has = {op.kind for op in rows}
+    dec = mode.table("decode_attention") if "attention" in has else None
+    ctx = mode.table("context_attention") if "attention" in has else None
+    moe = mode.table("moe") if "experts" in has else None
+    stacks: dict[tuple, list] = {}  # (axis id, by sampled) -> [(row, log seconds)]
+    axes: dict[int, np.ndarray] = {}
+    attention = []
+    for i, op in enumerate(rows):
+        if op.kind == "gemm" and gemm is not None:
+            native = dep.hardware.compute_rate_dtype(COMPUTE_DTYPE[op.dtype]) == COMPUTE_DTYPE[op.dtype]
+            grid = gemm.grid((GEMM_DTYPES.get(op.dtype, ""),)) if native else None  # weight-only: no table
+            if grid is None:
+                continue
+            m = np.exp(grid.axes[0])
+            total = sum(grid.at(m, n, k) for n, k in _gemm_shapes(op, tp))
+            axes[id(grid.axes[0])] = grid.axes[0]
+            stacks.setdefault((id(grid.axes[0]), bool(sampled[i])), []).append((i, np.log(op.count * total)))
+        elif op.kind == "attention" and op.kv_heads and (dec is not None or ctx is not None):
+            kvh = int(max(op.kv_heads / tp, 1.0)) if op.kv_sharded else int(op.kv_heads)
+            key = (kvh, int(op.score_dim / 2.0), KV_DTYPES.get(dep.kv_dtype, ""))
+            curves = []
+            for table in (dec, ctx):
+                grid = table.grid(key) if table is not None else None
+                if grid is None:
+                    curves.append(None)
+                    continue
+                bb, ll = np.meshgrid(np.exp(grid.axes[1]), np.exp(grid.axes[2]), indexing="ij")
+                vals = _extend_batch(np.exp(grid.axes[1]), op.count * grid.at(op.heads / tp, bb, ll))
+                curves.append(_Curve(grid.axes[1], np.log(vals), grid.axes[2]))
+            if any(c is not None for c in curves):
+                attention.append((i, tuple(curves)))
+        elif op.kind == "experts" and moe is not None:
+            ep = dep.expert_parallel and tp > 1
+            key = (MOE_DTYPES.get(op.dtype, ""), int(op.in_features), int(round(op.params / (3.0 * op.in_features))),
+                   int(op.top_k), int(op.num_experts), 1 if ep else tp, tp if ep else 1)
+            grid = moe.grid(key)
+            if grid is not None:
+                axes[id(grid.axes[0])] = grid.axes[0]
+                stacks.setdefault((id(grid.axes[0]), False), []).append((i, np.log(op.count) + grid.values))
+    tokens = [(np.array([i for i, _ in group]), by_sampled, _Curve(axes[ax], np.stack([y for _, y in group])))
+              for (ax, by_sampled), group in stacks.items()]
+    allreduce = None
+    ar_ops = [op for op in ops.source_ops if op.kind == "allreduce"]
+    table = mode.table("allreduce") if ops.has_allreduce and ar_ops else None
+    if table is not None and not (dep.expert_parallel and "experts" in has):  # EP: all-to-alls, not tabled
+        grid = table.grid((tp,))
+        if grid is not None:
+            calls = sum(op.count for op in ar_ops)
+            width = max(op.width for op in ar_ops)
+            allreduce = (calls, width * dep.act_bytes, _Curve(grid.axes[0], grid.values[None]))
+    return {"tokens": tokens, "attention": attention, "allreduce": allreduce}
+
+
+@lru_cache(maxsize=64)
+def cost_mode(engine: str, hardware_name: str) -> Kernels:
+    """The kernels cost mode for an engine (vllm, vllm-v0, sglang, trtllm, hf) on a GPU (memoised).
+    Raises CrossoverError with the install line when aiconfigurator-core or pyarrow is missing."""
+    return Kernels(engine, hardware_name)
