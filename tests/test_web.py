@@ -1,0 +1,352 @@
+"""`crossover serve`: the JSON endpoints over plain HTTP (the library's numbers, 400 on bad input,
+no file outside the static folder, the spec libraries and uploads; the upload limit), the verb,
+the static files in a built wheel, and the page itself in headless Chromium driven by Selenium.
+
+The browser test needs Debian's chromium and chromium-driver (`.ci/run` installs them where
+apt-get is available) and the `selenium` package (the test extra); without them it is skipped,
+saying which is missing. CROSSOVER_WEB_SCREENSHOT=PATH saves the page as PNG (docs/serve.png).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import crossover
+from conftest import FIXTURES, REPO, clean_env
+from crossover.web import make_server
+from crossover.web.store import MAX_UPLOAD_BYTES
+
+CROSSING = {"context": "256", "acceptance": "0.5"}  # the README's crossing case: batch 93.3
+IMPOSSIBLE = FIXTURES / "issue12" / "impossible.csv"  # one point faster than an H100 can run
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = make_server("127.0.0.1", 0)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def call(srv, path: str, *, method: str = "GET", body: bytes | None = None, headers: dict | None = None):
+    """(status, parsed JSON or raw bytes) for a raw request path (sent exactly as written)."""
+    host, port = srv.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        res = conn.getresponse()
+        data = res.read()
+    finally:
+        conn.close()
+    if res.getheader("Content-Type", "").startswith("application/json"):
+        return res.status, json.loads(data)
+    return res.status, data
+
+
+def qs(**kw) -> str:
+    from urllib.parse import urlencode
+    return urlencode(kw)
+
+
+def upload(srv, path: Path) -> str:
+    status, d = call(srv, f"/api/upload?{qs(name=path.name)}", method="POST", body=path.read_bytes(),
+                     headers={"X-Crossover": "1"})
+    assert status == 200, d
+    return d["id"]
+
+
+# ------------------------------------------------------------------ JSON endpoints
+
+def test_options_list_the_spec_libraries_methods_and_cost_modes(server):
+    status, d = call(server, "/api/options")
+    assert status == 200
+    assert {"llama-3.1-70b", "llama-3.1-8b"} <= {m["name"] for m in d["models"]}
+    assert "h100-sxm" in {h["name"] for h in d["hardware"]}
+    assert "eagle" in d["methods"] and "draft" in d["methods"]
+    assert "roofline" in d["cost_modes"] and d["engines"]
+    assert d["defaults"]["model"] == "llama-3.1-70b" and "sharegpt" in d["workloads"]
+
+
+def test_whatif_returns_the_library_s_own_prediction_policy_and_breakdown(server):
+    status, d = call(server, "/api/whatif?" + qs(**CROSSING, bmin=1, bmax=512, points=64, at=64))
+    assert status == 200, d
+    batches = [p["batch"] for p in d["predict"]["points"]]
+    expect = crossover.predict(context=256, acceptance=0.5, batches=batches).to_dict()
+    assert d["predict"]["crossover_batch"] == expect["crossover_batch"] == pytest.approx(93.3, abs=0.05)
+    assert d["predict"]["points"] == expect["points"]
+    assert d["policy"]["schedule"] == crossover.policy(context=256, acceptance=0.5).to_dict()["schedule"]
+    assert {"vllm", "sglang", "tensorrt_llm"} <= set(d["policy"]["engine_configs"])
+    bd = d["breakdown"]
+    assert bd["batch"] == 64 and bd["on"]["total_ms"] > bd["off"]["total_ms"] > 0
+    assert "draft" in bd["on"]["parts_ms"] and "draft" not in bd["off"]["parts_ms"]
+    assert d["inputs"]["context"] == 256 and d["inputs"]["k"] == 3
+
+
+def test_the_default_scenario_round_trip_is_fast(server):
+    call(server, "/api/whatif")  # warm
+    times = []
+    for k in (2, 3, 4, 5, 3, 2, 4, 3, 5, 3, 2):
+        t = time.perf_counter()
+        status, _ = call(server, f"/api/whatif?k={k}")
+        times.append((time.perf_counter() - t) * 1e3)
+        assert status == 200
+    median = statistics.median(times)
+    print(f"\nwhat-if round trip, default scenario: median {median:.1f} ms over {len(times)} requests")
+    assert median < 500  # the page's budget is 100 ms; this bound leaves room for a loaded CI machine
+
+
+@pytest.mark.parametrize("query, words", [
+    ("k=abc", "k must be a number"),
+    ("k=0", "k must lie in"),
+    ("model=nope", "unknown model 'nope'"),
+    ("acceptance=70", "did you mean 0.70"),
+    ("tp=3", "tp"),
+    ("bmin=64&bmax=8", "bmax must exceed bmin"),
+    ("context=inf", "finite"),
+    ("method=magic", "method must be one of"),
+    ("acc=tau&tau=9&k=3", "k+1"),
+])
+def test_bad_input_is_a_400_with_one_line(server, query, words):
+    status, d = call(server, "/api/whatif?" + query)
+    assert status == 400, d
+    assert words in d["error"] and "\n" not in d["error"] and "Traceback" not in d["error"]
+
+
+@pytest.mark.parametrize("path", [
+    "/static/../server.py", "/static/../../../pyproject.toml", "/static/%2e%2e/server.py", "/static/..%2fparams.py",
+    "/../README.md", "//etc/passwd", "/etc/passwd", "/static/app.js/../../endpoints.py", "/crossover/web/server.py",
+    "/static/", "/static/.",
+])
+def test_no_file_outside_the_static_folder_is_served(server, path):
+    status, body = call(server, path)
+    assert status == 404
+    assert b"import" not in (body if isinstance(body, bytes) else json.dumps(body).encode())
+
+
+@pytest.mark.parametrize("key", ["model", "hardware", "draft"])
+def test_specs_are_read_by_library_name_never_by_path(server, key):
+    path = str(REPO / "models" / "llama-3.1-8b.yaml")
+    status, d = call(server, "/api/whatif?" + qs(**{key: path, "method": "draft"}))
+    assert status == 400 and "choose a name from the spec library" in d["error"]
+    status, d = call(server, "/api/simulate?" + qs(workload="/etc/hostname"), method="POST", headers={"X-Crossover": "1"})
+    assert status == 400 and "unknown workload" in d["error"]
+
+
+def test_the_page_and_its_scripts_are_served(server):
+    status, html = call(server, "/")
+    assert status == 200 and b'src="/static/app.js"' in html
+    for name in ("app.js", "chart.js", "measured.js", "sim.js", "style.css"):
+        status, body = call(server, f"/static/{name}")
+        assert status == 200 and body, name
+    assert b"https://" not in html  # nothing from a CDN: the page works offline
+
+
+def test_uploads_are_size_limited_and_need_the_page_s_header():
+    assert MAX_UPLOAD_BYTES == 10 * 1024 * 1024
+    srv = make_server("127.0.0.1", 0, upload_limit=1000)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    try:
+        status, d = call(srv, "/api/upload?name=big.json", method="POST", body=b"x" * 2000, headers={"X-Crossover": "1"})
+        assert status == 413 and "exceeds the limit of 1000 bytes" in d["error"]
+        status, d = call(srv, "/api/upload?name=a.csv", method="POST", body=IMPOSSIBLE.read_bytes())
+        assert status == 403 and "X-Crossover" in d["error"]
+        status, d = call(srv, "/api/options", headers={"Host": "attacker.example:80"})
+        assert status == 403
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert not srv.uploads.root.exists()  # uploads go with the server
+
+
+def test_measured_upload_is_checked_against_physics_as_the_library_does(server):
+    uid = upload(server, IMPOSSIBLE)
+    status, d = call(server, "/api/measured?" + qs(hardware="h100-sxm", files=f"{uid}:auto"))
+    assert status == 200, d
+    expect = crossover.measured(files=[IMPOSSIBLE], hardware="h100-sxm").to_dict()
+    assert [c["beats_physics"] for c in d["physics"]] == [c["beats_physics"] for c in expect["physics"]] \
+        == [False, True, False, False]
+    assert d["model"] == "llama-3.1-8b" and d["crossover"] == expect["crossover"]
+    assert all(c["source"].startswith("impossible.csv:") for c in d["physics"])  # no server paths
+
+
+def test_measured_arms_from_the_page_and_one_line_errors_naming_the_file(server):
+    on = [upload(server, p) for p in sorted((FIXTURES / "measured" / "vllm_on").glob("*[0-9].json"))]
+    off = [upload(server, p) for p in sorted((FIXTURES / "measured" / "vllm_off").glob("*.json"))]
+    files = ",".join([f"{u}:on" for u in on] + [f"{u}:off" for u in off])
+    status, d = call(server, "/api/measured?" + qs(hardware="h100-sxm", method="eagle3", files=files))
+    assert status == 200, d
+    assert [p["level"] for p in d["points"]] == [1, 16, 64] and len(d["physics"]) == 6
+    bad = upload(server, FIXTURES / "measured" / "broken" / "truncated.json")
+    status, d = call(server, "/api/measured?" + qs(hardware="h100-sxm", files=f"{bad}:on,{off[0]}:off"))
+    assert status == 400 and d["error"].startswith("truncated.json") and str(server.uploads.root) not in d["error"]
+    status, d = call(server, "/api/measured?files=0123456789abcdef:on")
+    assert status == 400 and "no upload" in d["error"]
+
+
+def test_a_simulation_job_reports_progress_and_the_library_s_result(server):
+    q = qs(model="llama-3.1-8b", workload="random-1024-128", levels="1,4", num_prompts=40)
+    status, job = call(server, "/api/simulate?" + q, method="POST", headers={"X-Crossover": "1"})
+    assert status == 200 and job["state"] == "running" and job["total"] == 2
+    deadline = time.time() + 120
+    while job["state"] == "running" and time.time() < deadline:
+        time.sleep(0.2)
+        job = call(server, f"/api/job?id={job['id']}")[1]
+    assert job["state"] == "done" and job["done"] == job["total"] == 2, job
+    expect = crossover.simulate("random-1024-128", concurrency=[1, 4], num_prompts=40, model="llama-3.1-8b").to_dict()
+    assert job["result"]["levels"] == expect["levels"]
+    status, d = call(server, "/api/simulate?" + qs(levels="1,x"), method="POST", headers={"X-Crossover": "1"})
+    assert status == 400 and "no whole number" in d["error"]
+    assert call(server, "/api/job?id=nope")[0] == 400
+
+
+def test_serve_prints_the_url_and_answers_there():
+    proc = subprocess.Popen([sys.executable, "-m", "crossover", "serve", "--port", "0"], cwd=REPO, env=clean_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "http://127.0.0.1:" in line, line + proc.stderr.read()
+        url = line.split("http://", 1)[1].split()[0]
+        host, port = url.rstrip("/").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/api/options")
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert proc.returncode == 0
+    bad = subprocess.run([sys.executable, "-m", "crossover", "serve", "--port", "70000"], cwd=REPO, env=clean_env(),
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--port" in bad.stderr
+
+
+def test_a_built_wheel_ships_the_page(tmp_path):
+    import tomllib
+
+    from test_wheel import SOURCES
+
+    mapped = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"].get("package-dir", {})
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in dict.fromkeys([*SOURCES, *(d.split("/")[0] for d in mapped.values())]):
+        p = REPO / name
+        if p.is_dir():
+            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_data"))
+        elif p.is_file():
+            shutil.copy2(p, src / name)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(src)]
+    built = subprocess.run([*cmd, "--no-build-isolation"], capture_output=True, text=True, timeout=300)
+    if built.returncode != 0:  # as test_wheel.py: an isolated build where setuptools is old or `wheel` missing
+        built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    names = set(zipfile.ZipFile(next((tmp_path / "dist").glob("crossover-*.whl"))).namelist())
+    static = {f"crossover/web/static/{p.name}" for p in (REPO / "crossover" / "web" / "static").iterdir()}
+    assert static and static <= names, sorted(static - names)
+    assert "crossover/web/server.py" in names
+
+
+# ------------------------------------------------------------------ the page in a real browser
+
+def _browser():
+    """A headless Chromium WebDriver, or pytest.skip saying what is missing."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    driver = shutil.which("chromedriver") or next((p for p in ("/usr/lib/chromium/chromedriver",) if Path(p).exists()), None)
+    if binary is None or driver is None:
+        pytest.skip("no headless browser: install Debian's chromium and chromium-driver "
+                    f"(missing: {', '.join(n for n, v in (('chromium', binary), ('chromedriver', driver)) if v is None)})")
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1500,1150"):
+        opts.add_argument(arg)
+    opts.binary_location = binary
+    return webdriver.Chrome(options=opts, service=Service(driver))
+
+
+def _wait(driver, condition, what: str, timeout: float = 30):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = driver.execute_script(condition)
+        if value:
+            return value
+        time.sleep(0.05)
+    shown = driver.execute_script("return document.getElementById('error').textContent")
+    raise AssertionError(f"timed out waiting for {what}; the page's error line: {shown!r}")
+
+
+def test_the_page_in_headless_chromium(server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    driver = _browser()
+    try:
+        driver.get(server.url + "#" + qs(**CROSSING))
+        _wait(driver, "return document.body.dataset.state === 'ready'", "the first drawing")
+        cross0 = driver.find_element(By.ID, "crossover").text
+        path0 = driver.find_element(By.ID, "series-on").get_attribute("d")
+        assert cross0 == "batch 93.3"
+        assert driver.find_element(By.ID, "crossover-line") is not None
+        slider = driver.find_element(By.ID, "k")
+        redraws = int(driver.execute_script("return document.body.dataset.redraws"))
+        slider.send_keys(Keys.ARROW_RIGHT)  # k 3 -> 4, as a user moves it
+        _wait(driver, f"return Number(document.body.dataset.redraws) > {redraws}", "the redraw after moving k")
+        cross1 = driver.find_element(By.ID, "crossover").text
+        assert driver.find_element(By.ID, "k-out").text == "4"
+        assert cross1 != cross0 and cross1.startswith("batch ")
+        assert driver.find_element(By.ID, "series-on").get_attribute("d") != path0
+        assert "k=4" in driver.current_url
+        # more moves for the redraw time, then the link reproduces the what-if exactly
+        for key in [Keys.ARROW_RIGHT, Keys.ARROW_LEFT, Keys.ARROW_LEFT, Keys.ARROW_RIGHT] * 2:
+            redraws = int(driver.execute_script("return document.body.dataset.redraws"))
+            slider.send_keys(key)
+            _wait(driver, f"return Number(document.body.dataset.redraws) > {redraws}", "a redraw")
+        timings = driver.execute_script("return window.crossoverTimings")[1:]
+        med = statistics.median(t["total"] for t in timings)
+        rt = statistics.median(t["roundTrip"] for t in timings)
+        print(f"\nredraw after a k change: median {med:.0f} ms (round trip {rt:.0f} ms) over {len(timings)} changes")
+        assert med < 1000
+        link, shown = driver.current_url, driver.find_element(By.ID, "crossover").text
+        driver.get("about:blank")
+        driver.get(link)
+        _wait(driver, "return document.body.dataset.state === 'ready'", "the page from the link")
+        assert driver.find_element(By.ID, "crossover").text == shown
+        assert driver.find_element(By.ID, "k-out").text == "4"
+        # a measured file dropped on the page: its points over the curves, the impossible one flagged
+        driver.find_element(By.ID, "file-input").send_keys(str(IMPOSSIBLE))
+        _wait(driver, "return document.querySelectorAll('#chart-tput .marker.measured-on').length > 0",
+              "the measured overlay")
+        assert "BEATS PHYSICS" in driver.find_element(By.ID, "physics").text
+        assert driver.find_elements(By.CSS_SELECTOR, "#chart-speedup .marker.measured-speedup")
+        shot = os.environ.get("CROSSOVER_WEB_SCREENSHOT")
+        if shot:
+            driver.save_screenshot(shot)
+        # the simulation tab: a small sweep with progress, then its charts
+        driver.find_element(By.ID, "tab-sim").click()
+        for el_id, value in (("levels", "1,4"), ("num_prompts", "40")):
+            box = driver.find_element(By.ID, el_id)
+            box.clear()
+            box.send_keys(value, Keys.TAB)
+        Select(driver.find_element(By.ID, "model")).select_by_value("llama-3.1-8b")
+        driver.find_element(By.ID, "sim-run").click()
+        _wait(driver, "return document.body.dataset.sim === 'done'", "the simulation", timeout=120)
+        assert driver.find_element(By.ID, "sim-on").get_attribute("d")
+        assert driver.find_element(By.ID, "sim-p99-on").get_attribute("d")
+        assert "tab=sim" in driver.current_url and "levels=1%2C4" in driver.current_url
+    finally:
+        driver.quit()
