@@ -72,7 +72,7 @@ class _Curve:
             self.ncol = y.shape[1]
 
     def at(self, *coords) -> np.ndarray:
-        lx = np.log(np.asarray(coords[0], float))
+        lx = np.log(np.maximum(np.asarray(coords[0], float), 1e-300))
         if self.x2 is None:  # rows first
             ax = self.x
             i = np.minimum(np.maximum(np.searchsorted(ax, lx, side="right") - 1, 0), len(ax) - 2)
@@ -80,7 +80,7 @@ class _Curve:
             inside = (t >= -1e-9) & (t <= 1 + 1e-9)
             v = self.y[:, i] * (1.0 - t) + self.y[:, i + 1] * t
             return np.where(inside & self.cell_ok[:, i], np.exp(v), np.nan)
-        lx, ly = np.broadcast_arrays(lx, np.log(np.asarray(coords[1], float)))
+        lx, ly = np.broadcast_arrays(lx, np.log(np.maximum(np.asarray(coords[1], float), 1e-300)))
         ax, ay = self.x, self.x2
         i = np.minimum(np.maximum(np.searchsorted(ax, lx, side="right") - 1, 0), len(ax) - 2)
         j = np.minimum(np.maximum(np.searchsorted(ay, ly, side="right") - 1, 0), len(ay) - 2)
@@ -120,8 +120,10 @@ class Kernels:
             raise CrossoverError(f"unknown engine {engine!r} for --cost kernels; choose from {', '.join(FRAMEWORKS)}")
         if data_root is None:
             root, version = require_package()
+            self.origin = f"{PACKAGE} {version}"
         else:
-            root, version = Path(data_root), package_version or "local tables"
+            root, version = Path(data_root), package_version
+            self.origin = f"{PACKAGE} {version}" if version else f"kernel tables under {root}"
         self.engine, self.hardware_name = engine, hardware_name
         self.framework = FRAMEWORKS[engine]
         self.gpu = GPU_FOLDERS.get(hardware_name)
@@ -136,7 +138,7 @@ class Kernels:
     @property
     def source(self) -> str:
         """Where the prices come from: package, version, GPU folder, framework and version per table."""
-        head = f"{PACKAGE} {self.package_version} kernel tables"
+        head = f"{self.origin} kernel tables" if self.package_version else self.origin
         if self.framework is None:
             return f"{head}: none for engine {self.engine} (every op priced by the roofline)"
         if self.gpu is None:
@@ -175,7 +177,7 @@ class Kernels:
         measured = np.zeros(time.shape, bool)
         for idx, use_sampled, curve in plan["tokens"]:  # GEMM and MoE rows: by tokens (LM heads: sampled)
             m = np.broadcast_to(sampled if use_sampled else tokens, shape)
-            t = np.where(m > 0, curve.at(np.maximum(m, 1.0)), 0.0)
+            t = curve.at(np.maximum(m, 1e-300))  # below one token: off the table (the roofline's zero-token cost)
             ok = np.isfinite(t)
             time[idx] = np.where(ok, t, time[idx])
             measured[idx] = ok
@@ -233,7 +235,7 @@ class Kernels:
                 big = context.at(b, q) * qkw / np.maximum(full, 1e-300)
             small = np.where(prompt, big, small)
         write = ops.kv_write_per_token[i] * t / ops.bandwidth[i]
-        return np.where(t > 0, small + write, 0.0)
+        return np.where(t > 0, small + write, np.nan)
 
 
 def _mark(measured: np.ndarray) -> str:
