@@ -26,7 +26,7 @@ from .measured import calibrate_sweep as calibrate  # noqa: F401 - an API verb
 from .measured import measured  # noqa: F401 - an API verb
 from .memory import batch_ceiling
 from .plan import plan as _plan
-from .policy import best_k_policy
+from .policy import best_k_policy, routing_policy
 from .serving.engine import EngineLimits
 from .serving.sweep import sweep
 from .specs import load_hardware, load_model
@@ -57,10 +57,12 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
 def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
              request_rate: Sequence[float] | None = None, num_prompts: int = 1000, seed: int = 0,
              burstiness: float = 1.0, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
-             policy: bool = False, scenario: Scenario | None = None, progress=None,
-             **scenario_kwargs: Any) -> results.SimulateResult:
+             policy: bool = False, hysteresis: tuple[int, int] | None = None, scenario: Scenario | None = None,
+             progress=None, **scenario_kwargs: Any) -> results.SimulateResult:
     """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
-    identical but for speculation (and, with `policy`, a third that routes k by load)."""
+    identical but for speculation (and, with `policy`, a third that routes k by load with the best-k
+    schedule; with `hysteresis=(low, high)`, one that speculates until the running batch rises above
+    `high` and resumes when it falls below `low`)."""
     wl, base = load_workload(workload)
     if (concurrency is None) == (request_rate is None):
         raise CrossoverError("give concurrency levels or request rates (one of the two)")
@@ -74,9 +76,17 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
     axis = "concurrency" if concurrency is not None else "request_rate"
     levels = list(concurrency if concurrency is not None else request_rate)  # type: ignore[arg-type]
     limits = EngineLimits(int(max_num_seqs), int(max_num_batched_tokens))
-    schedule = None
+    schedule: Any = None
+    if policy and hysteresis is not None:
+        raise CrossoverError("route by the best-k schedule (policy) or by hysteresis, not both")
+    if hysteresis is not None:
+        low, high = (int(x) for x in hysteresis)
+        if not (1 <= low <= high):
+            raise CrossoverError(f"hysteresis thresholds must satisfy 1 <= low <= high (got {low}, {high})")
+        schedule = (low, high)
+        resolved["routing"] = {"rule": "hysteresis", "speculate_below": low, "stop_above": high}
     if policy:
-        pol = best_k_policy(sc, limits.max_num_seqs, sc.speculation.k)
+        pol = routing_policy(sc, *wl.sample(np.random.default_rng(0), 20_000, base), limits.max_num_seqs)
         schedule = pol.best_k
         resolved["policy_schedule"] = pol.schedule
     res = sweep(sc, wl, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burstiness, limits=limits,

@@ -192,7 +192,11 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
     if axis == "request_rate":
         lines += _rate_lines(res)
     if res.levels and res.levels[0].policy is not None:
-        lines += ["", "routing by load (the best-k schedule applied step by step):",
+        route = inputs.get("routing") or {}
+        how = (f"hysteresis: speculate until the running batch exceeds {route['stop_above']}, resume below "
+               f"{route['speculate_below']}" if route.get("rule") == "hysteresis"
+               else "the best-k schedule applied step by step")
+        lines += ["", f"routing by load ({how}):",
                   f"{label:>7} | {'policy tok/s':>12} {'vs on':>7} {'vs off':>7} | {'mean E2E s':>10} {'vs on':>7} "
                   f"{'vs off':>7}"]
         for lv in res.levels:

@@ -66,6 +66,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hysteresis(text: str | None) -> tuple[int, int] | None:
+    """--hysteresis LOW,HIGH as two whole running batches."""
+    if text is None:
+        return None
+    vals = parse_list(text, "--hysteresis", integer=True)
+    if len(vals) != 2:
+        raise CrossoverError(f"--hysteresis takes two running batches LOW,HIGH (got {text!r})")
+    return int(vals[0]), int(vals[1])
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """`crossover simulate`."""
     workload, base = load_workload(args.workload)
@@ -82,7 +92,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                        max_num_seqs=int(_number(args.max_num_seqs, "--max-num-seqs", integer=True)),
                        max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
                                                           integer=True)),
-                       policy=bool(args.policy), progress=None if args.quiet else _progress(axis))
+                       policy=bool(args.policy), hysteresis=_hysteresis(args.hysteresis),
+                       progress=None if args.quiet else _progress(axis))
     if args.plot:
         from ..plots import plot_simulation
 

@@ -32,12 +32,24 @@ class Arm:
     """One server configuration: the scenario and whether speculation is on.
 
     With a `schedule` (k per running batch: schedule[b - 1]; batches past its end use the last
-    entry) the arm routes by load step by step, as vLLM's dynamic speculation does.
+    entry) the arm routes by load step by step, as vLLM's dynamic speculation does. With
+    `hysteresis` (low, high) it routes by queue length: it speculates at the scenario's k until the
+    running batch rises above `high`, then decodes plainly until it falls below `low` (low <= high;
+    the band keeps it from flapping on every admission and completion).
     """
 
     scenario: Scenario
     speculate: bool
     schedule: np.ndarray | None = None
+    hysteresis: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.schedule is not None and self.hysteresis is not None:
+            raise CrossoverError("route by the best-k schedule or by hysteresis, not both")
+        if self.hysteresis is not None:
+            low, high = self.hysteresis
+            if not (1 <= low <= high):
+                raise CrossoverError(f"hysteresis thresholds must satisfy 1 <= low <= high (got {low}, {high})")
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,8 @@ class _Engine:
         sc = arm.scenario
         self.dep, self.spec, self.speculate = sc.deployment, sc.speculation, arm.speculate
         self.schedule = arm.schedule if arm.speculate else None
+        self.hysteresis = arm.hysteresis if arm.speculate else None
+        self.speculating = True  # the hysteresis router's state
         self.modes: dict[int, _Mode] = {}
         self.draft_budget = self.spec.draft_kv_budget
         self.draft_prefills = arm.speculate and self.spec.draft_reads_prompts
@@ -230,8 +244,17 @@ class _Engine:
     def mode_for(self, batch: int) -> _Mode:
         """What a step does at this running batch (a schedule routes k by load)."""
         spec = self.spec
-        k = (spec.k if self.speculate else 0) if self.schedule is None else int(
-            self.schedule[min(batch, len(self.schedule)) - 1])
+        if self.hysteresis is not None:
+            low, high = self.hysteresis
+            if batch > high:
+                self.speculating = False
+            elif batch < low:
+                self.speculating = True
+            k = spec.k if self.speculating else 0
+        elif self.schedule is None:
+            k = spec.k if self.speculate else 0
+        else:
+            k = int(self.schedule[min(batch, len(self.schedule)) - 1])
         if k not in self.modes:
             self.modes[k] = _mode(self.dep, spec, k)
         return self.modes[k]

@@ -27,7 +27,7 @@ class Level:
     value: float
     off: dict[str, float]
     on: dict[str, float]
-    policy: dict[str, float] | None = None  # the arm that routes by load with the best-k schedule
+    policy: dict[str, float] | None = None  # the arm that routes by load (best-k schedule or hysteresis)
 
     def ratio(self, axis: Axis) -> float:
         """Speedup at this level: output throughput on/off (concurrency), mean e2e latency off/on (rate).
@@ -133,16 +133,20 @@ def _stagger(sc: Scenario, concurrency: float, prompt: np.ndarray, output: np.nd
     return float(output.mean()) * dec
 
 
-def _runs(sc: Scenario, arms: tuple[bool, ...], schedule: np.ndarray | None) -> list[tuple[str, Arm]]:
+def _runs(sc: Scenario, arms: tuple[bool, ...], schedule: np.ndarray | tuple[int, int] | None) -> list[tuple[str, Arm]]:
+    """The fixed arms, and the routed one: a best-k schedule (k per running batch) or a
+    (low, high) hysteresis band on the running batch."""
     runs = [("on" if sp else "off", Arm(sc, sp)) for sp in arms]
-    if schedule is not None:
+    if isinstance(schedule, tuple):
+        runs.append(("policy", Arm(sc, True, hysteresis=(int(schedule[0]), int(schedule[1])))))
+    elif schedule is not None:
         runs.append(("policy", Arm(sc, True, schedule)))
     return runs
 
 
 def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, limits: EngineLimits = EngineLimits(),
              warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
-             schedule: np.ndarray | None = None) -> dict[str, float]:
+             schedule: np.ndarray | tuple[int, int] | None = None) -> dict[str, float]:
     """Per arm, the requests/s the server completes with its running batch at the engine's limit
     (max_num_seqs clients closed-loop, KV permitting): an offered rate above it saturates that arm."""
     n = max(num_prompts, 4 * limits.max_num_seqs)
@@ -163,7 +167,7 @@ def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, l
 def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num_prompts: int, seed: int,
               burstiness: float = 1.0, limits: EngineLimits = EngineLimits(),
               warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
-              schedule: np.ndarray | None = None, capacities: dict[str, float] | None = None) -> dict:
+              schedule: np.ndarray | tuple[int, int] | None = None, capacities: dict[str, float] | None = None) -> dict:
     """Both arms (and the scheduled arm, given a schedule) at one level, on the same requests.
 
     The requests (lengths, arrivals) come from (seed, axis, value) and each arm's acceptance draws
@@ -204,9 +208,10 @@ def level_prompts(axis: Axis, value: float, num_prompts: int, warmup_frac: float
 
 def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, num_prompts: int = 1000,
           seed: int = 0, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(), warmup_frac: float = 0.1,
-          base: Path | None = None, schedule: np.ndarray | None = None,
+          base: Path | None = None, schedule: np.ndarray | tuple[int, int] | None = None,
           progress: Callable[[int, int, float], None] | None = None) -> SweepResult:
-    """Simulate every level for both arms (speculation off and on), and the scheduled arm if given;
+    """Simulate every level for both arms (speculation off and on), and the routed arm if given a
+    `schedule` (k per running batch) or a (low, high) hysteresis band;
     `progress(levels done, levels, load)` is called after each level."""
     if not values:
         raise CrossoverError(f"no {axis.replace('_', ' ')} levels given")
