@@ -23,6 +23,7 @@ from ..curves import Scenario
 from ..errors import CrossoverError
 from ..step import Forward, Mix, StepModel, ragged
 from .engine import EngineLimits
+from .routing import Router, check_route
 
 SEGMENT = 256  # most decode-only steps simulated in one vectorised block
 
@@ -44,12 +45,7 @@ class Arm:
     hysteresis: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.schedule is not None and self.hysteresis is not None:
-            raise CrossoverError("route by the best-k schedule or by hysteresis, not both")
-        if self.hysteresis is not None:
-            low, high = self.hysteresis
-            if not (1 <= low <= high):
-                raise CrossoverError(f"hysteresis thresholds must satisfy 1 <= low <= high (got {low}, {high})")
+        check_route(self.schedule, self.hysteresis)
 
 
 @dataclass(frozen=True)
@@ -169,9 +165,7 @@ class _Engine:
         self.arr, self.prompt, self.output = arr, prompt, output
         sc = arm.scenario
         self.dep, self.spec, self.speculate = sc.deployment, sc.speculation, arm.speculate
-        self.schedule = arm.schedule if arm.speculate else None
-        self.hysteresis = arm.hysteresis if arm.speculate else None
-        self.speculating = True  # the hysteresis router's state
+        self.route = Router(self.spec.k, arm.speculate, arm.schedule, arm.hysteresis)
         self.modes: dict[int, _Mode] = {}
         self.draft_budget = self.spec.draft_kv_budget
         self.draft_prefills = arm.speculate and self.spec.draft_reads_prompts
@@ -243,20 +237,9 @@ class _Engine:
 
     def mode_for(self, batch: int) -> _Mode:
         """What a step does at this running batch (a schedule routes k by load)."""
-        spec = self.spec
-        if self.hysteresis is not None:
-            low, high = self.hysteresis
-            if batch > high:
-                self.speculating = False
-            elif batch < low:
-                self.speculating = True
-            k = spec.k if self.speculating else 0
-        elif self.schedule is None:
-            k = spec.k if self.speculate else 0
-        else:
-            k = int(self.schedule[min(batch, len(self.schedule)) - 1])
+        k = self.route(batch)
         if k not in self.modes:
-            self.modes[k] = _mode(self.dep, spec, k)
+            self.modes[k] = _mode(self.dep, self.spec, k)
         return self.modes[k]
 
     # ------------------------------------------------------------------ chunk prefill, draw acceptance
