@@ -20,6 +20,9 @@ from .memory import batch_ceiling, check_batches  # noqa: F401 - part of this mo
 from .ops import total_params
 from .specs import Deployment, Efficiency, Hardware, Model, load_hardware, load_model
 from .specs.deployment import MIN_FRACTION, tp_problem
+from .specs.engine import DEFAULT_ENGINE, EngineProfile
+from .specs.loader import available, load_engine
+from .step import COST_MODES
 from .speculation import Acceptance, Speculation, parse_tree
 from .workload import Workload, load_workload
 
@@ -36,6 +39,15 @@ AUTO_TP = (1, 2, 4, 8)
 # The largest fixed per-step overhead accepted: engines spend ~1-2 ms (specs/deployment.py); a second
 # per step is already no serving engine, and 1e308 ms would overflow the simulator's clock.
 MAX_STEP_OVERHEAD_MS = 1000.0
+
+
+DEFAULT_COST = "roofline"
+ENGINES = ("vllm", "vllm-v0", "sglang", "trtllm", "hf")  # the shipped profiles (engines())
+
+
+def engines() -> tuple[str, ...]:
+    """Engine profile names (engines/*.yaml and the user's CROSSOVER_SPEC_PATH)."""
+    return tuple(sorted(available("engines")))
 
 
 def _model(ref: str | Model) -> Model:
@@ -215,13 +227,16 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
              bandwidth_fraction: float | None = None, flops_fraction: float | None = None,
              step_overhead_ms: float | None = None, transition: str | None = None,
              calibration: str | Path | None = None, workload: str | Workload | None = None,
-             allow_vocab_mismatch: bool = False, force_calibration: bool = False) -> Scenario:
+             allow_vocab_mismatch: bool = False, force_calibration: bool = False,
+             engine: str | EngineProfile = DEFAULT_ENGINE, cost: str = DEFAULT_COST) -> Scenario:
     """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
     4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
     per_position; else a calibration's, else the workload's, else 0.7), the context (default 2048,
     or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
     and output lengths (unless given) make the curves carry the prefill share. A separate draft must
-    share the target's vocabulary unless `allow_vocab_mismatch`.
+    share the target's vocabulary unless `allow_vocab_mismatch`. `engine` names the engine profile
+    (engines/*.yaml: vllm = V1, vllm-v0, sglang, trtllm, hf) whose overheads, verify layout and
+    CUDA-graph limits the step model applies; `cost` how a forward is priced (roofline or kernels).
 
     Refused in one line: a tp no engine accepts for the model (heads, KV heads, MLP widths, experts
     under expert parallelism, GPUs per NVLink box), a context beyond the model's
@@ -244,8 +259,11 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     calibrated = load_calibration(calibration) if calibration is not None else {}
     eff = _efficiency(calibrated, bandwidth_fraction=bandwidth_fraction, flops_fraction=flops_fraction,
                       step_overhead_ms=step_overhead_ms, transition=transition)
+    profile = load_engine(engine)
+    if cost not in COST_MODES:
+        raise CrossoverError(f"unknown cost mode {cost!r} (--cost); choose from {', '.join(COST_MODES)}")
     dep = _deployment(target, hw, tp, peak, context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                      efficiency=eff, expert_parallel=expert_parallel)
+                      efficiency=eff, expert_parallel=expert_parallel, engine=profile, cost=cost)
     if calibration is not None:  # a fit of another model, hardware or TP applies only when forced
         note = check_transfer(saved_scenario(calibration), target.name, hw.name, dep.tp, force_calibration,
                               source=calibration, transferred=list(calibrated))
@@ -309,5 +327,16 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "tree": list(spec.tree) if spec.tree else None,
         "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
         "verify_width": spec.verify_width,
-        "efficiency": dep.efficiency.model_dump(),
+        "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
+        "cost": dep.cost,
+        "efficiency": _efficiency_in_effect(dep),
     }
+
+
+def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
+    """The efficiency dials with the engine profile's overheads filled in where no override is set."""
+    out = dep.efficiency.model_dump()
+    for name in ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "draft_step_overhead_s",
+                 "eager_layer_s", "ngram_lookup_per_seq_s"):
+        out[name] = getattr(dep, name)
+    return out

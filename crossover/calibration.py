@@ -153,10 +153,10 @@ def _initial(sc: Scenario, name: str) -> float:
         return dep.bandwidth / dep.hardware.bandwidth_bytes_s
     if name == "flops_fraction":
         return dep.flops / dep.hardware.peak_flops(dep.compute_dtype)
-    if name == "step_overhead_ms":
-        return e.step_overhead_s * 1e3
+    if name == "step_overhead_ms":  # the override, else the engine profile's
+        return dep.step_overhead_s * 1e3
     if name == "draft_step_overhead_ms":
-        return e.draft_step_overhead_s * 1e3
+        return dep.draft_step_overhead_s * 1e3
     return sc.speculation.acceptance.alpha(sc.speculation.k)
 
 

@@ -51,6 +51,15 @@ def prediction_dict(pred: Prediction) -> dict[str, Any]:
     }
 
 
+def engine_line(inputs: dict[str, Any]) -> str:
+    """Which engine profile and cost mode priced the steps (one line)."""
+    if "engine_version" not in inputs:
+        return ""
+    layout = {"batch_expansion": "verify by batch expansion: each of the k+1 positions re-reads the KV cache",
+              "multi_query": "one multi-query verify pass"}[inputs["verify_layout"]]
+    return f"engine: {inputs['engine_version']} ({layout}); cost: {inputs['cost']}"
+
+
 def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     """A readable table of the curves and a summary line with the crossover."""
     d = prediction_dict(pred)
@@ -67,6 +76,7 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
         f"context {inputs['context']:g}{mix}",
         f"speculation: {inputs['method']}{draft}, k={inputs['k']}, {acc_label} {acc_s} -> tau {d['tau']:.3f} "
         f"tokens/step, {d['wasted_positions_per_step']:.2f} wasted verify positions/step",
+        engine_line(inputs),
         "",
         f"{'batch':>7} {'step ms off':>12} {'step ms on':>11} {'draft ms':>9} {'tok/s off':>11} "
         f"{'tok/s on':>11} {'speedup':>8}  fits",
@@ -176,6 +186,7 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
         f"(mean prompt {inputs['prompt_len']:.0f}, output {inputs['output_len']:.0f} tokens), "
         f"{inputs['num_prompts']} requests per level (at least 10 rounds of the clients), seed {inputs['seed']}",
         f"speculation: {inputs['method']}, k={inputs['k']}, tau {inputs['tau']:.3f} tokens/step",
+        engine_line(inputs),
         "",
         f"{label:>7} | {'output tok/s':^26} | {'TTFT p50 ms':^15} | {'TPOT p50 ms':^15} | {'TPOT p99 ms':^15} "
         f"| {'E2E p99 s':^13}",

@@ -15,7 +15,7 @@ same two methods, registered in COST_MODES.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -36,17 +36,29 @@ class Forward:
     kv: np.ndarray
     qk: np.ndarray
     sampled: np.ndarray | None = None
+    # KV tokens (per window) that the verifying sequences would read on top of `kv` if each of
+    # their positions were scored as its own single-query sequence (vLLM V0's batch expansion).
+    expansion: np.ndarray | float = 0.0
 
     def __add__(self, other: "Forward") -> "Forward":
         """Two groups of sequences in one forward."""
         s1 = self.tokens if self.sampled is None else self.sampled
         s2 = other.tokens if other.sampled is None else other.sampled
-        return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2)
+        return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2,
+                       self.expansion + other.expansion)
+
+    def expanded(self) -> "Forward":
+        """The same positions scored by batch expansion: position j of a verifying sequence is a
+        sequence of its own over context + j tokens, so each reads the KV history (k+1 reads in all)."""
+        return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled)
 
 
 def uniform(ops: CompiledOps, batch, q, context) -> Forward:
-    """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast)."""
-    return Forward(*ops.uniform_sums(batch, q, context))
+    """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast).
+    Scored one position per sequence, query j would read context + j + 1 tokens: the causal
+    query-key sum, so the expansion is qk - kv (0 where q = 1)."""
+    tokens, kv, qk = ops.uniform_sums(batch, q, context)
+    return Forward(tokens, kv, qk, None, qk - kv)
 
 
 def prompts(ops: CompiledOps, count, length: float, attended: float) -> Forward:
@@ -57,12 +69,18 @@ def prompts(ops: CompiledOps, count, length: float, attended: float) -> Forward:
     return Forward(n * length, n * np.minimum(attended, w), n * length * np.minimum((attended + 1.0) / 2.0, w), n)
 
 
-def ragged(ops: CompiledOps, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None) -> Forward:
+def ragged(ops: CompiledOps, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None,
+           verifying: np.ndarray | None = None) -> Forward:
     """Sequences along the last axis with `q` new positions over `context` cached tokens each (q = 0:
-    the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path."""
+    the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path. With a
+    `verifying` mask, the batch-expansion reads of those sequences (see `uniform`) are kept too."""
     kv, qk = ops.window_sums(q, context)
     t = q.sum(axis=-1).astype(np.int64) if tokens is None else tokens
-    return Forward(t, kv, qk, sampled)
+    expansion: np.ndarray | float = 0.0
+    if verifying is not None:
+        kv_v, qk_v = ops.window_sums(np.where(verifying, q, 0.0), np.where(verifying, context, 0.0))
+        expansion = qk_v - kv_v
+    return Forward(t, kv, qk, sampled, expansion)
 
 
 @dataclass(frozen=True)
@@ -95,7 +113,7 @@ class StepBreakdown:
     drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group
 
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
-             "spec_overhead", "spec_overhead_per_seq")
+             "spec_overhead", "spec_overhead_per_seq", "proposer_lookup")
 
     def term(self, name: str) -> np.ndarray:
         """One term's seconds, broadcast to the shape of `total`."""
@@ -158,44 +176,65 @@ class StepModel:
     draft: CompiledOps | None
     cost: CostMode
     draft_kv_budget: int | None = None  # the draft attends to at most this many cached tokens
+    ngram: bool = False  # proposals come from the engine's n-gram lookup (a CPU cost per sequence)
 
     @staticmethod
-    def of(deployment: Deployment, speculation: Speculation | None = None, cost: str = "roofline") -> "StepModel":
-        """The step model of a deployment (and a speculation method's draft), memoised."""
-        if cost not in COST_MODES:
-            raise CrossoverError(f"unknown cost mode {cost!r}; choose from {', '.join(COST_MODES)}")
+    def of(deployment: Deployment, speculation: Speculation | None = None, cost: str | None = None) -> "StepModel":
+        """The step model of a deployment (and a speculation method's draft), memoised; the cost
+        mode is the deployment's (`cost` overrides it)."""
+        if cost is not None and cost != deployment.cost:
+            deployment = deployment.model_copy(update={"cost": cost})
+        if deployment.cost not in COST_MODES:
+            raise CrossoverError(f"unknown cost mode {deployment.cost!r}; choose from {', '.join(COST_MODES)}")
         if speculation is None:
-            return _step_model(deployment, None, None, cost)
-        return _step_model(deployment, speculation.drafter, speculation.draft_kv_budget, cost)
+            return _step_model(deployment, None, None, False)
+        return _step_model(deployment, speculation.drafter, speculation.draft_kv_budget, speculation.method == "ngram")
+
+    @cached_property
+    def target_layers(self) -> float:
+        """Layers of the target forward (each launches its kernels when the step runs eagerly)."""
+        return float(sum(op.count for op in self.target.source_ops if op.kind == "attention"))
 
     # ------------------------------------------------------------------ the one price
 
     def price(self, mix: Mix, detail: bool = False) -> StepBreakdown:
-        """Seconds of the step(s) described by `mix`, by term."""
-        eff = self.deployment.efficiency
+        """Seconds of the step(s) described by `mix`, by term, with the deployment's engine profile
+        applied: how verify is scored (batch expansion re-reads the KV cache), the CUDA-graph limit
+        (an eager forward takes at least its layers' launch time), the n-gram proposer's lookup and
+        the per-step, per-sequence and per-draft-pass overheads."""
+        dep = self.deployment
+        engine = dep.engine
         run = self.cost.forward if detail else (lambda ops, w: StepCost(self.cost.seconds(ops, w)))
-        target = run(self.target, mix.target)
         verifying = np.asarray(mix.verifying, float)
         drafting = verifying > 0
         every = bool(drafting.all())
+        any_draft = bool(drafting.any())
+        work = mix.target
+        if engine.verify_layout == "batch_expansion" and any_draft:
+            work = work.expanded()
+        target = run(self.target, work)
+        target_s = target.total
+        eager = self._eager(work.tokens, verifying)
+        if eager is not None:  # outside a captured graph: at least the layers' launch time
+            target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)
 
         def gate(x):
             """`x` where sequences verify (and so draft), 0 where none does."""
             return x if every else np.where(drafting, x, 0.0)
 
-        any_draft = bool(drafting.any())
-        terms = {"target_forward": target.total, "step_overhead": eff.step_overhead_s,
+        terms = {"target_forward": target_s, "step_overhead": dep.step_overhead_s,
                  "draft_forwards": 0.0, "draft_step_overhead": 0.0, "draft_prefill": 0.0,
-                 "spec_overhead": gate(eff.spec_overhead_s) if any_draft else 0.0,
-                 "spec_overhead_per_seq": gate(verifying * eff.spec_overhead_per_seq_s) if any_draft else 0.0}
+                 "spec_overhead": gate(dep.spec_overhead_s) if any_draft else 0.0,
+                 "spec_overhead_per_seq": gate(verifying * dep.spec_overhead_per_seq_s) if any_draft else 0.0,
+                 "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0}
         drafts = []
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
-        for count, work in (mix.draft_passes if any_draft else ()):
-            one = run(self.draft, work)
+        for count, pass_work in (mix.draft_passes if any_draft else ()):
+            one = run(self.draft, pass_work)
             drafts.append(one)
             terms["draft_forwards"] = terms["draft_forwards"] + gate(count * one.total)
-            terms["draft_step_overhead"] = terms["draft_step_overhead"] + gate(count * eff.draft_step_overhead_s)
+            terms["draft_step_overhead"] = terms["draft_step_overhead"] + gate(count * dep.draft_step_overhead_s)
         if mix.draft_prefill is not None and self.draft is not None:
             pre = run(self.draft, mix.draft_prefill).total
             if mix.draft_passes and any_draft:  # inside the first draft pass: no second launch
@@ -207,7 +246,33 @@ class StepModel:
         total = np.asarray(total)
         return StepBreakdown(terms, total, target if detail else None, drafts)
 
+    def _eager(self, tokens, verifying: np.ndarray) -> np.ndarray | None:
+        """Where the target forward runs outside a captured CUDA graph (None: nowhere). The graph key
+        is the step's tokens (vLLM V1), its sequences after batch expansion (vLLM V0: one per
+        position, so also the tokens), or its requests (SGLang, TensorRT-LLM: the verifying
+        sequences of a speculative step, else one per token of a decode step)."""
+        engine = self.deployment.engine
+        if self.deployment.eager_layer_s == 0.0:
+            return None
+        limit = engine.graph_capture_limit
+        if limit == 0:
+            return np.True_
+        key = np.asarray(tokens, float)
+        if engine.graph_capture_unit == "requests":
+            key = np.where(verifying > 0, verifying, key)
+        over = key > limit
+        return over if over.any() else None
+
     # ------------------------------------------------------------------ common mixes
+
+    def ragged_target(self, q: np.ndarray, context: np.ndarray, sampled=None,
+                      verifying: np.ndarray | None = None) -> Forward:
+        """The target forward of sequences with `q` new positions each over `context` (last axis;
+        see `ragged`); `verifying` marks the sequences that verify drafts, whose positions the
+        engine scores as separate sequences when it batch-expands (vLLM V0)."""
+        if self.deployment.engine.verify_layout != "batch_expansion":
+            verifying = None
+        return ragged(self.target, q, context, sampled=sampled, verifying=verifying)
 
     def draft_context(self, context):
         """The context a draft pass attends to (capped by a self-speculation KV budget)."""
@@ -249,9 +314,9 @@ class StepModel:
 
 
 @lru_cache(maxsize=256)
-def _step_model(deployment: Deployment, drafter: Speculation | None, budget: int | None, cost: str) -> StepModel:
+def _step_model(deployment: Deployment, drafter: Speculation | None, budget: int | None, ngram: bool) -> StepModel:
     draft = None if drafter is None else compiled_draft(drafter, deployment)
-    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[cost], budget)
+    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[deployment.cost], budget, ngram)
 
 
 def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:

@@ -83,7 +83,7 @@ def test_one_pricing_of_every_term_by_hand():
     model = StepModel.of(dep, spec)
     b, ctx = np.array([1.0, 32.0]), 1000.0
     st = model.price(model.decode(b, ctx, spec))
-    eff = dep.efficiency
+    eff = dep  # the overheads in effect (engine profile unless overridden)
     draft_dep = spec.draft_deployment(dep)
     one_draft = step_time(draft_dep, b, 1, ctx).total - eff.step_overhead_s  # a forward without the step
     want = (step_time(dep, b, 4, ctx).total + 3 * (one_draft + eff.draft_step_overhead_s) + eff.spec_overhead_s

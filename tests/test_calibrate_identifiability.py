@@ -69,7 +69,7 @@ def test_a_parameter_pushed_to_its_bound_is_fixed_at_its_default_and_the_rest_re
     assert held["value"] == 1.0 and held["reason"].startswith("at its bound 0")
     assert "step_overhead_ms" not in fit.names and fit.fixed == {}
     assert all(not p["at_bound"] and p["stderr"] <= abs(p["value"]) for p in fit.parameters().values())
-    assert fit.scenario.deployment.efficiency.step_overhead_s == 1e-3
+    assert fit.scenario.deployment.step_overhead_s == 1e-3
     saved = fit.to_yaml_dict()
     assert saved["fixed_at_default"]["step_overhead_ms"]["reason"] == held["reason"]
     assert "step_overhead_ms" not in saved["parameters"] and "step_overhead_ms" not in saved["fixed"]

@@ -62,7 +62,8 @@ def test_ngram_match_rate_scales_drafted_positions():
 
 
 def test_verify_with_q1_and_no_draft_equals_decode():
-    eff = Efficiency(spec_overhead_s=0.0, spec_overhead_per_seq_s=0.0)
+    # no speculative bookkeeping and no n-gram lookup (it runs, matched or not): a plain decode
+    eff = Efficiency(spec_overhead_s=0.0, spec_overhead_per_seq_s=0.0, ngram_lookup_per_seq_s=0.0)
     d = dep(eff=eff)
     s = Speculation("ngram", 3, Acceptance.rate(0.5, match_rate=0.0))
     b = np.array([1.0, 16.0, 128.0])
@@ -77,7 +78,7 @@ def test_draft_model_pays_k_sequential_forwards():
     draft = load_model("llama-3.2-1b")
     s = Speculation("draft", 4, Acceptance.rate(0.7), draft=draft, draft_tp=1)
     dd = Deployment(model=draft, hardware=d.hardware, tp=1, efficiency=eff)
-    one = step_time(dd, [8], 1, 2048).total[0] - eff.step_overhead_s  # a draft forward, no engine step cost
+    one = step_time(dd, [8], 1, 2048).total[0] - dd.step_overhead_s  # a draft forward, no engine step cost
     st = spec_step(d, s, [8], 2048)
     assert float(st.term("draft_forwards")[0]) == pytest.approx(4 * one, rel=1e-9)
     assert float(st.draft[0]) == pytest.approx(4 * one, rel=1e-9)
@@ -103,7 +104,7 @@ def test_medusa_is_one_pass_and_mtp_needs_a_module():
     m = Speculation("medusa", 4, Acceptance.rate(0.6))
     assert m.draft_forwards == 1
     t = spec_step(d, m, [1], 512)
-    assert float(t.term("draft_step_overhead")[0]) == pytest.approx(d.efficiency.draft_step_overhead_s)
+    assert float(t.term("draft_step_overhead")[0]) == pytest.approx(d.draft_step_overhead_s)
     assert float(t.drafts[0].ops["medusa_heads"].bytes[0]) == pytest.approx(4 * 32000 * 4096 * 2, rel=1e-3)
     with pytest.raises(CrossoverError, match="no MTP module"):
         Speculation("mtp", 2, Acceptance.rate(0.8)).draft_ops(d)
@@ -126,7 +127,7 @@ def test_spec_step_shows_its_parts():
     s = Speculation("eagle", 3, Acceptance.rate(0.7))
     st = spec_step(d, s, [4.0], 1024)
     assert s.verify_width == 4
-    eff = d.efficiency
+    eff = d  # the overheads in effect
     assert float(st.total[0]) == pytest.approx(
         float(st.draft[0] + st.verify[0]) + eff.spec_overhead_s + 4 * eff.spec_overhead_per_seq_s, rel=1e-12)
     # by hand: target forward at q = 4, the step overhead, three draft passes with their launches

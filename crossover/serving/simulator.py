@@ -307,8 +307,12 @@ class _Engine:
         if len(b.pre_idx):  # a prompt chunk needs logits only when it is the prompt's last
             sampled[0] = q[0, b.decoding].sum() + len(b.first)
         # a prompt waiting for budget attends nothing this step
-        target = ragged(md.model.target, np.where(live, q, 0.0), np.where(live, b.ctx, -q),
-                        sampled=sampled.astype(np.int64))
+        verifying_rows = None
+        if md.on:  # sequences that decode (and so verify) in each step: all but step 0's prompts
+            verifying_rows = live.copy()
+            verifying_rows[0] &= b.decoding
+        target = md.model.ragged_target(np.where(live, q, 0.0), np.where(live, b.ctx, -q),
+                                        sampled=sampled.astype(np.int64), verifying=verifying_rows)
         verifying: np.ndarray | float = 0.0
         passes: tuple = ()
         if md.on:

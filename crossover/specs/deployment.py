@@ -13,7 +13,9 @@ from pydantic import ConfigDict, Field, PositiveInt, model_validator
 from ..errors import CrossoverError
 from ..units import COMPUTE_DTYPE, DTYPE_BYTES
 from .frozen import Spec
+from .engine import DEFAULT_ENGINE, EngineProfile
 from .hardware import Hardware
+from .loader import load_engine
 from .model import Model
 
 Transition = Literal["smooth", "max", "sum"]
@@ -61,26 +63,14 @@ class Efficiency(Spec):
     allreduce_hop_latency_s: float | None = Field(default=None, ge=0)
     # Kernel gaps inside a CUDA-graphed forward: ~10 kernels per layer x ~1.5 us each. Derived.
     layer_overhead_s: float = Field(default=15e-6, ge=0)
-    # Per engine step: scheduling, input preparation, sampling not hidden by overlap. Modern
-    # engines with CUDA graphs and overlapped scheduling: ~1-2 ms. CUDA graphs alone cut 1.48 ms
-    # per step at concurrency 1 (github.com/xLLM-AI/xllm/pull/713); TensorRT-LLM leaves ~0.58 ms
-    # of host time exposed per iteration at concurrency 64 with its overlap scheduler
-    # (github.com/NVIDIA/TensorRT-LLM/issues/13957); vLLM v0.6 and SGLang v0.4 overlap the rest
-    # (blog.vllm.ai/2024/09/05/perf-update.html, lmsys.org/blog/2024-12-04-sglang-v0-4/).
-    # Derived default, a calibration parameter.
-    step_overhead_s: float = Field(default=1.0e-3, ge=0)
-    # Extra per speculative step, fixed and per sequence: rejection sampling, draft bookkeeping,
-    # KV slot rewinds, smaller CUDA-graph coverage. github.com/vllm-project/vllm/issues/49548
-    # (H100 NVL, Gemma-4-31B FP8, dynamic speculation enabled at k = 0) measured +6.6% TPOT at
-    # concurrency 2 and +21.6% at 189. With TPOT ~12 ms at 2 and ~40 ms at 189 (a 31 GB model
-    # streamed at ~3 TB/s; KV-heavy at 189) that is ~0.8 ms fixed plus ~40 us per sequence.
-    # Derived defaults (the TPOTs are estimates), calibration parameters. The per-sequence term is
-    # what makes speculation lose ground with load in measured engines (EAGLE-3 SGLang and DSpark
-    # tables) beyond the roofline.
-    spec_overhead_s: float = Field(default=0.8e-3, ge=0)
-    spec_overhead_per_seq_s: float = Field(default=40e-6, ge=0)
-    # Extra per sequential draft forward (launch, draft sampling, tree bookkeeping). Derived default.
-    draft_step_overhead_s: float = Field(default=0.1e-3, ge=0)
+    # Engine overheads around the kernels (seconds). None = the engine profile's value
+    # (engines/*.yaml, each with its source); set here by flags, calibration or speed_of_light.
+    step_overhead_s: float | None = Field(default=None, ge=0)
+    spec_overhead_s: float | None = Field(default=None, ge=0)
+    spec_overhead_per_seq_s: float | None = Field(default=None, ge=0)
+    draft_step_overhead_s: float | None = Field(default=None, ge=0)
+    eager_layer_s: float | None = Field(default=None, ge=0)  # launch floor per layer of an eager forward
+    ngram_lookup_per_seq_s: float | None = Field(default=None, ge=0)  # n-gram proposer CPU per sequence
     # How op time moves from memory- to compute-bound; see roofline.combine for why 'smooth'.
     transition: Transition = "smooth"
     transition_p: float = Field(default=1.5, ge=1.0)
@@ -91,7 +81,8 @@ class Efficiency(Spec):
         return cls(
             bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
-            draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, transition="max",
+            draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, eager_layer_s=0.0, ngram_lookup_per_seq_s=0.0,
+            transition="max",
         )
 
 
@@ -159,6 +150,10 @@ class Deployment(Spec):
     # every expert sharded over it: the step then waits for the GPU holding the most touched experts.
     expert_parallel: bool = False
     efficiency: Efficiency = Field(default_factory=Efficiency)
+    # What the serving engine adds around the kernels (engines/*.yaml) and how a forward's seconds
+    # are found: "roofline" (analytical) or "kernels" (measured tables, crossover[kernels]).
+    engine: EngineProfile = Field(default_factory=lambda: load_engine(DEFAULT_ENGINE))
+    cost: str = "roofline"
 
     @model_validator(mode="after")
     def _check(self) -> "Deployment":
@@ -225,6 +220,42 @@ class Deployment(Spec):
         hop = self.efficiency.allreduce_hop_latency_s
         hop = self.hardware.allreduce_hop_latency_s if hop is None else hop
         return self.efficiency.allreduce_base_latency_s + 2 * (self.tp - 1) * hop
+
+    # ------------------------------------------------------------------ engine overheads in effect
+
+    def _overhead(self, field: str, engine_value: float) -> float:
+        v = getattr(self.efficiency, field)
+        return engine_value if v is None else v
+
+    @property
+    def step_overhead_s(self) -> float:
+        """Host time per engine step the GPU waits for (efficiency override, else the engine's)."""
+        return self._overhead("step_overhead_s", self.engine.step_overhead_s)
+
+    @property
+    def spec_overhead_s(self) -> float:
+        """Extra per speculative step."""
+        return self._overhead("spec_overhead_s", self.engine.spec_step_overhead_s)
+
+    @property
+    def spec_overhead_per_seq_s(self) -> float:
+        """Extra per verifying sequence per step."""
+        return self._overhead("spec_overhead_per_seq_s", self.engine.spec_per_seq_s)
+
+    @property
+    def draft_step_overhead_s(self) -> float:
+        """Launch and host cost of each sequential draft forward."""
+        return self._overhead("draft_step_overhead_s", self.engine.draft_pass_overhead_s)
+
+    @property
+    def eager_layer_s(self) -> float:
+        """Host launch time per layer of a forward outside a CUDA graph."""
+        return self._overhead("eager_layer_s", self.engine.eager_layer_s)
+
+    @property
+    def ngram_lookup_per_seq_s(self) -> float:
+        """The n-gram proposer's CPU lookup per sequence per step."""
+        return self._overhead("ngram_lookup_per_seq_s", self.engine.ngram_lookup_per_seq_s)
 
     def with_efficiency(self, **changes) -> "Deployment":
         """A copy with some efficiency fields changed."""

@@ -13,15 +13,17 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import CrossoverError
 from ..files import read_text
+from .engine import EngineProfile
 from .hardware import Hardware
 from .model import Model
 
-Kind = Literal["hardware", "models", "workloads"]
+Kind = Literal["hardware", "models", "workloads", "engines"]
 T = TypeVar("T", bound=BaseModel)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # Marker keys that tell a hardware file from a model file in a flat user directory.
-_KIND_KEY = {"hardware": "memory_bandwidth_gb_s", "models": "hidden_size", "workloads": "output_len"}
+_KIND_KEY = {"hardware": "memory_bandwidth_gb_s", "models": "hidden_size", "workloads": "output_len",
+             "engines": "verify_layout"}
 
 
 def shipped_dir(kind: Kind) -> Path:
@@ -84,7 +86,7 @@ def parse_spec(data: dict, cls: type[T], origin: str) -> T:
 
 
 # The spec class of each kind this module knows; modules above it (workload.py) pass their own.
-_SPEC_CLASSES: dict[str, type[BaseModel]] = {"hardware": Hardware, "models": Model}
+_SPEC_CLASSES: dict[str, type[BaseModel]] = {"hardware": Hardware, "models": Model, "engines": EngineProfile}
 
 
 @lru_cache(maxsize=256)
@@ -130,7 +132,7 @@ def available(kind: Kind) -> dict[str, Path]:
     return found
 
 
-_WHAT = {"hardware": "hardware", "models": "model", "workloads": "workload"}
+_WHAT = {"hardware": "hardware", "models": "model", "workloads": "workload", "engines": "engine"}
 
 
 def resolve_path(ref: str, kind: Kind, cls: type[BaseModel] | None = None) -> tuple[BaseModel, Path]:
@@ -151,7 +153,7 @@ def resolve_path(ref: str, kind: Kind, cls: type[BaseModel] | None = None) -> tu
             return load_file(hit, kind), hit
     close = _hints(ref, names)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    listing = f" (`crossover {kind} list` shows all)" if kind != "workloads" else (
+    listing = f" (`crossover {kind} list` shows all)" if kind not in ("workloads", "engines") else (
         f" (known: {', '.join(sorted(names))})")
     if kind == "models" and "/" in ref:
         listing += "; for another checkpoint, `crossover models import CONFIG.json` writes a spec from its config"
@@ -194,3 +196,8 @@ def load_hardware(ref: str | Hardware) -> Hardware:
 def load_model(ref: str | Model) -> Model:
     """Model by name, path or instance."""
     return ref if isinstance(ref, Model) else resolve(ref, "models")  # type: ignore[return-value]
+
+
+def load_engine(ref: str | EngineProfile) -> EngineProfile:
+    """Engine profile by name (engines/*.yaml: vllm, vllm-v0, sglang, trtllm, hf), path or instance."""
+    return ref if isinstance(ref, EngineProfile) else resolve(ref, "engines")  # type: ignore[return-value]

@@ -1,0 +1,176 @@
+"""Engine profiles (engines/*.yaml) applied by the step model: hand-computed cases per profile, the
+batch-expansion verify of vLLM V0, the CUDA-graph limit, the n-gram lookup, and the property that no
+profile prices a step below the roofline's speed of light."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import crossover
+from crossover.acceptance import Acceptance
+from crossover.build import ENGINES, engines
+from crossover.cli import main
+from crossover.errors import CrossoverError
+from crossover.specs import Deployment, Efficiency, load_hardware, load_model
+from crossover.specs.loader import load_engine
+from crossover.speculation import Speculation
+from crossover.step import Mix, StepModel, uniform
+
+H100 = load_hardware("h100-sxm")
+L8B = load_model("llama-3.1-8b")
+
+
+def _dep(engine: str, model=L8B, tp: int = 1, **eff) -> Deployment:
+    return Deployment(model=model, hardware=H100, tp=tp, engine=load_engine(engine), efficiency=Efficiency(**eff))
+
+
+def test_every_shipped_profile_loads_with_a_source_for_every_value():
+    assert set(ENGINES) == set(engines())
+    for name in ENGINES:
+        p = load_engine(name)
+        for field in ("step_overhead_ms", "spec_step_overhead_ms", "spec_per_seq_us", "draft_pass_overhead_ms",
+                      "verify_layout", "graph_capture_limit", "eager_layer_us", "ngram_lookup_per_seq_us",
+                      "ngram_miss"):
+            assert p.sources.get(field), f"{name}: {field} has no source"
+        assert p.version and p.framework in ("vllm", "sglang", "trtllm", "hf")
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_each_profile_prices_an_eagle_step_by_hand(name):
+    """Off: forward + step overhead. On (batch 8, k = 3, EAGLE): verify forward + step overhead +
+    3 draft passes with their launches + the per-step and per-sequence bookkeeping (all profiles
+    below their graph limits at this size, except hf which never captures)."""
+    p = load_engine(name)
+    dep = _dep(name)
+    spec = Speculation("eagle", 3, Acceptance.rate(0.7))
+    model = StepModel.of(dep, spec)
+    b, ctx = 8.0, 1024.0
+    fwd_on = model.target.evaluate(*model.target.uniform_sums(b, 4.0, ctx)).total
+    fwd_off = model.target.evaluate(*model.target.uniform_sums(b, 1.0, ctx)).total
+    if p.verify_layout == "batch_expansion":  # each of the 4 positions re-reads the cache
+        t, kv, qk = model.target.uniform_sums(b, 4.0, ctx)
+        fwd_on = model.target.evaluate(t, qk, qk).total
+    floor = model.target_layers * p.eager_layer_us / 1e6
+    if p.graph_capture_limit == 0:
+        fwd_on, fwd_off = max(fwd_on, floor), max(fwd_off, floor)
+    draft = model.draft.evaluate(*model.draft.uniform_sums(b, 1.0, ctx)).total
+    if p.graph_capture_limit == 0:
+        pass  # draft forwards carry no floor in the step model (their launches are draft_pass_overhead)
+    want_on = (fwd_on + p.step_overhead_ms / 1e3 + 3 * (draft + p.draft_pass_overhead_ms / 1e3)
+               + p.spec_step_overhead_ms / 1e3 + b * p.spec_per_seq_us / 1e6)
+    want_off = fwd_off + p.step_overhead_ms / 1e3
+    on = model.price(model.decode(np.array([b]), ctx, spec)).total[0]
+    off = model.price(model.decode(np.array([b]), ctx)).total[0]
+    assert on == pytest.approx(float(want_on), rel=1e-12)
+    assert off == pytest.approx(float(want_off), rel=1e-12)
+
+
+def test_batch_expansion_reads_the_kv_cache_once_per_verified_position():
+    """vLLM V0 at batch 64, k = 4, context 2000 on Llama-3.1-8B: the attention KV read of the verify
+    forward is 5 sequences' worth per request, sum_j (2000 + j) for j = 1..5 = 10015 tokens,
+    against 2005 for one multi-query pass; the FLOPs are the same."""
+    v1, v0 = StepModel.of(_dep("vllm")), StepModel.of(_dep("vllm-v0"))
+    spec = Speculation("ngram", 4, Acceptance.rate(0.6))
+    m1, m0 = v1.decode(np.array([64.0]), 2000.0, spec), v0.decode(np.array([64.0]), 2000.0, spec)
+    assert float(m1.target.kv[0][0]) == pytest.approx(64 * 2005)
+    assert float(m1.target.kv[0][0] + m1.target.expansion[0][0]) == pytest.approx(64 * 10015)
+    d1 = v1.price(m1, detail=True).ops["attention"]
+    d0 = v0.price(m0, detail=True).ops["attention"]
+    assert float(d0.flops[0]) == pytest.approx(float(d1.flops[0]))
+    kv_per_token = float(d1.bytes[0]) / (64 * 2005)  # attention bytes are KV reads (+ small writes)
+    assert float(d0.bytes[0]) > 4.5 * float(d1.bytes[0]) and kv_per_token > 0
+    # decode (q = 1) is the same in both layouts
+    off1, off0 = v1.price(v1.decode(np.array([64.0]), 2000.0)), v0.price(v0.decode(np.array([64.0]), 2000.0))
+    assert float(off0.term("target_forward")[0]) == pytest.approx(float(off1.term("target_forward")[0]))
+
+
+def test_the_simulator_scores_by_batch_expansion_too():
+    """The serving simulator's ragged verify carries the same expansion (one pricing)."""
+    dep = _dep("vllm-v0")
+    spec = Speculation("ngram", 3, Acceptance.rate(0.6))
+    model = StepModel.of(dep, spec)
+    q = np.array([[4.0, 4.0, 4.0]])
+    ctx = np.array([[1000.0, 1000.0, 1000.0]])
+    rag = model.ragged_target(q, ctx, verifying=np.ones_like(q, bool))
+    uni = uniform(model.target, 3.0, 4.0, 1000.0)
+    np.testing.assert_allclose((rag.kv + rag.expansion).ravel(), (uni.kv + uni.expansion).ravel(), rtol=1e-12)
+    v1 = StepModel.of(_dep("vllm"), spec).ragged_target(q, ctx, verifying=np.ones_like(q, bool))
+    assert np.all(np.asarray(v1.expansion) == 0.0)  # multi-query engines keep one read
+
+
+def test_an_eager_step_takes_at_least_its_layers_launch_time():
+    """hf never captures a graph: a batch-1 decode of Llama-3.2-1B (16 layers) on an H100 takes at
+    least 16 x 45 us; a step beyond vLLM V1's 512-token capture limit runs eagerly as well."""
+    small = load_model("llama-3.2-1b")
+    dep = _dep("hf", model=small)
+    model = StepModel.of(dep)
+    fwd = model.target.evaluate(*model.target.uniform_sums(1.0, 1.0, 100.0)).total
+    got = model.price(model.decode(np.array([1.0]), 100.0)).term("target_forward")[0]
+    assert model.target_layers == 16
+    assert float(got) == pytest.approx(max(float(fwd), 16 * 45e-6))
+    v1 = StepModel.of(_dep("vllm", model=small))
+    b = np.array([400.0, 600.0])  # 400 tokens graphed, 600 eager
+    mix = v1.decode(b, 100.0)
+    eager = v1._eager(mix.target.tokens, np.zeros(2))
+    assert eager is not None and list(eager) == [False, True]
+
+
+def test_ngram_lookup_is_a_cpu_cost_per_verifying_sequence():
+    dep = _dep("vllm-v0")
+    spec = Speculation("ngram", 4, Acceptance.rate(0.6))
+    model = StepModel.of(dep, spec)
+    st_ = model.price(model.decode(np.array([10.0, 100.0]), 1000.0, spec))
+    np.testing.assert_allclose(st_.term("proposer_lookup"), [10 * 84e-6, 100 * 84e-6], rtol=1e-12)
+    eagle = StepModel.of(dep, Speculation("eagle", 4, Acceptance.rate(0.6)))
+    assert float(eagle.price(eagle.decode(np.array([10.0]), 1000.0, Speculation("eagle", 4, Acceptance.rate(0.6))))
+                 .term("proposer_lookup")[0]) == 0.0
+
+
+def test_v0_crosses_far_earlier_than_v1_for_70b_ngram():
+    """The mechanism of vLLM's 2024 blog: with batch expansion the n-gram crossover for Llama-3-70B
+    on 4 x H100 comes several times earlier than V1's multi-query verify."""
+    kw = dict(model="llama-3-70b", hardware="h100-sxm", tp=4, method="ngram", k=4, acceptance=0.7, context=1000)
+    v0 = crossover.predict(crossover.scenario(engine="vllm-v0", **kw)).crossover_batch
+    v1 = crossover.predict(crossover.scenario(engine="vllm", **kw)).crossover_batch
+    assert v0 is not None and (v1 is None or v1 > 2 * v0)
+
+
+def test_unknown_engine_and_cost_are_one_line_errors(capsys):
+    with pytest.raises(CrossoverError, match="unknown engine 'vllm1'"):
+        crossover.scenario(engine="vllm1")
+    assert main(["predict", "--engine", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown engine 'nope'" in err
+
+
+def test_outputs_name_the_engine(capsys):
+    assert main(["predict", "--engine", "vllm-v0", "--method", "ngram", "--batch", "1,8"]) == 0
+    out = capsys.readouterr().out
+    assert "engine: vLLM V0 0.6.x (verify by batch expansion" in out
+    assert main(["predict", "--engine", "sglang", "--batch", "1", "--json"]) == 0
+    import json
+    d = json.loads(capsys.readouterr().out)
+    assert d["inputs"]["engine"] == "sglang" and d["inputs"]["verify_layout"] == "multi_query"
+    assert d["inputs"]["efficiency"]["spec_overhead_s"] == pytest.approx(1.5e-3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(ENGINES), batch=st.floats(1, 512), k=st.integers(1, 8),
+       ctx=st.floats(0, 32000), method=st.sampled_from(["eagle", "ngram", "medusa"]))
+def test_no_engine_profile_prices_a_step_below_the_speed_of_light(name, batch, k, ctx, method):
+    spec = Speculation(method, k, Acceptance.rate(0.6))
+    real = StepModel.of(_dep(name), spec)
+    light_dep = Deployment(model=L8B, hardware=H100, engine=load_engine(name), efficiency=Efficiency.speed_of_light())
+    light = StepModel.of(light_dep, spec)
+    b = np.array([batch])
+    for s in (None, spec):
+        t = real.price(real.decode(b, ctx, s)).total[0]
+        bound = light.price(light.decode(b, ctx, s)).total[0]
+        assert t >= bound * (1 - 1e-12)
+    # and the speed of light itself carries no engine term
+    terms = light.price(light.decode(b, ctx, spec)).terms
+    for term in ("step_overhead", "spec_overhead", "spec_overhead_per_seq", "draft_step_overhead", "proposer_lookup"):
+        assert np.all(np.asarray(terms[term]) == 0.0)
