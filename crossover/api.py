@@ -25,11 +25,15 @@ from .errors import CrossoverError
 from .measured import calibrate_sweep as calibrate  # noqa: F401 - an API verb
 from .measured import measured  # noqa: F401 - an API verb
 from .memory import batch_ceiling
+from .plan import DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
 from .plan import plan as _plan
 from .policy import best_k_policy, routing_policy
+from .pricing import DEFAULT_PUE, DEFAULT_YEARS, costs, parse_price_flags
 from .serving.engine import EngineLimits
 from .serving.sweep import sweep
 from .specs import load_hardware, load_model
+from .step import StepModel, op_breakdown
+from .traffic import Traffic, demand
 from .trees import best_tree_policy
 from .whatif import grid, parse_axis
 from .workload import Workload, load_workload
@@ -42,8 +46,9 @@ def _scenario(sc: Scenario | None, kwargs: dict[str, Any]) -> Scenario:
 
 
 def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAULT_BATCHES,
-            **scenario_kwargs: Any) -> results.PredictResult:
-    """Throughput off and on at each batch, the crossover and the memory limits."""
+            breakdown: float | None = None, **scenario_kwargs: Any) -> results.PredictResult:
+    """Throughput off and on at each batch, the crossover and the memory limits; with `breakdown`
+    (a batch), the per-op and per-term step times there and which cost mode priced each op."""
     sc = _scenario(scenario, scenario_kwargs)
     if batches is not DEFAULT_BATCHES:  # loads the KV cache could hold (fractional: the curve is continuous)
         ceiling = batch_ceiling(sc.deployment)
@@ -51,7 +56,13 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
         if bad:
             raise CrossoverError(f"batch {bad[0]:g} is no load this deployment could run: batches lie in (0, "
                                  f"{ceiling}], what its KV cache could ever hold")
-    return results.PredictResult(_predict(sc, list(batches)), inputs(sc))
+    bd = None
+    if breakdown is not None:
+        if not (np.isfinite(breakdown) and 0 < breakdown <= batch_ceiling(sc.deployment)):
+            raise CrossoverError(f"--breakdown batch {breakdown:g} is no load this deployment could run (0, "
+                                 f"{batch_ceiling(sc.deployment)}]")
+        bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), breakdown, sc.context, sc.speculation)
+    return results.PredictResult(_predict(sc, list(batches)), inputs(sc), bd)
 
 
 def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
@@ -135,28 +146,70 @@ def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int |
     return out
 
 
-def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float, slo_ttft_ms: float | None = None,
-         hardware: Sequence[str] = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s", "mi300x"),
-         tp: Sequence[int] = (1, 2, 4, 8), k_max: int | None = None,
-         **speculation_kwargs: Any) -> results.PlanResult:
-    """Every hardware x TP option ranked by output tokens/s per GPU under the SLOs."""
+def _names(value: str | Sequence[Any] | None, default: Sequence[Any]) -> list[Any]:
+    """A comma list ('bf16,fp8') or a sequence, as a list; `default` when None."""
+    if value is None:
+        return list(default)
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
+
+
+PLAN_HARDWARE = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s", "mi300x")
+
+
+def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = None,
+         slo_p99_tpot_ms: float | None = None, slo_ttft_ms: float | None = None, slo_p99_ttft_ms: float | None = None,
+         slo_itl_ms: float | None = None, slo_p99_itl_ms: float | None = None, slo_e2e_ms: float | None = None,
+         slo_p99_e2e_ms: float | None = None, peak_rps: float | None = None,
+         peak_output_tokens_per_s: float | None = None, traffic: str | Traffic | None = None,
+         hardware: str | Sequence[str] = PLAN_HARDWARE, tp: str | Sequence[int] = (1, 2, 4, 8),
+         weight_dtype: str | Sequence[str] | None = None, kv_dtype: str | Sequence[str] = ("bf16",),
+         max_num_seqs: str | Sequence[int] = (256,), k_max: int | None = None,
+         price: str | Sequence[str] | dict[str, float] | None = None, price_file: str | None = None,
+         power_cost: float | None = None, pue: float = DEFAULT_PUE, years: float = DEFAULT_YEARS,
+         cost_basis: str = "rental", verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS,
+         burstiness: float = 1.0, seed: int = 0, jobs: int | None = None, max_num_batched_tokens: int = 8192,
+         expert_parallel: bool = False, **speculation_kwargs: Any) -> results.PlanResult:
+    """How many GPUs of which kind, deployed how, serve the demand under the SLOs, at what cost: every
+    hardware x TP x weight/KV dtype x speculation arm x max running sequences, sized, priced, ranked,
+    the best `verify` checked in the serving simulator. SLOs are ms (p50 and p99 of TPOT, TTFT, ITL,
+    E2E as vLLM's benchmark reports them); the demand is one of `peak_rps`, `peak_output_tokens_per_s`
+    or a `traffic` CSV (time,requests per interval)."""
     target = load_model(model)
-    wl, base = load_workload(workload)
-    p_len, o_len = wl.means(base=base)
-    hws = [load_hardware(h) for h in hardware]
+    hws = [load_hardware(h) for h in _names(hardware, PLAN_HARDWARE)]
     if not hws:
         raise CrossoverError("plan needs at least one accelerator")
+    wl, base = load_workload(workload)
+    p_len, o_len = wl.means(base=base)
+    need = demand(peak_rps=peak_rps, peak_output_tokens_per_s=peak_output_tokens_per_s, traffic=traffic,
+                  output_len=o_len)
+    prices = price if isinstance(price, dict) else parse_price_flags(price)
+    cost = costs(hws, price=prices, price_file=price_file, power_usd_per_kwh=power_cost, pue=pue, years=years,
+                 basis=cost_basis)
     kw = dict(speculation_kwargs)
     acc = acceptance_of(acceptance=kw.pop("acceptance", None), tau=kw.pop("tau", None),
                         per_position=kw.pop("per_position", None), match_rate=kw.pop("match_rate", None),
                         method=kw.get("method", "eagle"), workload=wl)
     spec = speculation(target, acceptance=acc, **kw)
-    tps = tuple(int(t) for t in tp)
-    res = _plan(target, hws, spec, p_len, o_len, slo_tpot_ms=slo_tpot_ms, slo_ttft_ms=slo_ttft_ms, tps=tps,
-                k_max=k_max)
+    tps = tuple(int(t) for t in _names(tp, (1, 2, 4, 8)))
+    wds = tuple(_names(weight_dtype, (None,)))
+    kvds = tuple(_names(kv_dtype, ("bf16",)))
+    mns = tuple(int(n) for n in _names(max_num_seqs, (256,)))
+    slo = {"median_tpot_ms": slo_tpot_ms, "p99_tpot_ms": slo_p99_tpot_ms, "median_ttft_ms": slo_ttft_ms,
+           "p99_ttft_ms": slo_p99_ttft_ms, "median_itl_ms": slo_itl_ms, "p99_itl_ms": slo_p99_itl_ms,
+           "median_e2el_ms": slo_e2e_ms, "p99_e2el_ms": slo_p99_e2e_ms}
+    res = _plan(target, hws, spec, wl, need, slo, cost, prompt_len=p_len, output_len=o_len, tps=tps,
+                weight_dtypes=wds, kv_dtypes=kvds, max_num_seqs=mns, k_max=k_max,
+                max_num_batched_tokens=int(max_num_batched_tokens), expert_parallel=bool(expert_parallel),
+                verify=int(verify), num_prompts=int(num_prompts), burstiness=float(burstiness), seed=int(seed),
+                jobs=jobs, base=base)
     resolved = {"model": target.name, "workload": wl.name, "prompt_len": p_len, "output_len": o_len,
-                "slo_tpot_ms": slo_tpot_ms, "slo_ttft_ms": slo_ttft_ms, "hardware": [h.name for h in hws],
-                "tp": list(tps), "method": spec.method, "k": spec.k, "tau": round(spec.tau, 4)}
+                "slo_ms": res.slo, "hardware": [h.name for h in hws], "tp": list(tps),
+                "weight_dtype": [w or target.weight_dtype for w in wds], "kv_dtype": list(kvds),
+                "max_num_seqs": list(mns), "method": spec.method, "k": spec.k, "k_max": int(k_max or spec.k),
+                "tau": round(spec.tau, 4), "verify": int(verify), "num_prompts": int(num_prompts),
+                "burstiness": float(burstiness), "seed": int(seed), "expert_parallel": bool(expert_parallel)}
     return results.PlanResult(res, resolved)
 
 

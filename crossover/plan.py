@@ -1,140 +1,324 @@
-"""Capacity planning: per hardware and TP degree, the best throughput per GPU under latency SLOs,
-with speculation off, on, and by the best-k schedule; cost per million output tokens; ranked."""
+"""Capacity planning: every hardware x TP x weight/KV dtype x speculation arm (off, on at its best k,
+routed by load) x max running sequences, each replica at its capacity under the SLOs (fleet.screen),
+the fleet that serves the demand's peak, what it costs (pricing), ranked; the best few verified in
+the serving simulator at the planned load and demoted when a simulated latency misses its SLO."""
 
 from __future__ import annotations
 
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
-from . import memory
-from .curves import Scenario, draft_memory, evaluate
+from .curves import Scenario
 from .errors import CrossoverError
+from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, family, replicas_for, screen, slo_label
+from .pricing import HOURS_PER_MONTH, Costs
+from .serving.engine import EngineLimits
+from .serving.sweep import run_level
 from .specs.deployment import Deployment, tp_problem
 from .specs.hardware import Hardware
 from .specs.model import Model
 from .speculation import Speculation
+from .traffic import Traffic
+from .units import DTYPE_BYTES
+from .workload import Workload
 
-ARMS = ("off", "on", "policy")
+ARMS = ("off", "on", "routed")
+DEFAULT_VERIFY = 5  # finalists simulated (issue 13 item 4)
+DEFAULT_SIM_PROMPTS = 600  # requests per simulated finalist (the first 10% warm-up)
 
 
 @dataclass
 class Option:
-    """One serving option: a hardware, a TP degree and an arm, at its best batch under the SLOs."""
+    """One way to serve the demand: a replica's deployment and arm, the fleet, its cost, its checks."""
 
     hardware: str
     tp: int
+    weight_dtype: str
+    kv_dtype: str
+    max_num_seqs: int
     arm: str
-    batch: int | None = None
-    k: int | None = None
-    tokens_per_s: float = 0.0
-    tpot_ms: float = float("nan")
-    ttft_ms: float = float("nan")
-    price_per_hour: float | None = None
-    dropped: str | None = None
+    screened: Screened = field(default_factory=lambda: Screened("all"))
+    replicas: int | None = None
+    utilisation: float | None = None  # of the fleet's capacity at the peak
+    mean_utilisation: float | None = None  # over the whole demand (a trace's mean rate)
+    rental_usd_per_month: float | None = None
+    ownership_usd_per_month: float | None = None
+    usd_per_month: float | None = None  # on the ranking basis
+    usd_per_million_output_tokens: float | None = None  # the demand's tokens, at the SLO
+    usd_per_million_at_capacity: float | None = None  # one replica fully used, at the SLO
+    autoscaled_usd_per_month: float | None = None  # trace: renting per interval what it needs
+    autoscaled_replica_hours_share: float | None = None
+    price_missing: str | None = None
+    simulated: dict[str, float] | None = None
+    demoted_because: str | None = None
 
     @property
-    def tokens_per_s_per_gpu(self) -> float:
-        """Output tokens/s per GPU."""
-        return self.tokens_per_s / self.tp
+    def dropped_because(self) -> str | None:
+        return self.screened.dropped_because
 
     @property
-    def usd_per_million_tokens(self) -> float | None:
-        """Cost of a million output tokens at the hardware's hourly price (None without a price)."""
-        if self.price_per_hour is None or self.tokens_per_s <= 0:
-            return None
-        return self.price_per_hour * self.tp / (self.tokens_per_s * 3600.0) * 1e6
+    def gpus(self) -> int | None:
+        return None if self.replicas is None else self.replicas * self.tp
+
+    @property
+    def label(self) -> str:
+        return f"{self.hardware} tp {self.tp} {self.weight_dtype}/{self.kv_dtype} {self.arm}"
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.screened
+        r = lambda x, n=4: None if x is None else round(float(x), n)  # noqa: E731
+        return {"hardware": self.hardware, "tp": self.tp, "weight_dtype": self.weight_dtype,
+                "kv_dtype": self.kv_dtype, "max_num_seqs": self.max_num_seqs, "speculation": self.arm,
+                "k": s.k, "k_schedule": s.schedule, "speculate_below_running": s.speculate_below,
+                "running_per_replica": s.batch, "tokens_per_s_per_replica": r(s.tokens_per_s, 2),
+                "tokens_per_s_per_gpu": r(s.tokens_per_s / self.tp, 2) if s.batch else None,
+                "requests_per_s_per_replica": r(s.requests_per_s),
+                "analytic_ms": {k: r(v, 3) for k, v in s.latency.items()},
+                "replicas": self.replicas, "gpus": self.gpus, "utilisation": r(self.utilisation),
+                "headroom": r(None if self.utilisation is None else 1.0 - self.utilisation),
+                "mean_utilisation": r(self.mean_utilisation), "usd_per_month": r(self.usd_per_month, 2),
+                "rental_usd_per_month": r(self.rental_usd_per_month, 2),
+                "ownership_usd_per_month": r(self.ownership_usd_per_month, 2),
+                "usd_per_million_output_tokens": r(self.usd_per_million_output_tokens),
+                "usd_per_million_output_tokens_at_capacity": r(self.usd_per_million_at_capacity),
+                "autoscaled_usd_per_month": r(self.autoscaled_usd_per_month, 2),
+                "autoscaled_replica_hours_share": r(self.autoscaled_replica_hours_share),
+                "price_missing": self.price_missing,
+                "simulated": None if self.simulated is None else {k: r(v, 3) for k, v in self.simulated.items()},
+                "demoted_because": self.demoted_because, "dropped_because": self.dropped_because}
 
 
 @dataclass
 class PlanResult:
-    """All options, ranked best first, and the dropped ones with reasons."""
+    """Every option; `ranked` (verified and passing first, then by cost), `dropped`, the recommendation."""
 
-    options: list[Option] = field(default_factory=list)
+    options: list[Option]
+    demand: Traffic
+    slo: dict[str, float]
+    costs: Costs
+    output_len: float
+    verified: int = 0
 
     @property
     def ranked(self) -> list[Option]:
-        """Feasible options, highest throughput per GPU first."""
-        return sorted([o for o in self.options if o.dropped is None], key=lambda o: -o.tokens_per_s_per_gpu)
+        """Options that serve the demand under the SLOs: passing ones first, demoted ones last, each
+        by cost on the basis (unpriced after priced), then GPUs."""
+        ok = [o for o in self.options if o.dropped_because is None]
+        return sorted(ok, key=lambda o: (o.demoted_because is not None, o.usd_per_month is None,
+                                         o.usd_per_month or 0.0, o.gpus, o.utilisation or 0.0,
+                                         (o.simulated or {}).get("p99_tpot_ms", math.inf)))
 
     @property
     def dropped(self) -> list[Option]:
-        """Options that do not fit or miss the SLO."""
-        return [o for o in self.options if o.dropped is not None]
+        """Options that do not fit, or miss the SLO at every load, each with why."""
+        return [o for o in self.options if o.dropped_because is not None]
+
+    @property
+    def closest(self) -> Option | None:
+        """When nothing meets the SLO: the dropped option that misses it by the least."""
+        near = [o for o in self.dropped if o.screened.miss > 0]
+        return min(near, key=lambda o: o.screened.miss) if near else None
+
+    @property
+    def recommendation(self) -> str:
+        """The plan in one line."""
+        ranked = self.ranked
+        if not ranked:
+            c = self.closest
+            if c is None:
+                return "no option fits: every deployment was refused (see dropped_because)"
+            return f"no option meets the SLO; closest: {c.label} ({c.dropped_because.split(': ', 1)[-1]})"
+        o = ranked[0]
+        s = o.screened
+        verb = "rent" if self.costs.basis == "rental" else "buy"
+        dt = o.weight_dtype + (f" weights, {o.kv_dtype} KV" if o.kv_dtype != "bf16" else " weights")
+        line = f"{verb} {o.gpus} x {o.hardware} as {o.replicas} TP-{o.tp} replicas ({dt}), "
+        if o.arm == "off":
+            line += "speculation off"
+        elif o.arm == "on":
+            line += f"speculation on (k={s.k})"
+        else:
+            ks = " -> ".join(str(r["k"]) for r in s.schedule or [])
+            line += (f"speculation on below {s.speculate_below} running sequences per replica (k {ks})"
+                     if s.speculate_below else f"speculation routed by load (k {ks})")
+        if o.usd_per_month is not None:
+            line += f"; ${o.usd_per_month:,.0f} per month; ${o.usd_per_million_output_tokens:.3f} per million output tokens"
+        else:
+            line += f"; cost unknown: {o.price_missing}"
+        if o.demoted_because:
+            line += f" (no option passed the simulator: {o.demoted_because})"
+        return line
 
 
-def _latencies(sc: Scenario, batches: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(output tokens/s, TPOT ms, TTFT ms) at each batch; k None = speculation off."""
-    c = evaluate(sc, batches)
-    if k is None:
-        step, y, tput = c.step_off, 1.0, c.tokens_per_s_off
-    else:
-        step, y, tput = c.step_on, sc.speculation.tau, c.tokens_per_s_on
-    tpot = step / y * 1e3
-    ttft = (c.ttft_off if k is None else c.ttft_on) * 1e3  # a prefill step plus half a step of waiting
-    return tput, tpot, ttft
+def _simulate(task: tuple) -> dict[str, float]:
+    """One finalist at its planned per-replica request rate (a worker process runs this)."""
+    sc, schedule, arm, workload, rate, cap, num_prompts, seed, burstiness, limits = task
+    arms = () if arm == "routed" else (arm == "on",)
+    key = {"off": "off", "on": "on", "routed": "policy"}[arm]
+    res = run_level(sc, workload, "request_rate", rate, num_prompts=num_prompts, seed=seed, burstiness=burstiness,
+                    limits=limits, arms=arms, schedule=schedule, capacities={key: cap})[key]
+    keep = [*SLO_KEYS, "output_throughput", "request_throughput", "mean_tpot_ms"]
+    return {k: float(res[k]) for k in keep}
 
 
-def plan(model: Model, hardware: list[Hardware], spec: Speculation, prompt_len: float, output_len: float, *,
-         slo_tpot_ms: float, slo_ttft_ms: float | None = None, tps: tuple[int, ...] = (1, 2, 4, 8),
-         k_max: int | None = None, max_batch: int = 1024, efficiency=None) -> PlanResult:
-    """Every (hardware, TP) that holds the model, each arm at its largest batch meeting the SLOs."""
-    if slo_tpot_ms <= 0 or (slo_ttft_ms is not None and slo_ttft_ms <= 0):
-        raise CrossoverError("SLOs must be > 0 ms")
-    res = PlanResult()
-    k_max = k_max or spec.k
+def _pool_map(tasks: list[tuple], jobs: int) -> list[dict[str, float]]:
+    """The simulations in `jobs` processes (forked where the platform allows; in-process for one)."""
+    if jobs <= 1 or len(tasks) <= 1:
+        return [_simulate(t) for t in tasks]
+    ctx = get_context("fork") if "fork" in __import__("multiprocessing").get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
+        return list(pool.map(_simulate, tasks))
+
+
+def _price(o: Option, costs: Costs, demand: Traffic, output_len: float) -> None:
+    """Fleet size, utilisation and costs of one feasible option."""
+    s = o.screened
+    o.replicas = replicas_for(demand.peak_rps, s.requests_per_s)
+    o.utilisation = demand.peak_rps / (o.replicas * s.requests_per_s)
+    o.mean_utilisation = demand.mean_rps / (o.replicas * s.requests_per_s)
+    gpus = o.replicas * o.tp
+    o.rental_usd_per_month = costs.rental_per_month(o.hardware, gpus)
+    o.ownership_usd_per_month = costs.ownership_per_month(o.hardware, gpus, o.mean_utilisation)
+    o.usd_per_month = costs.per_month(o.hardware, gpus, o.mean_utilisation)
+    o.price_missing = costs.missing(o.hardware)
+    tokens_per_month = demand.mean_rps * output_len * 3600.0 * HOURS_PER_MONTH
+    if o.usd_per_month is not None:
+        o.usd_per_million_output_tokens = o.usd_per_month / tokens_per_month * 1e6
+        one = costs.per_month(o.hardware, o.tp, 1.0)
+        o.usd_per_million_at_capacity = one / (s.tokens_per_s * 3600.0 * HOURS_PER_MONTH) * 1e6  # type: ignore[operator]
+    if demand.is_trace and o.rental_usd_per_month is not None:
+        per = autoscaled_replicas(demand.rates, s.requests_per_s)
+        o.autoscaled_replica_hours_share = 1.0 - float(per.mean()) / o.replicas
+        o.autoscaled_usd_per_month = o.rental_usd_per_month * float(per.mean()) / o.replicas
+
+
+def _schedule(s: Screened, max_num_seqs: int) -> np.ndarray:
+    """A routed arm's k per running batch 1..max_num_seqs (past its capacity: its last k)."""
+    sched = np.zeros(max_num_seqs, int)
+    for r in s.schedule or []:
+        sched[r["batch_min"] - 1:r["batch_max"]] = r["k"]
+    last = (s.schedule or [{"batch_max": 0, "k": 0}])[-1]
+    sched[last["batch_max"]:] = last["k"]
+    return sched
+
+
+def _check_slo(slo: dict[str, float]) -> dict[str, float]:
+    out = {}
+    for key, v in slo.items():
+        if key not in SLO_KEYS:
+            raise CrossoverError(f"unknown SLO {key!r}; expected one of {', '.join(SLO_KEYS)}")
+        if v is None:
+            continue
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise CrossoverError(f"SLO {slo_label(key)} must be a finite number of ms > 0 (got {v})")
+        out[key] = float(v)
+    if not out:
+        raise CrossoverError("give at least one latency SLO (e.g. --slo-tpot-ms 50)")
+    return out
+
+
+def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload: Workload, demand: Traffic,
+         slo: dict[str, float], costs: Costs, *, prompt_len: float, output_len: float,
+         tps: Sequence[int] = (1, 2, 4, 8), weight_dtypes: Sequence[str | None] = (None,),
+         kv_dtypes: Sequence[str] = ("bf16",), max_num_seqs: Sequence[int] = (256,), k_max: int | None = None,
+         max_num_batched_tokens: int = 8192, expert_parallel: bool = False, efficiency=None,
+         verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = 1.0,
+         seed: int = 0, jobs: int | None = None, base: Path | None = None) -> PlanResult:
+    """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`."""
+    slo = _check_slo(slo)
+    k_max = int(k_max or spec.k)
+    if k_max < 1:
+        raise CrossoverError(f"--k-max must be >= 1 (got {k_max})")
+    for n in max_num_seqs:
+        if int(n) < 1:
+            raise CrossoverError(f"--max-num-seqs must be >= 1 (got {n})")
+    if verify < 0:
+        raise CrossoverError(f"--verify must be >= 0 (got {verify})")
+    jobs = (os.cpu_count() or 1) if jobs is None else int(jobs)
+    if jobs < 1:
+        raise CrossoverError(f"--jobs must be >= 1 (got {jobs})")
+    for label, dts in (("weight", weight_dtypes), ("kv", kv_dtypes)):
+        for dt in dts:
+            if dt is not None and dt not in DTYPE_BYTES:
+                raise CrossoverError(f"unknown {label} dtype {dt!r} (--{label}-dtype); expected one of "
+                                     f"{', '.join(DTYPE_BYTES)}")
+    kw = {"efficiency": efficiency} if efficiency is not None else {}
+    options: list[Option] = []
+    scenarios: dict[int, tuple[Scenario, np.ndarray | None]] = {}
     for hw in hardware:
         for tp in tps:
-            kw = {"efficiency": efficiency} if efficiency is not None else {}
-            problem = tp_problem(model, hw, tp)
-            if problem is not None:
-                res.options.append(Option(hw.name, tp, "all", dropped=f"tp {tp} refused: an engine cannot shard "
-                                                                       f"{model.name} {tp} ways on {hw.name}"))
-                continue
-            dep = Deployment(model=model, hardware=hw, tp=tp, **kw)
-            peak = prompt_len + output_len
-            limit_off = memory.max_batch(dep, peak, slack_tokens=1)
-            if limit_off < 1:
-                need = memory.weight_bytes_per_gpu(dep) / 1e9
-                res.options.append(Option(hw.name, tp, "all", dropped=f"does not fit: {need:.0f} GB of weights per "
-                                                                         f"GPU on {hw.memory_gb:g} GB"))
-                continue
-            ctx = prompt_len + output_len / 2.0
-            sc = Scenario(dep, spec, ctx, prompt_len, output_len)
-            w, kv = draft_memory(sc)
-            limit_on = memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
-                                        slack_tokens=spec.k + 1)
-            for arm in ARMS:
-                limit = min(limit_off if arm == "off" else limit_on, max_batch)
-                opt = Option(hw.name, tp, arm, price_per_hour=hw.price_per_hour_usd)
-                if limit < 1:
-                    opt.dropped = "does not fit with the draft's weights and KV cache"
-                    res.options.append(opt)
-                    continue
-                b = np.arange(1, limit + 1, dtype=float)
-                if arm == "policy":
-                    cand = [(None, *_latencies(sc, b, None))]
-                    for k in range(1, k_max + 1):
-                        s = Scenario(dep, spec.with_k(k), ctx, prompt_len, output_len)
-                        cand.append((k, *_latencies(s, b, k)))
-                else:
-                    cand = [(None if arm == "off" else spec.k, *_latencies(sc, b, None if arm == "off" else spec.k))]
-                best = None
-                for k, tput, tpot, ttft in cand:
-                    ok = tpot <= slo_tpot_ms
-                    if slo_ttft_ms is not None:
-                        ok &= ttft <= slo_ttft_ms
-                    if not ok.any():
-                        continue
-                    i = int(np.argmax(np.where(ok, tput, -1.0)))
-                    if best is None or tput[i] > best[1]:
-                        best = (k, float(tput[i]), int(b[i]), float(tpot[i]), float(ttft[i]))
-                if best is None:
-                    t1 = min(float(c[2][0]) for c in cand)
-                    opt.dropped = (f"misses the TPOT SLO: {t1:.1f} ms even at batch 1 (SLO {slo_tpot_ms:g} ms)"
-                                   if t1 > slo_tpot_ms else "misses the TTFT SLO at every batch")
-                else:
-                    opt.k, opt.tokens_per_s, opt.batch, opt.tpot_ms, opt.ttft_ms = best
-                    opt.k = opt.k or 0  # the policy may choose not to speculate at its best batch
-                res.options.append(opt)
+            problem = tp_problem(model, hw, tp, expert_parallel)
+            for wd in weight_dtypes:
+                for kvd in kv_dtypes:
+                    dep = Deployment(model=model, hardware=hw, tp=tp, weight_dtype=wd, kv_dtype=kvd,
+                                     expert_parallel=expert_parallel, **kw)
+                    for mns in max_num_seqs:
+                        base_opt = dict(hardware=hw.name, tp=tp, weight_dtype=dep.wdtype, kv_dtype=kvd,
+                                        max_num_seqs=int(mns))
+                        if problem is not None:
+                            options.append(Option(**base_opt, arm="all", screened=Screened(
+                                "all", dropped_because=f"tp {tp} refused: {problem.split(': ', 1)[-1]}")))
+                            continue
+                        for s in screen(dep, spec, prompt_len, output_len, slo, k_max=k_max, max_num_seqs=int(mns)):
+                            o = Option(**base_opt, arm=s.arm, screened=s)
+                            if s.dropped_because is None:
+                                _price(o, costs, demand, output_len)
+                                sp = spec if s.arm == "off" or s.k == spec.k else spec.with_k(int(s.k))  # type: ignore[arg-type]
+                                sched = _schedule(s, int(mns)) if s.arm == "routed" else None
+                                scenarios[id(o)] = (Scenario(dep, sp, prompt_len + output_len / 2.0, prompt_len,
+                                                             output_len), sched)
+                            options.append(o)
+    res = PlanResult(options, demand, slo, costs, output_len)
+    finalists = res.ranked[:verify]
+    tasks = []
+    for o in finalists:
+        sc, sched = scenarios[id(o)]
+        limits = EngineLimits(o.max_num_seqs, max_num_batched_tokens)
+        rate = demand.peak_rps / o.replicas  # type: ignore[operator]
+        tasks.append((sc, sched, o.arm, workload, rate, o.screened.requests_per_s, num_prompts, seed, burstiness,
+                      limits))
+    for o, sim in zip(finalists, _pool_map(tasks, jobs)):
+        o.simulated = sim
+        misses = [f"simulated {slo_label(k)} {sim[k]:.1f} ms > SLO {v:g} ms" for k, v in slo.items()
+                  if not sim[k] <= v]
+        if misses:
+            o.demoted_because = "; ".join(misses) + f" at {demand.peak_rps / o.replicas:.3g} req/s per replica"  # type: ignore[operator]
+    res.verified = len(finalists)
     return res
+
+
+def slo_sweep(res: PlanResult, key: str, values: Sequence[float], top: int = 8) -> list[dict[str, Any]]:
+    """For the best `top` options: GPUs and cost per million output tokens as the SLO `key` takes each
+    of `values` (the other SLOs held), each option at its own k; None where it cannot meet it."""
+    out = []
+    for o in res.ranked[:top]:
+        c: Curve | None = o.screened.curve
+        if c is None:
+            continue
+        gpus, usd = [], []
+        for v in values:
+            slo = {**res.slo, key: float(v)}
+            ok = c.ok(slo)
+            if not ok.any():
+                gpus.append(None)
+                usd.append(None)
+                continue
+            rps = float(np.max(np.where(ok, c.tokens_per_s, -np.inf))) / res.output_len
+            n = replicas_for(res.demand.peak_rps, rps) * o.tp
+            gpus.append(n)
+            util = res.demand.mean_rps / (n / o.tp * rps)
+            cost = res.costs.per_month(o.hardware, n, util)
+            tokens = res.demand.mean_rps * res.output_len * 3600.0 * HOURS_PER_MONTH
+            usd.append(None if cost is None else cost / tokens * 1e6)
+        out.append({"label": o.label, "arm": o.arm, "gpus": gpus, "usd_per_million_output_tokens": usd})
+    return out
+
+
+__all__ = ["ARMS", "Option", "PlanResult", "plan", "slo_sweep", "family"]

@@ -187,23 +187,38 @@ def plot_whatif(g, inputs: dict[str, Any], path: str) -> None:
 
 
 def plot_plan(res, inputs: dict[str, Any], path: str) -> None:
-    """Throughput per GPU of each feasible option (bars), cost per million tokens annotated."""
+    """Cost per million output tokens (left) and GPUs (right) against the TPOT SLO for the best
+    options, each at its own k, the planned SLO marked (plan.slo_sweep)."""
+    import numpy as np
+
+    from .plan import slo_sweep
+
     plt = _pyplot()
-    opts = res.ranked[:24]
-    fig, ax = plt.subplots(figsize=(10, max(3.0, 0.35 * len(opts) + 1.5)))
-    colors = {"off": "tab:blue", "on": "tab:orange", "policy": "tab:green"}
-    labels = [f"{o.hardware} x{o.tp} {o.arm}" for o in opts]
-    vals = [o.tokens_per_s_per_gpu for o in opts]
-    ax.barh(range(len(opts)), vals, color=[colors.get(o.arm, "grey") for o in opts])
-    ax.set_yticks(range(len(opts)), labels, fontsize=8)
-    ax.invert_yaxis()
-    for i, o in enumerate(opts):
-        cost = f"  ${o.usd_per_million_tokens:.2f}/M" if o.usd_per_million_tokens is not None else ""
-        ax.text(vals[i], i, f" batch {o.batch}{cost}", va="center", fontsize=7)
-    ax.set_xlabel("output tokens/s per GPU under the SLO")
-    slo = f"TPOT <= {inputs['slo_tpot_ms']:g} ms"
-    ax.set_title(f"{inputs['model']}, {inputs['workload']}, {slo}: blue off, orange on, green policy", fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
+    key = "median_tpot_ms" if "median_tpot_ms" in res.slo else next(iter(res.slo))
+    planned = res.slo[key]
+    xs = np.geomspace(planned / 3.0, planned * 3.0, 41)
+    rows = slo_sweep(res, key, xs, top=8)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    styles = {"off": "-", "on": "--", "routed": ":"}
+    for r in rows:
+        a1.plot(xs, [np.nan if v is None else v for v in r["usd_per_million_output_tokens"]], styles.get(r["arm"], "-"),
+                label=r["label"])
+        a2.step(xs, [np.nan if v is None else v for v in r["gpus"]], styles.get(r["arm"], "-"), where="post",
+                label=r["label"])
+    from .fleet import slo_label
+
+    for ax, ylab in ((a1, "USD per million output tokens"), (a2, "GPUs at the peak")):
+        ax.axvline(planned, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(plt.matplotlib.ticker.NullFormatter())
+        ax.set_xlabel(f"{slo_label(key)} SLO, ms (planned: {planned:g})")
+        ax.set_ylabel(ylab)
+        ax.grid(alpha=0.3)
+    a2.legend(fontsize=7)
+    priced = any(v is not None for r in rows for v in r["usd_per_million_output_tokens"])
+    a1.set_title(f"{res.costs.basis} cost" + ("" if priced else " (no option priced: --price)"), fontsize=9)
+    a2.set_title(f"{inputs['model']}, {inputs['workload']}, peak {res.demand.peak_rps:.3g} req/s", fontsize=9)
     _save(fig, path)
     plt.close(fig)
 

@@ -60,6 +60,21 @@ def engine_line(inputs: dict[str, Any]) -> str:
     return f"engine: {inputs['engine_version']} ({layout}); cost: {inputs['cost']}"
 
 
+def breakdown_table(bd: dict[str, Any]) -> str:
+    """Per op of the target forward and per step term, off and on at one batch, with the bound and
+    the cost mode that priced each op."""
+    lines = [f"breakdown at batch {bd['batch']:g}, context {bd['context']:g} (ms per step)",
+             f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by"]
+    for r in bd["ops"]:
+        off = "-" if r["off_ms"] is None else f"{r['off_ms']:.3f}"
+        lines.append(f"  {r['op']:<24} {off:>9} {r['on_ms']:>9.3f}  {r['bound_on']:<10}  {r['priced_by']}")
+    for name, t in bd["terms"].items():
+        if name != "target_forward" and (t["off_ms"] or t["on_ms"]):
+            lines.append(f"  {'+ ' + name:<24} {t['off_ms']:>9.3f} {t['on_ms']:>9.3f}")
+    lines.append(f"  {'= step':<24} {bd['total_off_ms']:>9.3f} {bd['total_on_ms']:>9.3f}")
+    return "\n".join(lines)
+
+
 def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     """A readable table of the curves and a summary line with the crossover."""
     d = prediction_dict(pred)
@@ -336,36 +351,70 @@ def policy_table(pol, configs: dict[str, Any], inputs: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _option(o) -> dict[str, Any]:
-    return {"hardware": o.hardware, "tp": o.tp, "arm": o.arm, "k": o.k, "batch": o.batch,
-            "tokens_per_s": round(o.tokens_per_s, 2), "tokens_per_s_per_gpu": round(o.tokens_per_s_per_gpu, 2),
-            "tpot_ms": None if o.batch is None else round(o.tpot_ms, 3),
-            "ttft_ms": None if o.batch is None else round(o.ttft_ms, 2),
-            "usd_per_million_output_tokens": None if o.usd_per_million_tokens is None
-            else round(o.usd_per_million_tokens, 4)}
-
-
 def plan_dict(res) -> dict[str, Any]:
-    """The JSON contract of `crossover plan --json` (inputs added by the caller)."""
-    return {"ranked": [_option(o) for o in res.ranked],
-            "dropped": [{"hardware": o.hardware, "tp": o.tp, "arm": o.arm, "reason": o.dropped} for o in res.dropped]}
+    """The JSON contract of `crossover plan --json` (inputs added by the caller): the recommendation,
+    every option (ranked ones with their rank, then the dropped ones with dropped_because), the demand
+    and the pricing with its sources."""
+    d = res.demand
+    options = [{"rank": i, **o.to_dict()} for i, o in enumerate(res.ranked, 1)]
+    options += [{"rank": None, **o.to_dict()} for o in res.dropped]
+    return {"recommendation": res.recommendation, "feasible": bool(res.ranked), "options": options,
+            "demand": {"source": d.source, "peak_requests_per_s": round(d.peak_rps, 6),
+                       "mean_requests_per_s": round(d.mean_rps, 6), "interval_s": d.interval_s,
+                       "intervals": len(d.requests), "output_len": round(res.output_len, 3)},
+            "costs": res.costs.to_dict(), "verified": res.verified}
+
+
+PLAN_ROWS = 20  # options the plan table shows (all of them in --json)
+
+
+def _money(x: float | None, digits: int = 0) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
 
 
 def plan_table(res, inputs: dict[str, Any]) -> str:
-    """Ranked options and the dropped ones with their reasons."""
-    slo = f"TPOT <= {inputs['slo_tpot_ms']:g} ms" + (f", TTFT <= {inputs['slo_ttft_ms']:g} ms"
-                                                    if inputs["slo_ttft_ms"] else "")
-    lines = [f"{inputs['model']}, workload {inputs['workload']} (prompt {inputs['prompt_len']:.0f}, output "
-             f"{inputs['output_len']:.0f}), {slo}; speculation {inputs['method']} k={inputs['k']} "
-             f"(tau {inputs['tau']:.2f})", "",
-             f"{'rank':>4} {'hardware':<14} {'tp':>3} {'arm':<7} {'k':>3} {'batch':>6} {'tok/s/GPU':>10} "
-             f"{'TPOT ms':>8} {'TTFT ms':>8} {'$/M tok':>8}"]
-    for i, o in enumerate(res.ranked, 1):
-        cost = f"{o.usd_per_million_tokens:.3f}" if o.usd_per_million_tokens is not None else "-"
-        lines.append(f"{i:>4} {o.hardware:<14} {o.tp:>3} {o.arm:<7} {o.k if o.k is not None else '-':>3} "
-                     f"{o.batch:>6} {o.tokens_per_s_per_gpu:>10.0f} {o.tpot_ms:>8.2f} {o.ttft_ms:>8.1f} {cost:>8}")
+    """The recommendation, the ranked options with their fleets and costs, and why the others dropped."""
+    from .fleet import slo_label
+
+    slo = ", ".join(f"{slo_label(k)} <= {v:g} ms" for k, v in res.slo.items())
+    d = res.demand
+    dem = (f"peak {d.peak_rps:.3g} req/s" + (f" (trace {d.source}: {len(d.requests)} intervals of {d.interval_s:g} s, "
+                                             f"mean {d.mean_rps:.3g} req/s)" if d.is_trace else ""))
+    c = res.costs
+    basis = (f"{c.basis}" + ("" if c.basis == "rental" else f" over {c.years:g} years, PUE {c.pue:g}, "
+                             + (f"power ${c.power_usd_per_kwh:g}/kWh" if c.power_usd_per_kwh else "power not priced")))
+    lines = [res.recommendation, "",
+             f"{inputs['model']}, workload {inputs['workload']} (prompt {inputs['prompt_len']:.0f}, output "
+             f"{inputs['output_len']:.0f}), {dem}; {slo}; speculation {inputs['method']} (tau {inputs['tau']:.2f} "
+             f"at k={inputs['k']}, k <= {inputs['k_max']}); cost basis {basis}", "",
+             f"{'rank':>4} {'hardware':<14} {'tp':>3} {'dtype':<9} {'spec':<7} {'k':>5} {'run':>5} {'repl':>5} "
+             f"{'GPUs':>5} {'util':>5} {'$/month':>10} {'$/M tok':>8} {'sim p99 TPOT':>12}  note"]
+    for i, o in enumerate(res.ranked[:PLAN_ROWS], 1):
+        s = o.screened
+        k = "-" if s.k is None else (f"<={s.k}" if o.arm == "routed" else str(s.k))
+        sim = "-" if o.simulated is None else f"{o.simulated['p99_tpot_ms']:.1f}"
+        notes = ["DEMOTED: " + o.demoted_because if o.demoted_because else "verified" if o.simulated else "",
+                 f"speculate below {s.speculate_below}" if s.speculate_below else "",
+                 "unpriced" if o.usd_per_month is None else ""]
+        note = "; ".join(n for n in notes if n)
+        dt = o.weight_dtype if o.kv_dtype == "bf16" else f"{o.weight_dtype}/{o.kv_dtype}"
+        lines.append(f"{i:>4} {o.hardware:<14} {o.tp:>3} {dt:<9} {o.arm:<7} {k:>5} {s.batch:>5} {o.replicas:>5} "
+                     f"{o.gpus:>5} {o.utilisation:>5.0%} {_money(o.usd_per_month):>10} "
+                     f"{_money(o.usd_per_million_output_tokens, 3):>8} {sim:>12}  {note}")
+    if len(res.ranked) > PLAN_ROWS:
+        lines.append(f"  ... {len(res.ranked) - PLAN_ROWS} more options in --json")
+    if d.is_trace and res.ranked and res.ranked[0].autoscaled_usd_per_month is not None:
+        o = res.ranked[0]
+        lines += ["", f"off-peak: an autoscaler could release {o.autoscaled_replica_hours_share:.0%} of rank 1's "
+                      f"replica-hours (${o.autoscaled_usd_per_month:,.0f} per month rented per interval)"]
+    missing = sorted({o.price_missing for o in res.ranked if o.price_missing})
+    if missing:
+        lines += ["", "unpriced: " + "; ".join(missing)]
+    lines += ["", f"run: running sequences per replica at capacity under the SLO; util: of the fleet's capacity at the "
+                  f"peak; the best {res.verified} simulated at the peak (burstiness {inputs['burstiness']:g}), "
+                  "demoted when a simulated latency misses its SLO"]
     if res.dropped:
         lines += ["", "dropped:"]
         for o in res.dropped:
-            lines.append(f"  {o.hardware} tp {o.tp} {o.arm}: {o.dropped}")
+            lines.append(f"  {o.label}: {o.dropped_because}")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .curves import Prediction
 from .report import (
+    breakdown_table,
     plan_dict,
     plan_table,
     policy_dict,
@@ -25,6 +26,7 @@ class PredictResult:
 
     prediction: Prediction
     inputs: dict[str, Any]
+    breakdown: dict[str, Any] | None = None  # step.op_breakdown at one batch (predict --breakdown)
 
     @property
     def crossover_batch(self) -> float | None:
@@ -37,10 +39,14 @@ class PredictResult:
         return self.prediction.regime
 
     def to_dict(self) -> dict[str, Any]:
-        return {**prediction_dict(self.prediction), "inputs": self.inputs}
+        out = {**prediction_dict(self.prediction), "inputs": self.inputs}
+        if self.breakdown is not None:
+            out["breakdown"] = self.breakdown
+        return out
 
     def to_text(self) -> str:
-        return prediction_table(self.prediction, self.inputs)
+        text = prediction_table(self.prediction, self.inputs)
+        return text if self.breakdown is None else text + "\n" + breakdown_table(self.breakdown)
 
 
 @dataclass
@@ -108,10 +114,21 @@ class PolicyResult:
 
 @dataclass
 class PlanResult:
-    """`crossover plan`: options ranked by output tokens/s per GPU under the SLOs."""
+    """`crossover plan`: the fleet each option needs for the demand under the SLOs, its cost, ranked;
+    the one-line recommendation on top."""
 
     plan: Any  # plan.PlanResult
     inputs: dict[str, Any]
+
+    @property
+    def recommendation(self) -> str:
+        """The plan in one line."""
+        return self.plan.recommendation
+
+    @property
+    def options(self) -> list[Any]:
+        """Options that serve the demand, best first (plan.Option)."""
+        return self.plan.ranked
 
     def to_dict(self) -> dict[str, Any]:
         return {**plan_dict(self.plan), "inputs": self.inputs}

@@ -57,7 +57,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     batches = DEFAULT_BATCHES
     if args.batch is not None:  # whole sequences, as an engine runs them
         batches = check_batches(parse_list(args.batch, "--batch"), batch_ceiling(sc.deployment))
-    res = api.predict(sc, batches=batches)
+    breakdown = None
+    if args.breakdown is not None:
+        breakdown = parse_list(args.breakdown, "--breakdown")
+        if len(breakdown) != 1:
+            raise CrossoverError(f"--breakdown takes one batch (got {args.breakdown!r})")
+        breakdown = breakdown[0]
+    res = api.predict(sc, batches=batches, breakdown=breakdown)
     if args.plot:
         from ..plots import plot_prediction
 
@@ -157,17 +163,47 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    """`crossover plan`."""
+def _opt(value: str | None, flag: str, **kw) -> float | None:
+    """A flag's number, or None when not given."""
+    return None if value is None else _number(value, flag, **kw)
+
+
+def plan_kwargs(args: argparse.Namespace) -> dict:
+    """`crossover plan`'s flags as keyword arguments of crossover.plan (report --plan uses them too)."""
     hardware = [h.strip() for h in args.hardware.split(",") if h.strip()]
     if not hardware:
         raise CrossoverError("--hardware needs at least one accelerator name")
+    slo = {}
+    for name in ("tpot", "ttft", "itl", "e2e"):
+        for stat in ("", "p99_"):
+            dest = f"slo_{stat}{name}_ms"
+            slo[dest] = _opt(getattr(args, dest), "--" + dest.replace("_", "-"))
     kw = {k: v for k, v in speculation_kwargs(args).items() if v is not None}
+    return dict(hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
+                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                max_num_seqs=[int(x) for x in parse_list(args.max_num_seqs, "--max-num-seqs", integer=True)],
+                max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
+                                                   integer=True)),
+                expert_parallel=bool(args.expert_parallel),
+                k_max=int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None,
+                peak_rps=_opt(args.peak_rps, "--peak-rps"),
+                peak_output_tokens_per_s=_opt(args.peak_output_tokens_per_s, "--peak-output-tokens-per-s"),
+                traffic=args.traffic, price=args.price, price_file=args.price_file, cost_basis=args.cost_basis,
+                power_cost=_opt(args.power_cost, "--power-cost"), pue=_number(args.pue, "--pue"),
+                years=_number(args.years, "--years"),
+                verify=int(_number(args.verify, "--verify", integer=True, positive=False)),
+                num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)),
+                burstiness=_number(args.burstiness, "--burstiness"),
+                seed=int(_number(args.seed, "--seed", integer=True, positive=False)),
+                jobs=int(_number(args.jobs, "--jobs", integer=True)) if args.jobs else None, **slo, **kw)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """`crossover plan`: the result, or one line (exit 2) with the closest option when no option meets the SLO."""
     with warnings_as_lines():
-        res = api.plan(args.model, args.workload, slo_tpot_ms=_number(args.slo_tpot_ms, "--slo-tpot-ms"),
-                       slo_ttft_ms=_number(args.slo_ttft_ms, "--slo-ttft-ms") if args.slo_ttft_ms is not None
-                       else None, hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
-                       k_max=int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None, **kw)
+        res = api.plan(args.model, args.workload, **plan_kwargs(args))
+    if not res.plan.ranked:
+        raise CrossoverError(f"plan: {res.recommendation}")
     if args.plot:
         from ..plots import plot_plan
 
