@@ -22,6 +22,7 @@ from .specs import Deployment, Efficiency, Hardware, Model, load_hardware, load_
 from .specs.deployment import MIN_FRACTION, tp_problem
 from .specs.engine import DEFAULT_ENGINE, EngineProfile
 from .specs.loader import available, load_engine
+from .kernels import cost_mode as kernel_cost_mode
 from .step import COST_MODES
 from .speculation import Acceptance, Speculation, parse_tree
 from .workload import Workload, load_workload
@@ -262,6 +263,8 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     profile = load_engine(engine)
     if cost not in COST_MODES:
         raise CrossoverError(f"unknown cost mode {cost!r} (--cost); choose from {', '.join(COST_MODES)}")
+    if cost == "kernels":  # the tables' package is there (else the install line), before any work
+        kernel_cost_mode(profile.framework, hw.name)
     dep = _deployment(target, hw, tp, peak, context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                       efficiency=eff, expert_parallel=expert_parallel, engine=profile, cost=cost)
     if calibration is not None:  # a fit of another model, hardware or TP applies only when forced

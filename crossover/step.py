@@ -8,8 +8,8 @@ prompts, and the speculative bookkeeping (per step and per verifying sequence). 
 step as a `Mix` and calls it.
 
 A forward's seconds come from a cost mode: `Roofline` (bytes / bandwidth against FLOPs / FLOP/s,
-op by op, roofline.py) today. A second mode (measured kernel tables) is one new class with the
-same two methods, registered in COST_MODES.
+op by op, roofline.py) or `KernelTables` (measured kernel tables of the engine's framework on the
+GPU, kernels.py); a further mode is one class with the same two methods, registered in COST_MODES.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from .errors import CrossoverError
+from .kernels import cost_mode as kernel_cost_mode
 from .roofline import CompiledOps, StepCost, compiled_target
 from .specs.deployment import Deployment
 from .speculation import Speculation, compiled_draft
@@ -164,7 +165,28 @@ class Roofline:
         return ops.evaluate(work.tokens, work.kv, work.qk, work.sampled).total
 
 
-COST_MODES: dict[str, CostMode] = {"roofline": Roofline()}
+class KernelTables:
+    """Each op from the measured kernel tables of the deployment's engine framework on its GPU
+    (kernels.py, crossover[kernels]); ops without a table at the roofline, marked in the breakdown."""
+
+    name = "kernels"
+
+    @staticmethod
+    def mode(ops: CompiledOps):
+        """The table-backed cost mode of these ops' deployment (memoised per framework and GPU)."""
+        dep = ops.deployment
+        if dep is None:
+            raise CrossoverError("these compiled ops carry no deployment to find kernel tables for")
+        return kernel_cost_mode(dep.engine.framework, dep.hardware.name)
+
+    def forward(self, ops: CompiledOps, work: Forward) -> StepCost:
+        return self.mode(ops).forward(ops, work)
+
+    def seconds(self, ops: CompiledOps, work: Forward) -> np.ndarray:
+        return self.mode(ops).seconds(ops, work)
+
+
+COST_MODES: dict[str, CostMode] = {"roofline": Roofline(), "kernels": KernelTables()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -324,3 +346,24 @@ def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:
     overhead, with the per-op breakdown."""
     model = StepModel.of(dep)
     return model.price(Mix(uniform(model.target, batch, q, context)), detail=True)
+
+
+def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculation) -> dict:
+    """One batch's steps off and on, per op of the target forward (ms, the bound each op hit and
+    which cost mode priced it) and per step term (ms): what `predict --breakdown` prints."""
+    b = np.array([float(batch)])
+    off = model.price(model.decode(b, context), detail=True)
+    on = model.price(model.decode(b, context, spec), detail=True)
+    marks_off = getattr(off.target, "priced_by", {})
+    marks_on = getattr(on.target, "priced_by", {})
+    ops_off, ops_on = off.ops, on.ops
+    rows = []
+    for name in ops_on:
+        o, n = ops_off.get(name), ops_on[name]
+        rows.append({"op": name, "off_ms": None if o is None else round(float(o.time[0]) * 1e3, 6),
+                     "on_ms": round(float(n.time[0]) * 1e3, 6), "bound_on": str(n.bound[0]),
+                     "priced_by": marks_on.get(name, marks_off.get(name, model.cost.name))})
+    terms = {t: {"off_ms": round(float(off.term(t)[0]) * 1e3, 6), "on_ms": round(float(on.term(t)[0]) * 1e3, 6)}
+             for t in StepBreakdown.TERMS}
+    return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms,
+            "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}

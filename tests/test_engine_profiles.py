@@ -174,3 +174,14 @@ def test_no_engine_profile_prices_a_step_below_the_speed_of_light(name, batch, k
     terms = light.price(light.decode(b, ctx, spec)).terms
     for term in ("step_overhead", "spec_overhead", "spec_overhead_per_seq", "draft_step_overhead", "proposer_lookup"):
         assert np.all(np.asarray(terms[term]) == 0.0)
+
+
+def test_predict_breakdown_names_the_cost_mode_of_every_op(capsys):
+    assert main(["predict", "--batch", "1,64", "--breakdown", "64", "--json"]) == 0
+    import json
+    d = json.loads(capsys.readouterr().out)["breakdown"]
+    assert d["batch"] == 64 and {r["priced_by"] for r in d["ops"]} == {"roofline"}
+    total_on = sum(t["on_ms"] for t in d["terms"].values())
+    assert total_on == pytest.approx(d["total_on_ms"], rel=1e-5)
+    assert main(["predict", "--breakdown", "1,2"]) == 2
+    assert "one batch" in capsys.readouterr().err
