@@ -88,8 +88,10 @@ def test_whatif_returns_the_library_s_own_prediction_policy_and_breakdown(server
     expect = crossover.predict(context=256, acceptance=0.5, batches=batches).to_dict()
     assert d["predict"]["crossover_batch"] == expect["crossover_batch"] == pytest.approx(93.3, abs=0.05)
     assert d["predict"]["points"] == expect["points"]
-    assert d["policy"]["schedule"] == crossover.policy(context=256, acceptance=0.5).to_dict()["schedule"]
-    assert {"vllm", "sglang", "tensorrt_llm"} <= set(d["policy"]["engine_configs"])
+    status, pol = call(server, "/api/policy?" + qs(**CROSSING, bmax=512))
+    assert status == 200, pol
+    assert pol["schedule"] == crossover.policy(context=256, acceptance=0.5, batch_max=512).to_dict()["schedule"]
+    assert {"vllm", "sglang", "tensorrt_llm"} <= set(pol["engine_configs"]) and pol["batch_max"] == 512
     bd = d["breakdown"]
     assert bd["batch"] == 64 and bd["on"]["total_ms"] > bd["off"]["total_ms"] > 0
     assert "draft" in bd["on"]["parts_ms"] and "draft" not in bd["off"]["parts_ms"]
@@ -302,6 +304,8 @@ def test_the_page_in_headless_chromium(server):
         path0 = driver.find_element(By.ID, "series-on").get_attribute("d")
         assert cross0 == "batch 93.3"
         assert driver.find_element(By.ID, "crossover-line") is not None
+        _wait(driver, "return document.body.dataset.policy !== undefined", "the best-k schedule")
+        assert "--speculative-config" in driver.find_element(By.ID, "configs").text
         slider = driver.find_element(By.ID, "k")
         redraws = int(driver.execute_script("return document.body.dataset.redraws"))
         slider.send_keys(Keys.ARROW_RIGHT)  # k 3 -> 4, as a user moves it
@@ -333,9 +337,6 @@ def test_the_page_in_headless_chromium(server):
               "the measured overlay")
         assert "BEATS PHYSICS" in driver.find_element(By.ID, "physics").text
         assert driver.find_elements(By.CSS_SELECTOR, "#chart-speedup .marker.measured-speedup")
-        shot = os.environ.get("CROSSOVER_WEB_SCREENSHOT")
-        if shot:
-            driver.save_screenshot(shot)
         # the simulation tab: a small sweep with progress, then its charts
         driver.find_element(By.ID, "tab-sim").click()
         for el_id, value in (("levels", "1,4"), ("num_prompts", "40")):
@@ -348,5 +349,22 @@ def test_the_page_in_headless_chromium(server):
         assert driver.find_element(By.ID, "sim-on").get_attribute("d")
         assert driver.find_element(By.ID, "sim-p99-on").get_attribute("d")
         assert "tab=sim" in driver.current_url and "levels=1%2C4" in driver.current_url
+        shot = os.environ.get("CROSSOVER_WEB_SCREENSHOT")
+        if shot:  # the README's picture: Llama-3.1-8B + EAGLE-3 on an H100 beside a measured sweep
+            _screenshot(driver, server, shot)
     finally:
         driver.quit()
+
+
+def _screenshot(driver, server, path: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    state = qs(model="llama-3.1-8b", hardware="h100-sxm", method="eagle3", acc="tau", tau=2.45, mix=1, prompt=1024,
+               output=128, bmax=256, at=64)
+    driver.get("about:blank")
+    driver.get(server.url + "#" + state)
+    _wait(driver, "return document.body.dataset.state === 'ready'", "the README scenario")
+    driver.find_element(By.ID, "file-input").send_keys(str(FIXTURES / "measured" / "sweep.csv"))
+    _wait(driver, "return document.querySelectorAll('#chart-tput .marker.measured-on').length > 0", "the overlay")
+    time.sleep(0.3)
+    driver.save_screenshot(path)

@@ -18,6 +18,7 @@ import crossover
 
 from .. import build
 from ..build import batch_ceiling
+from ..curves import memory_limits
 from ..errors import CrossoverError
 from ..ops import total_params
 from ..specs.loader import available, resolve
@@ -83,18 +84,26 @@ def breakdown(sc, batch: float) -> dict[str, Any]:
 
 
 def whatif(q: Query) -> dict[str, Any]:
-    """The what-if tab: predict over the batch range, the per-op breakdown at one batch, the best-k
-    schedule and its engine configs."""
+    """The what-if charts: predict over the batch range and the per-op breakdown at one batch."""
     t0 = time.perf_counter()
     sc = crossover.scenario(**params.scenario_kwargs(q))
     batches, notes = _batches(sc, q)
     pred = crossover.predict(sc, batches=batches).to_dict()
-    kmax = params.number(q, "kmax", 8, lo=1, hi=params.MAX_K, integer=True)
-    pol = crossover.policy(sc, k_max=max(int(kmax), sc.speculation.k)).to_dict()  # type: ignore[arg-type]
-    at = params.number(q, "at", 32, lo=1, hi=1 << 20)
-    at = min(float(at), batches[-1])  # type: ignore[arg-type]
-    return {"predict": pred, "policy": {k: pol[k] for k in POLICY_KEYS},
-            "breakdown": breakdown(sc, at), "inputs": pred.pop("inputs"), "notes": notes,
+    at = min(float(params.number(q, "at", 32, lo=1, hi=1 << 20)), batches[-1])  # type: ignore[arg-type]
+    return {"predict": pred, "breakdown": breakdown(sc, at), "inputs": pred.pop("inputs"), "notes": notes,
+            "server_ms": round((time.perf_counter() - t0) * 1e3, 2)}
+
+
+def policy(q: Query) -> dict[str, Any]:
+    """The best k at every batch of the page's range (up to the memory limit) and the engine configs
+    that apply it (a second request: the library's k sweep costs more than the curves)."""
+    t0 = time.perf_counter()
+    sc = crossover.scenario(**params.scenario_kwargs(q))
+    batches, _ = _batches(sc, q)
+    kmax = int(params.number(q, "kmax", 8, lo=1, hi=params.MAX_K, integer=True))  # type: ignore[arg-type]
+    top = max(1, min(int(batches[-1]), int(memory_limits(sc)[0])))
+    pol = crossover.policy(sc, k_max=max(kmax, sc.speculation.k), batch_max=top).to_dict()
+    return {**{k: pol[k] for k in POLICY_KEYS}, "batch_max": top,
             "server_ms": round((time.perf_counter() - t0) * 1e3, 2)}
 
 

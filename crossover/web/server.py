@@ -4,7 +4,8 @@ that call the library API (endpoints.py). It reads no file but the spec librarie
 
     GET  /                      the page (static/index.html); /static/<file> its scripts and styles
     GET  /api/options           spec libraries, methods, engines, cost modes, defaults
-    GET  /api/whatif?QUERY      predict + breakdown + best-k policy for the page's state
+    GET  /api/whatif?QUERY      predict + the per-op breakdown for the page's state
+    GET  /api/policy?QUERY      the best-k schedule and engine configs for the same state
     POST /api/upload?name=FILE  a measured result file as the body (10 MB at most) -> {id}
     GET  /api/measured?QUERY&files=ID:ARM,...   the uploads as one sweep with the physics check
     POST /api/simulate?QUERY    start a serving simulation sweep -> {id}
@@ -17,6 +18,7 @@ form cannot set it), and requests naming another host than this server's are ref
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 import warnings
@@ -94,11 +96,11 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, status: int, obj: Any) -> None:
-        body = json.dumps(obj, allow_nan=False, default=_jsonable).encode()
-        self._send(status, body, "application/json")
+        text = json.dumps(_finite(obj), allow_nan=False, default=_jsonable)
+        self._send(status, self.server.uploads.scrub(text).encode(), "application/json")  # uploads by name only
 
     def _error(self, status: int, message: str) -> None:
-        self._json(status, {"error": self.server.uploads.scrub(message)})
+        self._json(status, {"error": message})
 
     # ------------------------------------------------------------------ routing
 
@@ -139,6 +141,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._drain()
                 return self._error(HTTPStatus.FORBIDDEN, "POST requests need the header X-Crossover: 1")
             self._json(HTTPStatus.OK, route(self, q))
+        except (BrokenPipeError, ConnectionResetError):  # the page dropped a request it no longer needs
+            self.close_connection = True
         except TooLarge as exc:
             self.close_connection = True
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, one_line(exc))
@@ -178,6 +182,9 @@ class Handler(BaseHTTPRequestHandler):
     def api_whatif(self, q: dict[str, str]) -> dict[str, Any]:
         return library_call(endpoints.whatif, q)
 
+    def api_policy(self, q: dict[str, str]) -> dict[str, Any]:
+        return library_call(endpoints.policy, q)
+
     def api_upload(self, q: dict[str, str]) -> dict[str, Any]:
         data = self.body(self.server.uploads.limit)
         return self.server.uploads.add(q.get("name") or "upload", data)
@@ -198,6 +205,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def api_job(self, q: dict[str, str]) -> dict[str, Any]:
         return self.server.jobs.get(q.get("id", "")).to_dict()
+
+
+def _finite(x: Any) -> Any:
+    """NaN and infinities as null (JSON has no such numbers; the browser's parser refuses them)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
 
 
 def _jsonable(x: Any) -> Any:
@@ -223,6 +241,7 @@ class CrossoverServer(ThreadingHTTPServer):
         super().__init__((host, port), Handler)  # closes itself (and the uploads) when it cannot bind
         h = Handler
         self.routes = {("GET", "/api/options"): h.api_options, ("GET", "/api/whatif"): h.api_whatif,
+                       ("GET", "/api/policy"): h.api_policy,
                        ("POST", "/api/upload"): h.api_upload, ("GET", "/api/measured"): h.api_measured,
                        ("POST", "/api/simulate"): h.api_simulate, ("GET", "/api/job"): h.api_job}
 

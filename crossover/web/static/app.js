@@ -14,7 +14,7 @@ export const state = {
 const LOCAL_KEYS = new Set(["tab", "workload", "levels", "num_prompts", "latency"]); // no what-if redraw
 const DEBOUNCE_MS = 25;
 export let options = null;
-export let last = null; // the last what-if response
+export let last = null; // the last what-if response (curves and breakdown)
 window.crossoverTimings = []; // {total, roundTrip, server} per redraw, ms (read by the browser test)
 
 const $ = (id) => document.getElementById(id);
@@ -103,10 +103,13 @@ function fillSelect(id, items, label = (x) => x, value = (x) => x) {
 
 // ------------------------------------------------------------------ the round trip
 
-let timer = null, changedAt = null, seq = 0, inflight = null;
+let timer = null, policyTimer = null, changedAt = null, seq = 0, inflight = null;
+const POLICY_DELAY_MS = 150;
 
 export function schedule() {
   if (changedAt === null) changedAt = performance.now();
+  clearTimeout(policyTimer);
+  $("policy").classList.add("stale");
   clearTimeout(timer);
   timer = setTimeout(refresh, DEBOUNCE_MS);
 }
@@ -135,11 +138,31 @@ async function refresh() {
   const timing = { total: t2 - (changedAt ?? t0), roundTrip: t1 - t0, server: d.server_ms, render: t2 - t1 };
   window.crossoverTimings.push(timing);
   changedAt = null;
-  $("timing").textContent = `redrawn ${timing.total.toFixed(0)} ms after the change (server round trip ` +
+  $("timing").textContent = `charts redrawn ${timing.total.toFixed(0)} ms after the change (server round trip ` +
     `${timing.roundTrip.toFixed(0)} ms, of which the model ${timing.server.toFixed(0)} ms; drawing ${timing.render.toFixed(0)} ms)`;
   document.body.dataset.state = "ready";
   document.body.dataset.redraws = String(window.crossoverTimings.length);
   refreshMeasured();
+  policyTimer = setTimeout(() => refreshPolicy(mine, timing), POLICY_DELAY_MS);
+}
+
+// The best-k schedule comes in a second request (the library sweeps every k at every batch), sent
+// once the controls rest for POLICY_DELAY_MS, so the charts never wait behind it while a slider moves.
+async function refreshPolicy(mine, timing) {
+  const t0 = performance.now();
+  let pol;
+  try {
+    pol = await api("/api/policy?" + query(), { signal: inflight.signal });
+  } catch (e) {
+    if (e.name !== "AbortError" && mine === seq) showError(e.message);
+    return;
+  }
+  if (mine !== seq) return;
+  renderPolicy(pol);
+  $("policy").classList.remove("stale");
+  timing.policy = performance.now() - t0;
+  $("timing").textContent += `; best-k schedule ${timing.policy.toFixed(0)} ms later`;
+  document.body.dataset.policy = String(mine);
 }
 
 // ------------------------------------------------------------------ drawing
@@ -182,7 +205,6 @@ export function render() {
   stackedBars($("chart-breakdown"), [{ label: "off", parts: bd.off.parts_ms }, { label: "on", parts: bd.on.parts_ms }], {
     title: `one step by op at batch ${fmt(bd.batch, 4)}, context ${fmt(bd.context, 5)} (ms; on = drafts + verify)`,
   });
-  renderPolicy(last.policy);
 }
 
 function copyButton(text) {

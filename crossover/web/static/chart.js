@@ -60,9 +60,15 @@ function extent(values, log, pad) {
 //   hlines: [{y, label, color, dash}], width, height}
 export function lineChart(el, opts) {
   const W = opts.width || 620, H = opts.height || 300, m = { l: 62, r: 16, t: 26, b: 42 };
-  const pts = opts.series.flatMap((s) => s.points.filter((p) => isFinite(p[0]) && isFinite(p[1]) && (!opts.ylog || p[1] > 0)));
+  const good = (p) => isFinite(p[0]) && isFinite(p[1]) && (!opts.ylog || p[1] > 0);
+  const pts = opts.series.flatMap((s) => s.points.filter(good));
   const xs = pts.map((p) => p[0]).concat(opts.xdomain || []);
-  const ys = pts.map((p) => p[1]).concat((opts.hlines || []).map((h) => h.y)).concat(opts.yzero ? [0] : []);
+  // series marked `noscale` (measured points) widen the y axis only up to 1.5x the others: a wild
+  // outlier is pinned to the top edge (a triangle) instead of flattening the curves
+  const core = opts.series.filter((s) => !s.noscale).flatMap((s) => s.points.filter(good).map((p) => p[1]));
+  const cap = core.length ? Math.max(...core) * 1.5 : Infinity;
+  const extra = opts.series.filter((s) => s.noscale).flatMap((s) => s.points.filter(good).map((p) => Math.min(p[1], cap)));
+  const ys = core.concat(extra).concat((opts.hlines || []).map((h) => h.y)).concat(opts.yzero ? [0] : []);
   const [x0, x1] = opts.xdomain || extent(xs, opts.xlog, false);
   const [y0, y1] = extent(ys, opts.ylog, true);
   const X = scale(x0, x1, m.l, W - m.r, opts.xlog), Y = scale(y0, y1, H - m.b, m.t, opts.ylog);
@@ -100,12 +106,13 @@ export function lineChart(el, opts) {
     const ok = se.points.filter((p) => isFinite(p[0]) && isFinite(p[1]) && (!opts.ylog || p[1] > 0) && inX(p[0]));
     if (se.markers && se.markers !== "none") {
       ok.forEach((p, i) => {
-        const x = X(p[0]), y = Y(p[1]), r = se.size || 4.5;
+        const over = p[1] > y1, x = X(p[0]), y = Y(Math.min(p[1], y1)), r = se.size || 4.5;
         const fill = se.hollow ? "#fff" : (se.fills ? se.fills[i] : se.color);
         const stroke = se.strokes ? se.strokes[i] : se.color;
         const tip = se.tips ? `<title>${esc(se.tips[i])}</title>` : "";
         const cls = `marker ${se.id || ""}`;
-        if (se.markers === "square") s += `<rect class="${cls}" x="${(x - r).toFixed(1)}" y="${(y - r).toFixed(1)}" width="${2 * r}" height="${2 * r}" fill="${fill}" stroke="${stroke}" stroke-width="1.5">${tip}</rect>`;
+        if (over) s += `<path class="${cls} pinned" d="M${x.toFixed(1)} ${(y - 2).toFixed(1)}l${r + 1} ${2 * r + 2}h${-2 * r - 2}z" fill="${fill}" stroke="${stroke}" stroke-width="1.5">${tip}</path>`;
+        else if (se.markers === "square") s += `<rect class="${cls}" x="${(x - r).toFixed(1)}" y="${(y - r).toFixed(1)}" width="${2 * r}" height="${2 * r}" fill="${fill}" stroke="${stroke}" stroke-width="1.5">${tip}</rect>`;
         else if (se.markers === "diamond") s += `<path class="${cls}" d="M${x.toFixed(1)} ${(y - r - 1).toFixed(1)}l${r + 1} ${r + 1}l${-r - 1} ${r + 1}l${-r - 1} ${-r - 1}z" fill="${fill}" stroke="${stroke}" stroke-width="1.5">${tip}</path>`;
         else s += `<circle class="${cls}" cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${r}" fill="${fill}" stroke="${stroke}" stroke-width="1.5">${tip}</circle>`;
       });

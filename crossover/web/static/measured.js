@@ -57,8 +57,8 @@ export async function refreshMeasured() {
   render();
 }
 
-// Series for the charts: the measured points at their load (requests in flight), the prediction at
-// the measured levels, and the measured speedup; points beyond the speed of light drawn red.
+// Series for the charts: the measured points at their load (requests in flight) and the measured
+// speedup; points beyond the speed of light drawn red.
 export function measuredOverlay() {
   const out = { throughput: [], speedup: [] };
   if (!result) return out;
@@ -69,18 +69,13 @@ export function measuredOverlay() {
     const r = rows.filter((x) => x.arm === arm);
     const color = arm === "on" ? COLORS.measuredOn : COLORS.measuredOff;
     out.throughput.push({
-      id: `measured-${arm}`, label: `measured ${arm}`, color, markers: "square", points: r.map((x) => [x.in_flight ?? x.level, x.measured]),
+      id: `measured-${arm}`, label: `measured ${arm}`, color, markers: "square", noscale: true, points: r.map((x) => [x.in_flight ?? x.level, x.measured]),
       fills: r.map((x) => (x.beats_physics ? COLORS.bad : color)), strokes: r.map((x) => (x.beats_physics ? COLORS.bad : color)),
       tips: r.map((x) => `measured ${arm} at ${result.load_axis} ${fmt(x.level)}: ${fmt(x.measured)} tok/s` +
         (x.bound ? `; speed-of-light bound ${fmt(x.bound)} (${fmt(x.fraction_of_bound)}×)${x.beats_physics ? " BEATS PHYSICS" : ""}` : "")),
     });
   }
-  const pred = result.points.filter((p) => p.predicted_on_output_throughput !== undefined && p.predicted_on_output_throughput !== null);
-  if (pred.length) {
-    out.throughput.push({ id: "predicted-levels", label: "model at the measured levels", color: COLORS.on, markers: "circle", hollow: true,
-      points: pred.flatMap((p) => [[p.level, p.predicted_off_output_throughput], [p.level, p.predicted_on_output_throughput]]) });
-  }
-  out.speedup.push({ id: "measured-speedup", label: "measured", color: COLORS.measuredOn, markers: "diamond",
+  out.speedup.push({ id: "measured-speedup", label: "measured", color: COLORS.measuredOn, markers: "diamond", noscale: true,
     points: result.points.map((p) => [p.level, p.speedup]), tips: result.points.map((p) => `measured speedup ${fmt(p.speedup)} at ${fmt(p.level)}`) });
   return out;
 }
