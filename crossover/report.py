@@ -82,6 +82,8 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     acc_s = ",".join(f"{a:g}" for a in acc) if isinstance(acc, list) else f"{acc:g}"
     acc_label = {"rate": "acceptance", "tau": "tau", "per_position": "acceptance per position"}[inputs["acceptance_kind"]]
     draft = f" ({inputs['draft']})" if inputs["draft"] else ""
+    if inputs["method"] == "ngram":  # a share of steps proposes nothing
+        draft = f" (match rate {inputs['match_rate']:g}: the crossover moves with it, --match-rate)"
     tp_note = " (auto)" if inputs["tp_auto"] else ""
     mix = ""
     if inputs.get("prompt_len") is not None:

@@ -185,3 +185,12 @@ def test_predict_breakdown_names_the_cost_mode_of_every_op(capsys):
     assert total_on == pytest.approx(d["total_on_ms"], rel=1e-5)
     assert main(["predict", "--breakdown", "1,2"]) == 2
     assert "one batch" in capsys.readouterr().err
+
+
+def test_ngram_match_rate_defaults_to_the_published_proposal_rate_and_is_shown(capsys):
+    sc = crossover.scenario(method="ngram")
+    assert sc.speculation.acceptance.match_rate == 0.55  # vllm PR #24344: 993 of 1,814 steps drafted
+    assert crossover.scenario(method="ngram", workload="cnn-dailymail").speculation.acceptance.match_rate == 0.8
+    assert crossover.scenario(method="eagle").speculation.acceptance.match_rate == 1.0
+    assert main(["predict", "--method", "ngram", "--batch", "1"]) == 0
+    assert "match rate 0.55: the crossover moves with it" in capsys.readouterr().out
