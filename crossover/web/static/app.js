@@ -177,6 +177,7 @@ export function render() {
   $("regime").innerHTML = cb === null
     ? `in batch ${fmt(bmin)}–${fmt(bmax)}: speculation is ${p.regime === "always_faster" ? "faster" : "slower"} throughout`
     : `speculation ${down ? "stops" : "starts"} paying off there${p.crossover_within_memory ? "" : " (beyond the memory limit)"}`;
+  if (Number(state.mix)) $("context-out").textContent = `${fmt(inp.context, 5)} (prompt + output / 2)`;
   const acc = inp.acceptance_kind === "tau" ? `tau ${inp.acceptance}` : `acceptance ${inp.acceptance}`;
   $("summary").innerHTML = `${esc(inp.model)} on ${inp.tp} × ${esc(inp.hardware)}${inp.tp_auto ? " (auto TP)" : ""}, ` +
     `${esc(inp.weight_dtype)} weights, context ${fmt(inp.context, 5)}${inp.prompt_len !== null ? ` (prompt ${fmt(inp.prompt_len, 5)} + output ${fmt(inp.output_len, 5)})` : ""}; ` +
@@ -202,9 +203,31 @@ export function render() {
     hlines: [{ y: 1, color: "#888" }], vlines,
   });
   const bd = last.breakdown;
-  stackedBars($("chart-breakdown"), [{ label: "off", parts: bd.off.parts_ms }, { label: "on", parts: bd.on.parts_ms }], {
+  stackedBars($("chart-breakdown"), ["off", "on"].map((arm) => ({ label: arm, parts: breakdownParts(bd, arm) })), {
     title: `one step by op at batch ${fmt(bd.batch, 4)}, context ${fmt(bd.context, 5)} (ms; on = drafts + verify)`,
+    tips: Object.fromEntries(bd.ops.map((o) => [o.op, `${o.bound_on}-bound when verifying, priced by ${o.priced_by}`])),
   });
+}
+
+// The library's breakdown (predict with breakdown=batch) as bar segments: the target's ops, the
+// rest of its forward (per-layer kernel gaps), then every other step term that costs anything.
+const TERM_LABELS = { step_overhead: "engine step", draft_forwards: "draft", draft_step_overhead: "draft launches",
+  draft_prefill: "draft prefill", spec_overhead: "spec bookkeeping", spec_overhead_per_seq: "spec per sequence",
+  proposer_lookup: "n-gram lookup" };
+
+function breakdownParts(bd, arm) {
+  const parts = {};
+  let ops = 0;
+  for (const o of bd.ops) {
+    const v = o[`${arm}_ms`] || 0;
+    parts[o.op] = v;
+    ops += v;
+  }
+  parts["kernel gaps"] = Math.max(0, bd.terms.target_forward[`${arm}_ms`] - ops);
+  for (const [term, v] of Object.entries(bd.terms)) {
+    if (term !== "target_forward" && v[`${arm}_ms`] > 0) parts[TERM_LABELS[term] || term] = v[`${arm}_ms`];
+  }
+  return parts;
 }
 
 function copyButton(text) {
