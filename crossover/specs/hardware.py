@@ -27,6 +27,39 @@ PCIE_HOP_LATENCY_S = 8e-6
 DEFAULT_GPUS_PER_NODE = 8
 
 
+class DistilledOp(Spec):
+    """Op-level roofline parameters of one op class, fitted to measured kernel tables by
+    validation/distill_kernels.py (its docstring gives each class's formula; errors in
+    validation/kernels.md). Recorded for the roofline; today's evaluator reads none of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    floor_us: float | None = Field(default=None, ge=0)  # fixed time per kernel call
+    bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    flops_fraction: float | None = Field(default=None, gt=0, le=1)
+    transition_p: float | None = Field(default=None, ge=1)
+    m_half: float | None = Field(default=None, ge=0)  # GEMM: tokens at half the FLOP efficiency
+    prompt_half: float | None = Field(default=None, ge=0)  # context attention: prompt length, likewise
+    kv_len_extra: float | None = Field(default=None, ge=0)  # decode attention: per-sequence work as KV tokens
+    base_us: float | None = Field(default=None, ge=0)  # all-reduce: per call
+    hop_us: float | None = Field(default=None, ge=0)  # all-reduce: per ring step
+    link_fraction: float | None = Field(default=None, gt=0, le=1)  # all-reduce: of the link's peak
+
+
+class Distilled(Spec):
+    """Parameters distilled from measured kernel tables, per op class, with their source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    source: str
+    gemm_bf16: DistilledOp | None = None
+    gemm_fp8: DistilledOp | None = None
+    decode_attention: DistilledOp | None = None
+    context_attention: DistilledOp | None = None
+    moe_bf16: DistilledOp | None = None
+    all_reduce: DistilledOp | None = None
+
+
 class Hardware(Spec):
     """One accelerator (per chip), as written in hardware/*.yaml. Numbers are finite (no .inf/.nan)."""
 
@@ -64,6 +97,8 @@ class Hardware(Spec):
     prices_as_of: str | None = Field(default=None, pattern=r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")
     # Board power (TDP / TBP) per GPU in W: ownership's power cost is tdp_w x utilisation x PUE x $/kWh.
     tdp_w: PositiveFloat | None = None
+    # Fitted to measured kernel tables (validation/distill_kernels.py); absent: nothing changes.
+    distilled: Distilled | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     unverified: list[str] = Field(default_factory=list)
     notes: str = ""
