@@ -28,6 +28,7 @@ from step_times import step_points  # noqa: E402
 
 from crossover.curves import Scenario, evaluate  # noqa: E402
 from crossover.specs import Deployment, load_hardware, load_model  # noqa: E402
+from crossover.specs.loader import load_engine  # noqa: E402
 from crossover.speculation import Acceptance, Speculation  # noqa: E402
 
 
@@ -163,7 +164,9 @@ def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
         "VLLMBLOG-CNN": ("cnn-dailymail", "ngram", None),
     }
     rows_by = {prefix: rs for prefix in setups if (rs := _published(prefix + "-"))}
-    dep = Deployment(model=load_model("llama-3-70b"), hardware=load_hardware("h100-sxm"), tp=4)
+    # the blog measured vLLM V0 (about v0.6): its engine profile (batch-expansion verify, V0 overheads)
+    dep = Deployment(model=load_model("llama-3-70b"), hardware=load_hardware("h100-sxm"), tp=4,
+                     engine=load_engine("vllm-v0"))
     out = []
     for prefix, rs in rows_by.items():
         wname, method, draft = setups[prefix]
