@@ -402,7 +402,7 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
         dt = o.weight_dtype if o.kv_dtype == "bf16" else f"{o.weight_dtype}/{o.kv_dtype}"
         lines.append(f"{i:>4} {o.hardware:<14} {o.tp:>3} {dt:<9} {o.arm:<7} {k:>5} {s.batch:>5} {o.replicas:>5} "
                      f"{o.gpus:>5} {o.utilisation:>5.0%} {_money(o.usd_per_month):>10} "
-                     f"{_money(o.usd_per_million_output_tokens, 3):>8} {sim:>12}  {note}")
+                     f"{_money(o.usd_per_million_output_tokens, 3):>8} {sim:>12}  {note}".rstrip())
     if len(res.ranked) > PLAN_ROWS:
         lines.append(f"  ... {len(res.ranked) - PLAN_ROWS} more options in --json")
     if d.is_trace and res.ranked and res.ranked[0].autoscaled_usd_per_month is not None:

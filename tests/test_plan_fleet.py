@@ -201,3 +201,14 @@ def test_plan_cli_json_keys_and_plot(tmp_path):
             "usd_per_month", "usd_per_million_output_tokens", "simulated", "dropped_because"} <= set(o)
     assert o["simulated"]["p99_tpot_ms"] > 0
     assert png.stat().st_size > 10_000
+
+
+def test_report_plan_adds_the_plan_to_the_page(tmp_path):
+    out = tmp_path / "r"
+    r = run_cli("report", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--workload", "gsm8k", "--plan",
+                "--plan-peak-rps", "20", "--plan-slo-tpot-ms", "20", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    page = (out / "index.html").read_text()
+    assert "Capacity plan" in page and "<b>rent " in page and "per million output tokens" in page
+    bad = run_cli("report", "--model", "llama-3.1-8b", "--plan", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "--plan needs --workload" in bad.stderr

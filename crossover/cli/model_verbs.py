@@ -132,6 +132,23 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_plan(args: argparse.Namespace, sc):
+    """`report --plan`: the capacity plan of the report's model, workload and accelerator (its TP
+    degrees 1, 2, 4, 8 and speculation), or None without --plan."""
+    if not args.plan:
+        return None
+    if not args.workload or args.plan_peak_rps is None or args.plan_slo_tpot_ms is None:
+        raise CrossoverError("--plan needs --workload, --plan-peak-rps and --plan-slo-tpot-ms")
+    spec = sc.speculation
+    kw = {k: v for k, v in speculation_kwargs(args).items() if v is not None}
+    with warnings_as_lines():
+        return api.plan(args.model, args.workload, hardware=[sc.deployment.hardware.name],
+                        weight_dtype=sc.deployment.weight_dtype, kv_dtype=sc.deployment.kv_dtype,
+                        peak_rps=_number(args.plan_peak_rps, "--plan-peak-rps"),
+                        slo_tpot_ms=_number(args.plan_slo_tpot_ms, "--plan-slo-tpot-ms"), k_max=max(spec.k, 1),
+                        verify=2, **kw)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """`crossover report`."""
     p_len = o_len = workload = None
@@ -151,8 +168,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if workload is not None and args.concurrency:
         sim = api.simulate(args.workload, concurrency=parse_list(args.concurrency, "--concurrency", integer=True),
                            num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)), scenario=sc)
+    planned = _report_plan(args, sc)
     page = build_page(sc, resolved, pred.prediction, pred.to_text(), policy_text, sim.sweep if sim else None,
-                      sim.inputs if sim else None, sim.to_text() if sim else None)
+                      sim.inputs if sim else None, sim.to_text() if sim else None, plan=planned)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)  # the report's folder is created if missing

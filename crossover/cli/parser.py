@@ -148,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--workload", help="also simulate this workload (with --concurrency)")
     rp.add_argument("--concurrency", help="concurrency levels to simulate, e.g. 1,8,32,128")
     rp.add_argument("--num-prompts", default="1000", help="requests per simulated level (default 1000, as simulate)")
+    rp.add_argument("--plan", action="store_true", help="add the capacity plan of this model, workload and "
+                                                        "accelerator (with --plan-peak-rps, --plan-slo-tpot-ms)")
+    rp.add_argument("--plan-peak-rps", help="--plan: peak requests per second")
+    rp.add_argument("--plan-slo-tpot-ms", help="--plan: median TPOT objective, ms")
     rp.add_argument("--force", action="store_true", help="replace an existing index.html in --out")
     rp.add_argument("--out", required=True, help="directory to write index.html into (created if missing)")
     pl = sub.add_parser("plan", help="how many GPUs of which kind, deployed how, at what cost, speculation on or off")
