@@ -56,42 +56,41 @@ class KernelStepCost(StepCost):
 
 class _Curve:
     """Log seconds of one op row over a log axis (1-D: tokens, bytes) or a (batch, length) grid
-    (attention), interpolated linearly in log-log space; NaN off the table or next to a hole."""
+    (attention), interpolated linearly in log-log space; NaN off the table or next to a hole.
+
+    Stored per segment (cell) as an intercept and slopes, NaN where an end (corner) was not
+    measured, with a NaN sentinel segment last: an index of -1 (below the axis) or len - 1 (above)
+    lands on it, so a lookup is a search, a gather and a multiply-add, with no masks."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray, x2: np.ndarray | None = None):
         """1-D: `y` is (rows, len(x)) log seconds, several op rows sharing an axis; 2-D: `y` is
         (len(x), len(x2))."""
-        self.x, self.x2 = x, x2
-        ok = np.isfinite(y)
-        self.y = np.where(ok, y, 0.0)
-        if x2 is None:  # a segment is usable when both ends were measured
-            self.cell_ok = ok[:, :-1] & ok[:, 1:]
-        else:  # a cell is usable when its four corners were measured
-            self.cell_ok = (ok[:-1, :-1] & ok[1:, :-1] & ok[:-1, 1:] & ok[1:, 1:]).ravel()
-            self.flat = self.y.ravel()
-            self.ncol = y.shape[1]
+        self.x2 = x2
+        pad = lambda a: np.append(a, np.nan)  # noqa: E731  (the sentinel segment)
+        self.x0, self.xs = pad(x[:-1]), pad(1.0 / np.diff(x))
+        self.xcut = np.append(x[:-1], x[-1] + 1e-9)  # the top point belongs to the last segment
+        if x2 is None:
+            nan = np.full((y.shape[0], 1), np.nan)
+            self.c0 = np.hstack([y[:, :-1], nan])
+            self.c1 = np.hstack([np.diff(y, axis=1), nan])
+            return
+        self.y0, self.ys = pad(x2[:-1]), pad(1.0 / np.diff(x2))
+        self.ycut = np.append(x2[:-1], x2[-1] + 1e-9)
+        f00, f10, f01, f11 = y[:-1, :-1], y[1:, :-1], y[:-1, 1:], y[1:, 1:]
+        grow = lambda a: np.pad(a, ((0, 1), (0, 1)), constant_values=np.nan)  # noqa: E731
+        self.c = [grow(f00), grow(f10 - f00), grow(f01 - f00), grow(f11 - f10 - f01 + f00)]
 
     def at(self, *coords) -> np.ndarray:
-        lx = np.log(np.maximum(np.asarray(coords[0], float), 1e-300))
+        lx = np.log(np.maximum(coords[0], 1e-300))
+        i = np.searchsorted(self.xcut, lx, side="right") - 1
+        tx = (lx - self.x0[i]) * self.xs[i]
         if self.x2 is None:  # rows first
-            ax = self.x
-            i = np.minimum(np.maximum(np.searchsorted(ax, lx, side="right") - 1, 0), len(ax) - 2)
-            t = (lx - ax[i]) / (ax[i + 1] - ax[i])
-            inside = (t >= -1e-9) & (t <= 1 + 1e-9)
-            v = self.y[:, i] * (1.0 - t) + self.y[:, i + 1] * t
-            return np.where(inside & self.cell_ok[:, i], np.exp(v), np.nan)
-        lx, ly = np.broadcast_arrays(lx, np.log(np.maximum(np.asarray(coords[1], float), 1e-300)))
-        ax, ay = self.x, self.x2
-        i = np.minimum(np.maximum(np.searchsorted(ax, lx, side="right") - 1, 0), len(ax) - 2)
-        j = np.minimum(np.maximum(np.searchsorted(ay, ly, side="right") - 1, 0), len(ay) - 2)
-        tx = (lx - ax[i]) / (ax[i + 1] - ax[i])
-        ty = (ly - ay[j]) / (ay[j + 1] - ay[j])
-        ok = ((tx >= -1e-9) & (tx <= 1 + 1e-9) & (ty >= -1e-9) & (ty <= 1 + 1e-9)
-              & self.cell_ok[i * (len(ay) - 1) + j])
-        k = i * self.ncol + j
-        f = self.flat
-        v = ((1 - tx) * ((1 - ty) * f[k] + ty * f[k + 1]) + tx * ((1 - ty) * f[k + self.ncol] + ty * f[k + self.ncol + 1]))
-        return np.where(ok, np.exp(v), np.nan)
+            return np.exp(self.c0[:, i] + self.c1[:, i] * tx)
+        ly = np.log(np.maximum(coords[1], 1e-300))
+        j = np.searchsorted(self.ycut, ly, side="right") - 1
+        ty = (ly - self.y0[j]) * self.ys[j]
+        c00, c10, c01, c11 = (c[i, j] for c in self.c)
+        return np.exp(c00 + tx * (c10 + ty * c11) + ty * c01)
 
 
 def _gemm_shapes(op, tp: int) -> list[tuple[float, float]]:
@@ -170,72 +169,66 @@ class Kernels:
         tokens = np.asarray(work.tokens, float)
         sampled = tokens if work.sampled is None else np.asarray(work.sampled, float)
         kv, qk = np.asarray(work.kv, float), np.asarray(work.qk, float)
-        names, rows = ops._row_costs("all", tokens, sampled, kv, qk)  # the roofline's own row costs
-        time, tm, tc, nbytes, flops = (np.asarray(r, float) for r in rows)
-        shape = time.shape[1:]
-        time = np.array(time)  # writable copy
-        measured = np.zeros(time.shape, bool)
+        shape = np.broadcast_shapes(tokens.shape, sampled.shape, kv.shape[1:], qk.shape[1:])
+        time = np.full((len(ops.names),) + shape, np.nan)  # NaN: no table covers the row there
         for idx, use_sampled, curve in plan["tokens"]:  # GEMM and MoE rows: by tokens (LM heads: sampled)
-            m = np.broadcast_to(sampled if use_sampled else tokens, shape)
-            t = curve.at(np.maximum(m, 1e-300))  # below one token: off the table (the roofline's zero-token cost)
-            ok = np.isfinite(t)
-            time[idx] = np.where(ok, t, time[idx])
-            measured[idx] = ok
+            time[idx] = curve.at(sampled if use_sampled else tokens)  # < 1 token: off the table
         for i, curves in plan["attention"]:
-            t = self._attention(ops, i, curves, tokens, kv, qk, shape)
-            ok = np.isfinite(t)
-            time[i] = np.where(ok, t, time[i])
-            measured[i] = ok
+            time[i] = self._attention(ops, i, curves, tokens, kv, qk, shape)
+        missing = np.isnan(time)
+        names, rows = ops.names, None
+        if detail or missing.any():  # the roofline's own row costs, for the fallback and the detail
+            names, rows = ops._row_costs("all", tokens, sampled, kv, qk)
+            time = np.where(missing, rows[0], time)
         total = ops.overhead_s + time.sum(axis=0)
-        parts = [(names, (time, tm, tc, nbytes, flops))]
+        parts = [(names, (time,) + tuple(np.broadcast_to(r, time.shape) for r in rows[1:]))] if detail else []
         priced = {}
         if ops.has_allreduce:
-            ar_rf = np.broadcast_to(np.asarray(ops._allreduce(tokens), float), shape)
-            ar, ok = ar_rf, np.zeros(shape, bool)
+            ar = np.full(shape, np.nan)
             if plan["allreduce"] is not None:
                 calls, bytes_per_token, curve = plan["allreduce"]
-                t = np.broadcast_to(tokens, shape)
-                got = calls * curve.at(np.maximum(t * bytes_per_token, 1.0))[0]
-                ok = np.isfinite(got)
-                ar = np.where(ok, got, ar_rf)
+                ar = np.broadcast_to(calls * curve.at(tokens * bytes_per_token)[0], shape)
+            ok = ~np.isnan(ar)
+            if not ok.all():
+                ar = np.where(ok, ar, np.broadcast_to(np.asarray(ops._allreduce(tokens), float), shape))
             total = total + ar
-            zero = np.zeros_like(ar)
-            parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
             if detail:
+                zero = np.zeros_like(ar)
+                parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
                 priced["allreduce"] = _mark(ok[None])
         if detail:
             for name in dict.fromkeys(names):
-                priced[name] = _mark(measured[[j for j, n in enumerate(names) if n == name]])
-        return KernelStepCost(np.asarray(total), parts if detail else [], ops.overhead_s, priced)
+                priced[name] = _mark(~missing[[j for j, n in enumerate(names) if n == name]])
+        return KernelStepCost(np.asarray(total), parts, ops.overhead_s, priced)
 
     def _attention(self, ops: CompiledOps, i: int, curves, tokens, kv, qk, shape) -> np.ndarray:
         """One attention row: decode table at (batch, KV length) plus the KV write and the extra
         query-key FLOPs of q > 1 positions; context table for prompt chunks."""
         decode, context = curves
         w = ops._window_index[i]
-        kvw, qkw = np.broadcast_to(kv[w], shape), np.broadcast_to(qk[w], shape)
-        t = np.broadcast_to(tokens, shape)
+        kvw, qkw, t = kv[w], qk[w], tokens
         # Invert the sums of b sequences with q new positions over c cached tokens each:
-        # tokens = b q, kv = b (c + q), qk = b q (c + (q + 1) / 2)  =>  b = (tokens kv - tokens^2 / 2) / (qk - tokens / 2).
-        with np.errstate(divide="ignore", invalid="ignore"):
-            b = (t * kvw - 0.5 * t * t) / (qkw - 0.5 * t)
-            b = np.minimum(np.maximum(np.where(np.isfinite(b), b, t), 1.0), np.maximum(t, 1.0))
-            q = t / b
-            length = kvw / b
-        prompt = q > PREFILL_Q
-        any_prompt, all_prompt = bool(prompt.any()), bool(prompt.all())
-        small = np.full(shape, np.nan)
-        if decode is not None and not all_prompt:
-            extra = np.maximum(qkw - kvw, 0.0) * ops.flops_per_query_attended[i] / ops.rate[i]
-            small = decode.at(b, length) + extra
-        if any_prompt:
-            big = np.full(shape, np.nan)
-            if context is not None:
-                full = b * q * (q + 1.0) / 2.0  # query-key pairs of a causal prompt of q tokens
-                big = context.at(b, q) * qkw / np.maximum(full, 1e-300)
-            small = np.where(prompt, big, small)
-        write = ops.kv_write_per_token[i] * t / ops.bandwidth[i]
-        return np.where(t > 0, small + write, np.nan)
+        # tokens = b q, kv = b (c + q), qk = b q (c + (q + 1) / 2)  =>  b = (tokens kv - tokens^2 / 2) / (qk - tokens / 2)
+        # (exact for uniform and ragged batches with one q; qk >= tokens, so the divisor is > 0 when tokens are).
+        b = (t * kvw - 0.5 * t * t) / np.maximum(qkw - 0.5 * t, 1e-300)
+        b = np.minimum(np.maximum(b, 1.0), np.maximum(t, 1.0))
+        q = t / b
+        length = kvw / b
+        # the KV-cache write is a kernel of its own, at the roofline's KV bandwidth; no tokens: NaN
+        # (length 0 is off the table), so the roofline's zero-token cost stands
+        write = t * (ops.kv_write_per_token[i] / ops.bandwidth[i])
+        qmax = float(np.max(q)) if np.size(q) else 0.0
+        if decode is not None and np.size(q) and float(np.min(q)) <= PREFILL_Q:
+            extra = np.maximum(qkw - kvw, 0.0) * (ops.flops_per_query_attended[i] / ops.rate[i])
+            small = decode.at(b, length) + extra + write
+            if qmax <= PREFILL_Q:
+                return small
+        else:
+            small = np.full(np.shape(q), np.nan)
+        big = np.full(np.shape(q), np.nan)
+        if context is not None:  # prompt chunks: the causal context kernel, scaled to the pairs scored
+            big = context.at(b, q) * qkw / np.maximum(b * q * (q + 1.0) / 2.0, 1e-300) + write
+        return np.where(q > PREFILL_Q, big, small)
 
 
 def _mark(measured: np.ndarray) -> str:
