@@ -306,3 +306,17 @@ def test_never_below_the_speed_of_light(root, batch, q, context, n_prompts, prom
         bound = Roofline().forward(ops_sol, work_of(ops_sol)).ops
         for name, cost in got.items():
             assert np.all(cost.time >= bound[name].time * (1 - 1e-9)), (name, cost.time, bound[name].time)
+
+
+def test_more_work_never_costs_less():
+    """A dip in a measured curve (noise, a better tile choice) is lifted to the running maximum:
+    a step never gets cheaper with more tokens; holes stay holes."""
+    from crossover.kernels import _Curve
+
+    x = np.log(np.array([1.0, 2.0, 4.0, 8.0]))
+    y = np.log(np.array([[3e-6, 2e-6, 4e-6, np.nan]]))
+    c = _Curve(x, y)
+    assert c.at(np.array([1.0]))[0, 0] == pytest.approx(3e-6)
+    assert c.at(np.array([2.0]))[0, 0] == pytest.approx(3e-6)  # the dip to 2 us is lifted
+    assert c.at(np.array([4.0]))[0, 0] == pytest.approx(4e-6)
+    assert np.isnan(c.at(np.array([6.0]))[0, 0])  # next to the hole: off the table
