@@ -71,26 +71,26 @@ class _Curve:
         y = _monotone(y, axes=(1,) if x2 is None else (0, 1))
         pad = lambda a: np.append(a, np.nan)  # noqa: E731  (the sentinel segment)
         self.x0, self.xs = pad(x[:-1]), pad(1.0 / np.diff(x))
-        self.xcut = np.append(x[:-1], x[-1] + 1e-9)  # the top point belongs to the last segment
+        self.xcut = np.append(x[0] - 1e-9, x[1:])  # a measured point belongs to the segment ending there
         if x2 is None:
             nan = np.full((y.shape[0], 1), np.nan)
             self.c0 = np.hstack([y[:, :-1], nan])
             self.c1 = np.hstack([np.diff(y, axis=1), nan])
             return
         self.y0, self.ys = pad(x2[:-1]), pad(1.0 / np.diff(x2))
-        self.ycut = np.append(x2[:-1], x2[-1] + 1e-9)
+        self.ycut = np.append(x2[0] - 1e-9, x2[1:])
         f00, f10, f01, f11 = y[:-1, :-1], y[1:, :-1], y[:-1, 1:], y[1:, 1:]
         grow = lambda a: np.pad(a, ((0, 1), (0, 1)), constant_values=np.nan)  # noqa: E731
         self.c = [grow(f00), grow(f10 - f00), grow(f01 - f00), grow(f11 - f10 - f01 + f00)]
 
     def at(self, *coords) -> np.ndarray:
         lx = np.log(np.maximum(coords[0], 1e-300))
-        i = np.searchsorted(self.xcut, lx, side="right") - 1
+        i = np.searchsorted(self.xcut, lx, side="left") - 1
         tx = (lx - self.x0[i]) * self.xs[i]
         if self.x2 is None:  # rows first
             return np.exp(self.c0[:, i] + self.c1[:, i] * tx)
         ly = np.log(np.maximum(coords[1], 1e-300))
-        j = np.searchsorted(self.ycut, ly, side="right") - 1
+        j = np.searchsorted(self.ycut, ly, side="left") - 1
         ty = (ly - self.y0[j]) * self.ys[j]
         c00, c10, c01, c11 = (c[i, j] for c in self.c)
         return np.exp(c00 + tx * (c10 + ty * c11) + ty * c01)
