@@ -23,7 +23,6 @@ from ..errors import CrossoverError
 from ..ops import total_params
 from ..specs.loader import available, resolve
 from ..speculation import METHODS
-from ..step import StepModel
 from . import params
 from .params import Query
 
@@ -66,31 +65,14 @@ def _batches(sc, q: Query) -> tuple[list[float], list[str]]:
     return [float(x) for x in np.geomspace(lo, hi, n)], notes
 
 
-def breakdown(sc, batch: float) -> dict[str, Any]:
-    """One decode step (off) and one speculative step (on) at `batch`, in ms by op and by term, from
-    the step model's own per-op pricing (StepModel.price(detail=True))."""
-    model = StepModel.of(sc.deployment, sc.speculation)  # the deployment's own cost mode
-    b = np.array([float(batch)])
-    out: dict[str, Any] = {"batch": float(batch), "context": float(sc.context)}
-    for arm, spec in (("off", None), ("on", sc.speculation)):
-        step = model.price(model.decode(b, sc.context, spec), detail=True)
-        parts = {name: float(op.time[0]) * 1e3 for name, op in step.ops.items()}
-        parts["overhead"] = float(step.target.overhead + step.term("step_overhead")[0]) * 1e3  # type: ignore[union-attr]
-        if spec is not None:
-            parts["draft"] = float(step.draft[0]) * 1e3
-            parts["spec overhead"] = float(step.term("spec_overhead")[0] + step.term("spec_overhead_per_seq")[0]) * 1e3
-        out[arm] = {"total_ms": float(step.total[0]) * 1e3, "parts_ms": {k: round(v, 5) for k, v in parts.items()}}
-    return out
-
-
 def whatif(q: Query) -> dict[str, Any]:
-    """The what-if charts: predict over the batch range and the per-op breakdown at one batch."""
+    """The what-if charts: predict over the batch range, with the per-op breakdown at one batch."""
     t0 = time.perf_counter()
     sc = crossover.scenario(**params.scenario_kwargs(q))
     batches, notes = _batches(sc, q)
-    pred = crossover.predict(sc, batches=batches).to_dict()
     at = min(float(params.number(q, "at", 32, lo=1, hi=1 << 20)), batches[-1])  # type: ignore[arg-type]
-    return {"predict": pred, "breakdown": breakdown(sc, at), "inputs": pred.pop("inputs"), "notes": notes,
+    pred = crossover.predict(sc, batches=batches, breakdown=at).to_dict()
+    return {"predict": pred, "breakdown": pred.pop("breakdown"), "inputs": pred.pop("inputs"), "notes": notes,
             "server_ms": round((time.perf_counter() - t0) * 1e3, 2)}
 
 

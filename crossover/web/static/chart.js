@@ -154,7 +154,7 @@ export function stackedBars(el, rows, opts = {}) {
       const v = r.parts[n] || 0;
       if (v <= 0) return;
       sum += v;
-      s += `<rect x="${x.toFixed(2)}" y="${y}" width="${X(v).toFixed(2)}" height="${barH}" fill="${PALETTE[j % PALETTE.length]}"><title>${esc(`${r.label}: ${n} ${v.toFixed(3)} ms`)}</title></rect>`;
+      s += `<rect x="${x.toFixed(2)}" y="${y}" width="${X(v).toFixed(2)}" height="${barH}" fill="${PALETTE[j % PALETTE.length]}"><title>${esc(`${r.label}: ${n} ${v.toFixed(3)} ms${opts.tips && opts.tips[n] ? ` (${opts.tips[n]})` : ""}`)}</title></rect>`;
       x += X(v);
     });
     s += `<text x="${(x + 4).toFixed(1)}" y="${y + barH / 2}" dy="0.32em" class="legend">${sum.toFixed(2)} ms</text>`;
