@@ -6,14 +6,15 @@ For every GPU with tables in aiconfigurator-core's data files (read as data; the
 never run), each op class's measured shapes are split in two halves (alternate values of its main
 axis, `split`). On one half we fit the op-level roofline's parameters, in log space (robust soft-L1 loss):
 
-  GEMM (bf16, fp8)     t = floor + combine(bytes / (BW fb), FLOPs / (R ff m / (m + m0)), p)
+  GEMM (bf16, fp8)     t = floor + combine(bytes / (BW fb u), FLOPs / (R ff u), p), u = T / (T + T0)
+                       with T = ceil(m / 64) ceil(n / 128) output tiles (fp8: + the activations'
+                       quantisation, a second kernel)
   decode attention     t = floor + combine(KV bytes (1 + L0 / L) / (BW fb), FLOPs / (R ff), p)
-  context attention    t = floor + combine(bytes / (BW fb), FLOPs / (R ff s / (s + s0)), p)
+  context attention    t = floor + combine(bytes / (BW fb), FLOPs / (R ff d / (d + d0)), p), d head size
   MoE                  t = floor + combine(expert bytes / (BW fb), FLOPs / (R ff), p)
   all-reduce           t = base + 2 (g - 1) hop + bytes 2 (g - 1) / g / (link fl)
 
-(BW, R, link: the datasheet peaks of hardware/<gpu>.yaml; m tokens, L KV length, s prompt length,
-g GPUs; combine is roofline.combine's smooth transition). On the other half we report the median
+(BW, R, link: the datasheet peaks of hardware/<gpu>.yaml; m tokens, L KV length, g GPUs; combine is roofline.combine's smooth transition). On the other half we report the median
 op-level |ln error| of (a) that roofline with the distilled parameters, (b) the kernels mode's own
 log-space interpolation of the fitting half (crossover.kernel_tables.make_grid), and (c) the
 roofline with today's defaults (no floor, 0.80 of peak bandwidth, the chip's matmul fraction,
@@ -72,8 +73,9 @@ def op_samples(root: Path, gpu: str, framework: str, hw) -> dict[str, dict]:
             if not mask.any() or (rate_dt == "fp8" and hw.fp8_dense_tflops is None):
                 continue
             m, n, k = c.num("m")[mask], c.num("n")[mask], c.num("k")[mask]
+            tiles = np.ceil(m / 64.0) * np.ceil(n / 128.0)  # output tiles: the kernel's parallelism
             out[label] = dict(coords=[m, n, k], bytes=n * k * wb + m * k * wb + m * n * 2.0, flops=2 * m * n * k, act=m * k,
-                              rate=hw.peak_flops(rate_dt), x=m, t=c.num("latency")[mask] * 1e-3, src=src)
+                              rate=hw.peak_flops(rate_dt), x=m, xm=tiles, t=c.num("latency")[mask] * 1e-3, src=src)
     for stem, label in (("generation_attention_perf", "decode attention"), ("context_attention_perf", "context attention")):
         got = _load(root, gpu, "attention", framework, stem)
         if not got:
@@ -92,7 +94,7 @@ def op_samples(root: Path, gpu: str, framework: str, hw) -> dict[str, dict]:
             nbytes = 2.0 * b * length * (h + 2 * kvh) * hd * 2.0
             flops, x = 4.0 * h * hd * b * length * (length + 1) / 2.0, length
         out[label] = dict(coords=[h, kvh, hd, b, length], bytes=nbytes, flops=flops, rate=hw.peak_flops("bf16"),
-                          x=x, t=c.num("latency")[mask] * 1e-3, src=src)
+                          x=x, xm=x if label.startswith("decode") else hd, t=c.num("latency")[mask] * 1e-3, src=src)
     got = _load(root, gpu, "moe", framework, "moe_perf")
     if got:
         c, src = got
@@ -130,23 +132,27 @@ def _model(label: str, s: dict, hw, params: np.ndarray) -> np.ndarray:
         base, hop, fl = np.exp(params)
         g = s["gpus"]
         return base + 2 * (g - 1) * hop + s["bytes"] * 2 * (g - 1) / g / (hw.interconnect_bytes_s * fl)
-    floor, fb, ff, p1, x0 = np.exp(params)
+    floor, fb, ff, p1, x0 = np.exp(params[:5])
     p = 1.0 + p1
     mem, comp = s["bytes"] / (bw * fb), s["flops"] / (s["rate"] * ff)
     extra = 0.0
-    if label.startswith("gemm") or label.startswith("context"):
-        comp = comp * (1.0 + x0 / s["x"])  # efficiency x / (x + x0): small m (or prompts) fill fewer tiles
+    if label.startswith("gemm"):  # few output tiles: few SMs stream and multiply (efficiency min(1, T / T0))
+        slow = np.maximum(1.0, x0 / s["xm"])
+        mem, comp = mem * slow, comp * slow
+    elif label.startswith("context"):
+        comp = comp * (1.0 + x0 / s["xm"])  # narrow heads use the tensor cores less well
     elif label.startswith("decode"):
         mem = mem * (1.0 + x0 / s["x"])  # per-sequence work as x0 extra tokens read
     if label == "gemm fp8":  # the activations are quantised to fp8 by a kernel of their own first:
-        extra = floor + s["act"] * 3.0 / (bw * fb)  # another launch, bf16 read + fp8 write
+        extra = floor + s["act"] * 3.0 / (bw * np.exp(params[5]))  # another launch, bf16 read + fp8 write
     return floor + combine(mem, comp, "smooth", p) + extra
 
 
 def _start(label: str, hw) -> np.ndarray:
     if label == "all-reduce":
         return np.log([5e-6, 1e-6, 0.8])
-    return np.log([5e-6, 0.85, hw.achieved_flops_fraction or DEFAULT_FLOPS_FRACTION, 0.5, 16.0])
+    start = [5e-6, 0.85, hw.achieved_flops_fraction or DEFAULT_FLOPS_FRACTION, 0.5, 16.0]
+    return np.log(start + ([0.3] if label == "gemm fp8" else []))
 
 
 def fit(label: str, s: dict, hw, idx: np.ndarray) -> np.ndarray:
@@ -157,6 +163,8 @@ def fit(label: str, s: dict, hw, idx: np.ndarray) -> np.ndarray:
         lo, hi = [-30, -30, np.log(1e-3)], [0, 0, 0.0]
     else:  # floor, fractions of peak (at most 1), p - 1 (p in [1, 9]), the half-efficiency point
         lo, hi = [-30, np.log(1e-3), np.log(1e-3), np.log(1e-3), -30], [0, 0.0, 0.0, np.log(8.0), np.log(1e6)]
+        if label == "gemm fp8":  # the quantisation kernel's fraction of peak bandwidth
+            lo, hi = lo + [np.log(1e-3)], hi + [0.0]
     res = least_squares(lambda q: np.log(_model(label, sub, hw, q)) - y, np.clip(x0, np.add(lo, 1e-6), np.subtract(hi, 1e-6)),
                         bounds=(lo, hi), loss="soft_l1", f_scale=0.05, max_nfev=400)
     return res.x
@@ -238,12 +246,14 @@ def _fmt_params(label: str, q: np.ndarray) -> dict[str, float]:
     if label == "all-reduce":
         base, hop, fl = np.exp(q)
         return {"base_us": base * 1e6, "hop_us": hop * 1e6, "link_fraction": fl}
-    floor, fb, ff, p1, x0 = np.exp(q)
-    x0_name = {"gemm": "m_half", "decode": "kv_len_extra", "context": "prompt_half", "moe": "unused"}
+    floor, fb, ff, p1, x0 = np.exp(q[:5])
+    x0_name = {"gemm": "tiles_half", "decode": "kv_len_extra", "context": "head_dim_half", "moe": "unused"}
     name = next(v for k, v in x0_name.items() if label.startswith(k))
     out = {"floor_us": floor * 1e6, "bandwidth_fraction": fb, "flops_fraction": ff, "transition_p": 1.0 + p1}
     if name != "unused":
         out[name] = x0
+    if len(q) > 5:
+        out["quantise_bandwidth_fraction"] = float(np.exp(q[5]))
     return out
 
 
@@ -257,7 +267,10 @@ def report(rows: list[dict], params: dict, version: str, framework: str) -> str:
              "**roofline, distilled** (the fitted parameters), **kernels** (the kernels cost mode's log-space "
              "interpolation of the fitting half; `covered` = share of held-out shapes inside it) and "
              "**roofline, today** (no per-call floor, default fractions, p = 1.5). `< SoL` counts measured "
-             "points faster than the datasheet speed of light (operands resident in L2 between timed repeats).", "",
+             "points faster than the datasheet speed of light (operands resident in L2 between timed repeats). "
+             "Today's roofline has no per-call floor (its 15 us of kernel gaps per layer is a step term, "
+             "`layer_overhead_s`), so its op-level error at small shapes is large by construction: that column "
+             "is for scale.", "",
              "| GPU | op class | table | shapes | roofline, distilled (p90) | kernels (covered) | roofline, today | < SoL |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -270,7 +283,8 @@ def report(rows: list[dict], params: dict, version: str, framework: str) -> str:
                  "missed on " + ", ".join(f"{r['gpu']} {r['op']} ({r['roof']:.3f})" for r in goal) + "."), "",
               "## Distilled parameters", "",
               "floor: fixed seconds per kernel call; fractions of the datasheet peaks; p: the smooth transition's "
-              "exponent; m_half / prompt_half: the tokens at which FLOP efficiency reaches half its plateau; "
+              "exponent; tiles_half: GEMM output tiles (64 x 128) at which efficiency is half its plateau; "
+              "head_dim_half: context attention's head size at which FLOP efficiency is half its plateau; "
               "kv_len_extra: per-sequence work of decode attention, as extra KV tokens read.", ""]
     for hw_name, p in params.items():
         for label, (q, src) in p["fits"].items():

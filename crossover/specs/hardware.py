@@ -38,8 +38,9 @@ class DistilledOp(Spec):
     bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     flops_fraction: float | None = Field(default=None, gt=0, le=1)
     transition_p: float | None = Field(default=None, ge=1)
-    m_half: float | None = Field(default=None, ge=0)  # GEMM: tokens at half the FLOP efficiency
-    prompt_half: float | None = Field(default=None, ge=0)  # context attention: prompt length, likewise
+    tiles_half: float | None = Field(default=None, ge=0)  # GEMM: output tiles below which fewer SMs work
+    quantise_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)  # fp8 GEMM: activation quantisation
+    head_dim_half: float | None = Field(default=None, ge=0)  # context attention: head size at half FLOP efficiency
     kv_len_extra: float | None = Field(default=None, ge=0)  # decode attention: per-sequence work as KV tokens
     base_us: float | None = Field(default=None, ge=0)  # all-reduce: per call
     hop_us: float | None = Field(default=None, ge=0)  # all-reduce: per ring step
