@@ -181,36 +181,38 @@ class Kernels:
         sampled = tokens if work.sampled is None else np.asarray(work.sampled, float)
         kv, qk = np.asarray(work.kv, float), np.asarray(work.qk, float)
         shape = np.broadcast_shapes(tokens.shape, sampled.shape, kv.shape[1:], qk.shape[1:])
-        time = np.full((len(ops.names),) + shape, np.nan)  # NaN: no table covers the row there
-        for idx, use_sampled, curve in plan["tokens"]:  # GEMM and MoE rows: by tokens (LM heads: sampled)
-            time[idx] = curve.at(sampled if use_sampled else tokens)  # < 1 token: off the table
+        n = len(ops.names)
+        time = np.full((n + 1,) + shape, np.nan)  # rows, then the all-reduces; NaN: no table there
+        stacks = plan["tokens"]
+        if work.sampled is None and "all" in stacks:  # GEMM, MoE and all-reduce rows: one lookup
+            rows, curve = stacks["all"]
+            time[rows] = curve.at(tokens)  # < 1 token: off the table (the roofline's zero-token cost)
+        else:
+            for key, m in (("tokens", tokens), ("sampled", sampled)):
+                if key in stacks:
+                    rows, curve = stacks[key]
+                    time[rows] = curve.at(m)
         for i, curves in plan["attention"]:
             time[i] = self._attention(ops, i, curves, tokens, kv, qk, shape)
+        if not ops.has_allreduce:
+            time[n] = 0.0
         missing = np.isnan(time)
         names, rows = ops.names, None
-        if detail or missing.any():  # the roofline's own row costs, for the fallback and the detail
+        if detail or missing[:n].any():  # the roofline's own row costs, for the fallback and the detail
             names, rows = ops._row_costs("all", tokens, sampled, kv, qk)
-            time = np.where(missing, rows[0], time)
+            time[:n] = np.where(missing[:n], rows[0], time[:n])
+        if missing[n].any():
+            time[n] = np.where(missing[n], np.asarray(ops._allreduce(tokens), float), time[n])
         total = ops.overhead_s + time.sum(axis=0)
-        parts = [(names, (time,) + tuple(np.broadcast_to(r, time.shape) for r in rows[1:]))] if detail else []
-        priced = {}
+        if not detail:
+            return KernelStepCost(total)
+        parts = [(names, (time[:n],) + tuple(np.broadcast_to(r, time[:n].shape) for r in rows[1:]))]
+        priced = {name: _mark(~missing[[j for j, x in enumerate(names) if x == name]]) for name in dict.fromkeys(names)}
         if ops.has_allreduce:
-            ar = np.full(shape, np.nan)
-            if plan["allreduce"] is not None:
-                calls, bytes_per_token, curve = plan["allreduce"]
-                ar = np.broadcast_to(calls * curve.at(tokens * bytes_per_token)[0], shape)
-            ok = ~np.isnan(ar)
-            if not ok.all():
-                ar = np.where(ok, ar, np.broadcast_to(np.asarray(ops._allreduce(tokens), float), shape))
-            total = total + ar
-            if detail:
-                zero = np.zeros_like(ar)
-                parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
-                priced["allreduce"] = _mark(ok[None])
-        if detail:
-            for name in dict.fromkeys(names):
-                priced[name] = _mark(~missing[[j for j, n in enumerate(names) if n == name]])
-        return KernelStepCost(np.asarray(total), parts, ops.overhead_s, priced)
+            ar, zero = time[n], np.zeros(shape)
+            parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
+            priced["allreduce"] = _mark(~missing[n][None])
+        return KernelStepCost(total, parts, ops.overhead_s, priced)
 
     def _attention(self, ops: CompiledOps, i: int, curves, tokens, kv, qk, shape) -> np.ndarray:
         """One attention row: decode table at (batch, KV length) plus the KV write and the extra
@@ -282,7 +284,7 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
     dec = mode.table("decode_attention") if "attention" in has else None
     ctx = mode.table("context_attention") if "attention" in has else None
     moe = mode.table("moe") if "experts" in has else None
-    stacks: dict[tuple, list] = {}  # (axis id, by sampled) -> [(row, log seconds)]
+    stacks: dict[tuple, list] = {}  # (axis id, by sampled) -> [(row, log seconds on that axis)]
     axes: dict[int, np.ndarray] = {}
     attention = []
     for i, op in enumerate(rows):
@@ -317,18 +319,41 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
             if grid is not None:
                 axes[id(grid.axes[0])] = grid.axes[0]
                 stacks.setdefault((id(grid.axes[0]), False), []).append((i, np.log(op.count) + grid.values))
-    tokens = [(np.array([i for i, _ in group]), by_sampled, _Curve(axes[ax], np.stack([y for _, y in group])))
-              for (ax, by_sampled), group in stacks.items()]
-    allreduce = None
+    allreduce_row = len(rows)  # the collectives ride along as one more row
     ar_ops = [op for op in ops.source_ops if op.kind == "allreduce"]
     table = mode.table("allreduce") if ops.has_allreduce and ar_ops else None
     if table is not None and not (dep.expert_parallel and "experts" in has):  # EP: all-to-alls, not tabled
         grid = table.grid((tp,))
-        if grid is not None:
-            calls = sum(op.count for op in ar_ops)
-            width = max(op.width for op in ar_ops)
-            allreduce = (calls, width * dep.act_bytes, _Curve(grid.axes[0], grid.values[None]))
-    return {"tokens": tokens, "attention": attention, "allreduce": allreduce}
+        if grid is not None:  # message bytes -> tokens: one axis with the GEMM rows
+            calls, width = sum(op.count for op in ar_ops), max(op.width for op in ar_ops)
+            axis = grid.axes[0] - np.log(width * dep.act_bytes)
+            axes[id(axis)] = axis
+            stacks.setdefault((id(axis), False), []).append((allreduce_row, np.log(calls) + grid.values))
+    return {"tokens": _token_stacks(stacks, axes, allreduce_row), "attention": attention}
+
+
+def _token_stacks(stacks: dict, axes: dict, collective_row: int) -> dict:
+    """Every row priced by token count on one log axis (the union of their own measured axes
+    within the GEMM/MoE range; piecewise-linear curves sampled at a superset of their knots are
+    the same curves), so one lookup prices them all: 'all' (a forward whose every row sees the
+    same token count), 'tokens' and 'sampled' (LM heads, when prompts sample fewer positions)."""
+    if not stacks:
+        return {}
+    own = [(i, by_s, axes[ax], y) for (ax, by_s), group in stacks.items() for i, y in group]
+    core = [x for i, _, x, _ in own if i != collective_row and len(x)] or [x for _, _, x, _ in own if len(x)]
+    lo, hi = min(x[0] for x in core), max(x[-1] for x in core)
+    union = np.unique(np.concatenate([x[(x >= lo) & (x <= hi)] for _, _, x, _ in own]))
+    rows, values, by_sampled = [], [], []
+    for i, by_s, x, y in own:
+        rows.append(i)
+        values.append(np.log(_Curve(x, y[None]).at(np.exp(union))[0]))
+        by_sampled.append(by_s)
+    rows, values, by_sampled = np.array(rows), np.array(values), np.array(by_sampled)
+    out = {"all": (rows, _Curve(union, values))}
+    for key, pick in (("tokens", ~by_sampled), ("sampled", by_sampled)):
+        if pick.any():
+            out[key] = (rows[pick], _Curve(union, values[pick]))
+    return out
 
 
 @lru_cache(maxsize=64)
