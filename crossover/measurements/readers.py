@@ -220,31 +220,50 @@ def _model_id(obj: dict) -> str | None:
 
 # --------------------------------------------------------------------------- CSV
 
-def _csv_lines(text: str) -> list[tuple[int, list[str]]]:
-    rows = []
-    for lineno, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):  # a spreadsheet's UTF-8 BOM
+def _lines(text: str):
+    """The lines of `text`, lazily (no list of every line of a large file)."""
+    if "\n" not in text:  # one line, or old-style lone carriage returns
+        yield from text.splitlines()
+        return
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield text[start:end].removesuffix("\r")
+        start = end + 1
+
+
+def _csv_lines(text: str, first_only: bool = False, src: str = ""):
+    """(line number, stripped fields) of every data line, lazily (a large file is never held as a
+    list of rows); rows without quotes split on commas directly, quoted ones go through csv."""
+    for lineno, line in enumerate(_lines(text.removeprefix("\ufeff")), 1):  # a spreadsheet's UTF-8 BOM
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        try:
-            fields = next(csv.reader([line]))
-        except csv.Error as exc:
-            raise CrossoverError(f"line {lineno}: not a CSV row ({exc})") from None
-        rows.append((lineno, [f.strip() for f in fields]))
-    return rows
+        if '"' in line or "\x00" in line:
+            try:
+                fields = next(csv.reader([line]))
+            except csv.Error as exc:
+                raise CrossoverError(f"{src}line {lineno}: not a CSV row ({exc})") from None
+        else:
+            fields = line.split(",")
+        yield lineno, [f.strip() for f in fields]
+        if first_only:
+            return
 
 
 def _looks_like_csv(text: str) -> bool:
     try:
-        rows = _csv_lines(text)
+        rows = list(_csv_lines(text, first_only=True))
     except CrossoverError:
         return False
     return bool(rows) and len(rows[0][1]) >= 2 and bool(_CSV_KNOWN & {h.lower() for h in rows[0][1]})
 
 
 def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None) -> list[MeasuredPoint]:
-    rows = _csv_lines(text)
-    header_line, header = rows[0]
+    rows = _csv_lines(text, src=f"{path}: ")
+    header_line, header = next(rows)
     names = [h.lower() for h in header]
     for i, name in enumerate(names):
         if not name:
@@ -266,10 +285,8 @@ def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None
                              f"pass load_axis")
     else:
         axis = axes[0]
-    if len(rows) < 2:
-        raise CrossoverError(f"{path}: no data rows under the header")
     points = []
-    for lineno, fields in rows[1:]:
+    for lineno, fields in rows:
         src = f"{path}:{lineno}"
         if len(fields) != len(names):
             raise CrossoverError(f"{src}: {len(fields)} fields, but the header (line {header_line}) has {len(names)}")
@@ -305,4 +322,6 @@ def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None
             source=src, arm=arm, load_axis=axis, load=load, output_throughput=throughput, metrics=metrics,
             acceptance_length=tau, acceptance_rate=rate, k=k, warnings=tuple(_quality_warnings(metrics)),
             model_id=record.get("model_id", "").strip() or None))
+    if not points:
+        raise CrossoverError(f"{path}: no data rows under the header")
     return points

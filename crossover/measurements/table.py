@@ -82,6 +82,8 @@ class MeasuredTable:
     """Measured points from any number of files, with helpers to split and pair them by arm."""
 
     points: list[MeasuredPoint] = field(default_factory=list)
+    _axis: tuple[int, str] | None = field(default=None, init=False, repr=False, compare=False)
+    _pairs: tuple[int, list] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.points)
@@ -100,12 +102,15 @@ class MeasuredTable:
         """The one load axis every point shares; a one-line error naming two files that disagree."""
         if not self.points:
             raise CrossoverError("no measured points: nothing was read")
+        if self._axis is not None and self._axis[0] == len(self.points):
+            return self._axis[1]  # asked once per level by the reports: checked once, not per level
         first = self.points[0]
         for p in self.points[1:]:
             if p.load_axis != first.load_axis:
                 raise CrossoverError(
                     f"{first.source} is measured against {first.load_axis} but {p.source} against "
                     f"{p.load_axis}; read them separately or force one axis with load_axis")
+        self._axis = (len(self.points), first.load_axis)
         return first.load_axis
 
     def model_ids(self) -> list[str]:
@@ -128,14 +133,18 @@ class MeasuredTable:
     def pairs(self) -> list[tuple[float, MeasuredPoint, MeasuredPoint]]:
         """(load, off point, on point) at every load measured in both arms, by increasing load."""
         self.load_axis  # noqa: B018 - raises when the axes differ
+        if self._pairs is not None and self._pairs[0] == len(self.points):
+            return list(self._pairs[1])  # every report asks; pairing 10,000 levels once is enough
         off, on = self._one_per_load("off"), self._one_per_load("on")
         out = []
+        j = 0  # both lists are sorted by load with one point per load: one merge pass (linear, not quadratic)
         for p_off in off:
-            for p_on in on:
-                if same_load(p_off.load, p_on.load):
-                    out.append((p_off.load, p_off, p_on))
-                    break
-        return out
+            while j < len(on) and on[j].load < p_off.load and not same_load(on[j].load, p_off.load):
+                j += 1
+            if j < len(on) and same_load(p_off.load, on[j].load):
+                out.append((p_off.load, p_off, on[j]))
+        self._pairs = (len(self.points), out)
+        return list(out)
 
     def _one_per_load(self, name: str) -> list[MeasuredPoint]:
         """One point per load: repeated runs at a load (e.g. `vllm bench sweep`'s three) are
