@@ -192,8 +192,8 @@ class Kernels:
                 if key in stacks:
                     rows, curve = stacks[key]
                     time[rows] = curve.at(m)
-        for i, curves in plan["attention"]:
-            time[i] = self._attention(ops, i, curves, tokens, kv, qk, shape)
+        for i, entry in plan["attention"]:
+            time[i] = self._attention(ops, i, entry, tokens, kv, qk)
         if not ops.has_allreduce:
             time[n] = 0.0
         missing = np.isnan(time)
@@ -214,10 +214,10 @@ class Kernels:
             priced["allreduce"] = _mark(~missing[n][None])
         return KernelStepCost(total, parts, ops.overhead_s, priced)
 
-    def _attention(self, ops: CompiledOps, i: int, curves, tokens, kv, qk, shape) -> np.ndarray:
+    def _attention(self, ops: CompiledOps, i: int, entry: tuple, tokens, kv, qk) -> np.ndarray:
         """One attention row: decode table at (batch, KV length) plus the KV write and the extra
         query-key FLOPs of q > 1 positions; context table for prompt chunks."""
-        decode, context = curves
+        decode = _attention_curve(self, "decode_attention", *entry)
         w = ops._window_index[i]
         kvw, qkw, t = kv[w], qk[w], tokens
         # Invert the sums of b sequences with q new positions over c cached tokens each:
@@ -239,6 +239,7 @@ class Kernels:
         else:
             small = np.full(np.shape(q), np.nan)
         big = np.full(np.shape(q), np.nan)
+        context = _attention_curve(self, "context_attention", *entry)
         if context is not None:  # prompt chunks: the causal context kernel, scaled to the pairs scored
             big = context.at(b, q) * qkw / np.maximum(b * q * (q + 1.0) / 2.0, 1e-300) + write
         return np.where(q > PREFILL_Q, big, small)
@@ -281,8 +282,6 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
     sampled = ops.sampled_rows if ops.sampled_rows is not None else np.zeros(len(rows), bool)
     gemm = mode.table("gemm")
     has = {op.kind for op in rows}
-    dec = mode.table("decode_attention") if "attention" in has else None
-    ctx = mode.table("context_attention") if "attention" in has else None
     moe = mode.table("moe") if "experts" in has else None
     stacks: dict[tuple, list] = {}  # (axis id, by sampled) -> [(row, log seconds on that axis)]
     axes: dict[int, np.ndarray] = {}
@@ -297,20 +296,12 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
             total = sum(grid.at(m, n, k) for n, k in _gemm_shapes(op, tp))
             axes[id(grid.axes[0])] = grid.axes[0]
             stacks.setdefault((id(grid.axes[0]), bool(sampled[i])), []).append((i, np.log(op.count * total)))
-        elif op.kind == "attention" and op.kv_heads and (dec is not None or ctx is not None):
+        elif op.kind == "attention" and op.kv_heads and mode.framework is not None and mode.gpu is not None:
             kvh = int(max(op.kv_heads / tp, 1.0)) if op.kv_sharded else int(op.kv_heads)
             key = (kvh, int(op.score_dim / 2.0), KV_DTYPES.get(dep.kv_dtype, ""))
-            curves = []
-            for table in (dec, ctx):
-                grid = table.grid(key) if table is not None else None
-                if grid is None:
-                    curves.append(None)
-                    continue
-                bb, ll = np.meshgrid(np.exp(grid.axes[1]), np.exp(grid.axes[2]), indexing="ij")
-                vals = _extend_batch(np.exp(grid.axes[1]), op.count * grid.at(op.heads / tp, bb, ll))
-                curves.append(_Curve(grid.axes[1], np.log(vals), grid.axes[2]))
-            if any(c is not None for c in curves):
-                attention.append((i, tuple(curves)))
+            entry = (key, op.heads / tp, op.count)
+            if _attention_curve(mode, "decode_attention", *entry) is not None or mode.table("context_attention"):
+                attention.append((i, entry))
         elif op.kind == "experts" and moe is not None:
             ep = dep.expert_parallel and tp > 1
             key = (MOE_DTYPES.get(op.dtype, ""), int(op.in_features), int(round(op.params / (3.0 * op.in_features))),
@@ -330,6 +321,19 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
             axes[id(axis)] = axis
             stacks.setdefault((id(axis), False), []).append((allreduce_row, np.log(calls) + grid.values))
     return {"tokens": _token_stacks(stacks, axes, allreduce_row), "attention": attention}
+
+
+@lru_cache(maxsize=256)
+def _attention_curve(mode: "Kernels", op: str, key: tuple, heads: float, count: float) -> "_Curve | None":
+    """One attention row's (batch, length) curve from the decode or context table (loaded on first
+    use: a decode-only curve never reads the context table), or None where there is none."""
+    table = mode.table(op)
+    grid = table.grid(key) if table is not None else None
+    if grid is None:
+        return None
+    bb, ll = np.meshgrid(np.exp(grid.axes[1]), np.exp(grid.axes[2]), indexing="ij")
+    vals = _extend_batch(np.exp(grid.axes[1]), count * grid.at(heads, bb, ll))
+    return _Curve(grid.axes[1], np.log(vals), grid.axes[2])
 
 
 def _token_stacks(stacks: dict, axes: dict, collective_row: int) -> dict:
