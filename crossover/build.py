@@ -349,6 +349,6 @@ def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
     """The efficiency dials with the engine profile's overheads filled in where no override is set."""
     out = dep.efficiency.model_dump()
     for name in ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "draft_step_overhead_s",
-                 "eager_layer_s", "ngram_lookup_per_seq_s"):
+                 "eager_layer_s", "ngram_lookup_per_seq_s", "ragged_per_seq_s"):
         out[name] = getattr(dep, name)
     return out

@@ -123,7 +123,9 @@ def evaluate(sc: Scenario, batch, model: StepModel | None = None) -> Curves:
     n = b.size
     flat = np.concatenate([b.ravel(), b.ravel()])
     mix = model.decode(flat, sc.context, spec, width=np.repeat([1.0, spec.verify_width], n))
-    both = model.price(Mix(mix.target, np.concatenate([np.zeros(n), b.ravel()]), mix.draft_passes))
+    both = model.price(Mix(mix.target, np.concatenate([np.zeros(n), b.ravel()]), mix.draft_passes,
+                           uniform=np.concatenate([np.ones(n, bool), np.full(n, model.uniform_verify(spec))]),
+                           sequences=flat))
     off, on = both.total[:n].reshape(b.shape), both.total[n:].reshape(b.shape)
     draft, verify = both.draft[n:].reshape(b.shape), both.verify[n:].reshape(b.shape)
     return Curves(b, off, on, draft, verify, b / off, b * spec.tau / on)

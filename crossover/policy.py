@@ -113,7 +113,7 @@ class _DraftKeptWarm:
         mix = self.model.with_prompts(decoding, count, prompt_len, context, spec)
         if spec is None and self.model.draft is not None:
             pre = prompts(self.model.draft, count, prompt_len, float(self.model.draft_context(prompt_len)))
-            mix = Mix(mix.target, mix.verifying, mix.draft_passes, pre)
+            mix = Mix(mix.target, mix.verifying, mix.draft_passes, pre, mix.uniform, mix.sequences)
         return mix
 
     def price(self, mix: Mix, detail: bool = False):

@@ -102,6 +102,11 @@ class Mix:
     verifying: np.ndarray | float = 0.0
     draft_passes: tuple[tuple[np.ndarray | float, Forward], ...] = ()
     draft_prefill: Forward | None = None
+    # Whether every sequence of the step has the same query length (a 'uniform' batch: pure decode,
+    # or verify at one width), which engines replay as one full CUDA graph; a ragged step (n-gram
+    # misses beside matches, prompt chunks beside decodes) runs its attention outside the graph.
+    uniform: np.ndarray | bool = True
+    sequences: np.ndarray | float | None = None  # sequences in the step (None: one per target token)
 
 
 @dataclass
@@ -114,7 +119,7 @@ class StepBreakdown:
     drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group
 
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
-             "spec_overhead", "spec_overhead_per_seq", "proposer_lookup")
+             "spec_overhead", "spec_overhead_per_seq", "proposer_lookup", "ragged_attention")
 
     def term(self, name: str) -> np.ndarray:
         """One term's seconds, broadcast to the shape of `total`."""
@@ -248,7 +253,8 @@ class StepModel:
                  "draft_forwards": 0.0, "draft_step_overhead": 0.0, "draft_prefill": 0.0,
                  "spec_overhead": gate(dep.spec_overhead_s) if any_draft else 0.0,
                  "spec_overhead_per_seq": gate(verifying * dep.spec_overhead_per_seq_s) if any_draft else 0.0,
-                 "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0}
+                 "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
+                 "ragged_attention": self._ragged(mix, eager)}
         drafts = []
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
@@ -267,6 +273,17 @@ class StepModel:
             total = total + terms[name]
         total = np.asarray(total)
         return StepBreakdown(terms, total, target if detail else None, drafts)
+
+    def _ragged(self, mix: Mix, eager: np.ndarray | None) -> np.ndarray | float:
+        """Host time of a ragged step whose attention runs outside the full CUDA graph (the engine's
+        piecewise mode), per sequence; 0 for uniform steps and for steps that run eagerly anyway."""
+        per_seq = self.deployment.ragged_per_seq_s
+        uniform = np.asarray(mix.uniform, bool)
+        if per_seq == 0.0 or uniform.all():
+            return 0.0
+        seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
+        cost = np.where(uniform, 0.0, seqs * per_seq)
+        return cost if eager is None else np.where(eager, 0.0, cost)
 
     def _eager(self, tokens, verifying: np.ndarray) -> np.ndarray | None:
         """Where the target forward runs outside a captured CUDA graph (None: nowhere). The graph key
@@ -318,21 +335,32 @@ class StepModel:
             return Mix(uniform(self.target, batch, 1.0, context))
         width = spec.verify_width if width is None else width
         passes = self.draft_passes(batch, context, spec.draft_pass_widths) if passes is None else passes
-        return Mix(uniform(self.target, batch, width, context), np.asarray(batch, float), passes)
+        return Mix(uniform(self.target, batch, width, context), np.asarray(batch, float), passes,
+                   uniform=self.uniform_verify(spec), sequences=np.asarray(batch, float))
+
+    def uniform_verify(self, spec: Speculation) -> bool:
+        """Whether a speculative decode step is a uniform batch: every sequence verifies the same
+        width, unless n-gram sequences without a match verify only their bonus position beside
+        those with one (an engine that pads their drafts keeps it uniform)."""
+        m = spec.acceptance.match_rate
+        return not (spec.method == "ngram" and 0.0 < m < 1.0 and self.deployment.engine.ngram_miss == "bonus_only")
 
     def with_prompts(self, decoding, count, prompt_len: float, context: float,
                      spec: Speculation | None = None) -> Mix:
         """`decoding` sequences over `context` (verifying with `spec`) and `count` whole prompts of
         `prompt_len` tokens prefilled in the same step."""
         target_pre = prompts(self.target, count, prompt_len, prompt_len)
+        seqs = np.asarray(decoding, float) + np.asarray(count, float)
+        mixed = np.asarray(count, float) > 0  # prompt chunks beside decodes: a ragged step
         if spec is None:
-            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre)
+            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=~mixed, sequences=seqs)
         target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
         passes = self.draft_passes(decoding, context, spec.draft_pass_widths)
         pre = None
         if self.draft is not None and spec.draft_reads_prompts:
             pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
-        return Mix(target, np.asarray(decoding, float), passes, pre)
+        return Mix(target, np.asarray(decoding, float), passes, pre, uniform=~mixed & self.uniform_verify(spec),
+                   sequences=seqs)
 
 
 @lru_cache(maxsize=256)

@@ -194,3 +194,22 @@ def test_ngram_match_rate_defaults_to_the_published_proposal_rate_and_is_shown(c
     assert crossover.scenario(method="eagle").speculation.acceptance.match_rate == 1.0
     assert main(["predict", "--method", "ngram", "--batch", "1"]) == 0
     assert "match rate 0.55: the crossover moves with it" in capsys.readouterr().out
+
+
+def test_a_ragged_step_pays_attention_outside_the_graph_per_sequence():
+    """vLLM V1: n-gram at match rate 0.55 verifies 1 or k+1 positions per sequence (a ragged batch,
+    PIECEWISE graphs): 40 us per sequence; EAGLE's uniform verify does not pay it; a step that
+    prefills prompts beside decodes is ragged in both arms; SGLang pads n-gram drafts (uniform)."""
+    dep = _dep("vllm")
+    ngram = Speculation("ngram", 4, Acceptance.rate(0.6, match_rate=0.55))
+    m = StepModel.of(dep, ngram)
+    b = np.array([10.0, 100.0])
+    st_ = m.price(m.decode(b, 1000.0, ngram))
+    np.testing.assert_allclose(st_.term("ragged_attention"), b * 40e-6, rtol=1e-12)
+    eagle = Speculation("eagle", 4, Acceptance.rate(0.6))
+    me = StepModel.of(dep, eagle)
+    assert np.all(me.price(me.decode(b, 1000.0, eagle)).term("ragged_attention") == 0.0)
+    mixed = me.price(me.with_prompts(np.array([30.0]), np.array([2.0]), 100.0, 1000.0))  # off arm, 230 tokens
+    assert float(mixed.term("ragged_attention")[0]) == pytest.approx(32 * 40e-6)
+    sg = StepModel.of(_dep("sglang"), ngram)
+    assert np.all(sg.price(sg.decode(b, 1000.0, ngram)).term("ragged_attention") == 0.0)

@@ -21,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE", "MANIFEST.in",
-           "crossover", "hardware", "models", "workloads", "docs")
+           "crossover", "hardware", "models", "workloads", "engines", "docs")
 
 
 def _env() -> dict[str, str]:

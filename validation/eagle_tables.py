@@ -15,6 +15,9 @@ HERE = Path(__file__).resolve().parent
 # is about 512 tokens. An assumption (the paper does not state it), the same for both tables.
 MT_BENCH_CONTEXT = 512.0
 SETUPS = {"E3-T3": ("h100-sxm", 3), "E3-T5": ("rtx-3090", 2)}
+# The engine each table was measured on (its "batch size (...)" column): SGLang v0.4.4 on the H100,
+# vLLM on the RTX 3090; each series runs with that engine's profile (engines/*.yaml).
+ENGINES = {"E3-T3": "sglang", "E3-T5": "vllm"}
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,10 @@ def scenario(s: Series, tau: float, efficiency=None):
     from crossover.specs import Deployment, Efficiency, load_hardware, load_model
     from crossover.speculation import Acceptance, Speculation
 
+    from crossover.specs.loader import load_engine
+
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware(s.hardware), tp=1,
-                     efficiency=efficiency or Efficiency())
+                     efficiency=efficiency or Efficiency(), engine=load_engine(ENGINES[s.name.split()[0]]))
     return Scenario(dep, Speculation(s.method, s.k, Acceptance.mean_length(tau)), MT_BENCH_CONTEXT)
 
 

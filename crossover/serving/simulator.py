@@ -340,7 +340,9 @@ class _Engine:
             # the draft also reads every prompt (its KV cache / hidden states), whatever k is now
             prefill = _first_step_only(ragged(self.base.draft, b.chunk, self.draft_ctx(self.ctx[b.pre_idx]),
                                               tokens=np.int64(b.chunk.sum()), sampled=np.int64(len(b.first))), steps)
-        b.dt = md.model.price(Mix(target, verifying, passes, prefill)).total
+        # a step whose sequences verify different widths (n-gram misses) or prefill beside decodes is ragged
+        uniform = np.where(live, q, np.inf).min(axis=1) == np.where(live, q, -np.inf).max(axis=1)
+        b.dt = md.model.price(Mix(target, verifying, passes, prefill, uniform, live.sum(axis=1))).total
         b.ends = self.now + np.cumsum(b.dt)
 
     # ------------------------------------------------------------------ account latencies

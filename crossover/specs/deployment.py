@@ -71,6 +71,7 @@ class Efficiency(Spec):
     draft_step_overhead_s: float | None = Field(default=None, ge=0)
     eager_layer_s: float | None = Field(default=None, ge=0)  # launch floor per layer of an eager forward
     ngram_lookup_per_seq_s: float | None = Field(default=None, ge=0)  # n-gram proposer CPU per sequence
+    ragged_per_seq_s: float | None = Field(default=None, ge=0)  # per sequence of a ragged (piecewise) step
     # How op time moves from memory- to compute-bound; see roofline.combine for why 'smooth'.
     transition: Transition = "smooth"
     transition_p: float = Field(default=1.5, ge=1.0)
@@ -82,6 +83,7 @@ class Efficiency(Spec):
             bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, eager_layer_s=0.0, ngram_lookup_per_seq_s=0.0,
+            ragged_per_seq_s=0.0,
             transition="max",
         )
 
@@ -256,6 +258,11 @@ class Deployment(Spec):
     def ngram_lookup_per_seq_s(self) -> float:
         """The n-gram proposer's CPU lookup per sequence per step."""
         return self._overhead("ngram_lookup_per_seq_s", self.engine.ngram_lookup_per_seq_s)
+
+    @property
+    def ragged_per_seq_s(self) -> float:
+        """Host time per sequence of a ragged step whose attention runs outside the full graph."""
+        return self._overhead("ragged_per_seq_s", self.engine.ragged_per_seq_s)
 
     def with_efficiency(self, **changes) -> "Deployment":
         """A copy with some efficiency fields changed."""

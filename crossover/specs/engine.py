@@ -56,6 +56,10 @@ class EngineProfile(Spec):
     # without a match verifies (the bonus position only, or k padded positions).
     ngram_lookup_per_seq_us: float = Field(default=0.0, ge=0)
     ngram_miss: NgramMiss = "bonus_only"
+    # Host time per sequence of a ragged step (sequences with different query lengths: n-gram misses
+    # beside matches, prompt chunks beside decodes) that the engine runs with attention outside the
+    # full CUDA graph (vLLM V1's PIECEWISE mode).
+    ragged_per_seq_us: float = Field(default=0.0, ge=0)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
 
@@ -82,6 +86,10 @@ class EngineProfile(Spec):
     @property
     def ngram_lookup_per_seq_s(self) -> float:
         return self.ngram_lookup_per_seq_us / 1e6
+
+    @property
+    def ragged_per_seq_s(self) -> float:
+        return self.ragged_per_seq_us / 1e6
 
     @property
     def label(self) -> str:
