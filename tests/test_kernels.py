@@ -320,3 +320,22 @@ def test_more_work_never_costs_less():
     assert c.at(np.array([2.0]))[0, 0] == pytest.approx(3e-6)  # the dip to 2 us is lifted
     assert c.at(np.array([4.0]))[0, 0] == pytest.approx(4e-6)
     assert np.isnan(c.at(np.array([6.0]))[0, 0])  # next to the hole: off the table
+
+
+def test_distilled_values_map_onto_the_roofline_dials():
+    """Hardware.distilled (written by validation/distill_kernels.py) is opt-in: its values map onto
+    existing Efficiency fields by hand, per-call floors summed into the per-layer overhead."""
+    from crossover.specs.hardware import Distilled, DistilledOp
+
+    d = Distilled(source="test", gemm_bf16=DistilledOp(floor_us=3.0, bandwidth_fraction=0.85, flops_fraction=0.8,
+                                                       transition_p=2.0, tiles_half=7.0),
+                  decode_attention=DistilledOp(floor_us=11.0, bandwidth_fraction=0.93, kv_len_extra=150.0),
+                  all_reduce=DistilledOp(base_us=4.0, hop_us=0.1, link_fraction=0.65))
+    f = d.efficiency_fields(15e-6)
+    assert f["layer_overhead_s"] == pytest.approx(15e-6 + (4 * 3.0 + 11.0) * 1e-6)
+    assert (f["bandwidth_fraction"], f["flops_fraction"], f["transition_p"]) == (0.85, 0.8, 2.0)
+    assert f["kv_bandwidth_fraction"] == 0.93 and f["interconnect_fraction"] == 0.65
+    assert f["allreduce_base_latency_s"] == pytest.approx(4e-6) and f["allreduce_hop_latency_s"] == pytest.approx(1e-7)
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
+    assert dep.with_efficiency(**f).bandwidth == pytest.approx(0.85 * 3350e9)
+    assert Distilled(source="only a source").efficiency_fields(15e-6) == {"layer_overhead_s": 15e-6}

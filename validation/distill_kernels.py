@@ -293,6 +293,45 @@ def report(rows: list[dict], params: dict, version: str, framework: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+STEP_CASES = (("llama-3.1-8b", "h100-sxm", 1), ("llama-3.1-70b", "h100-sxm", 4), ("llama-3.1-8b", "h200", 1),
+              ("llama-3.1-70b", "b200", 2), ("qwen3-8b", "a100-80gb-sxm", 1))
+
+
+def step_level(framework: str) -> list[str]:
+    """Whole forwards: the roofline with today's defaults and with the distilled values its dials
+    take (Distilled.efficiency_fields), each against the kernels mode, over batch 1-256, q 1 and 4,
+    context 512 and 4096 (median |ln(roofline / kernels)|). Run after the YAML blocks are written."""
+    from crossover.kernels import Kernels
+    from crossover.roofline import compiled_target
+    from crossover.specs import Deployment, load_model
+    from crossover.step import Roofline, uniform
+
+    lines = ["", "## Step level: the roofline against the kernels mode", "",
+             "Whole target forwards (batch 1, 4, 16, 64, 256; q 1 and 4; context 512 and 4096), median "
+             "|ln(roofline / kernels)|: today's defaults, and the distilled values the roofline's dials take "
+             "(`Distilled.efficiency_fields`: bf16 GEMM fractions and p, decode attention's KV fraction, the "
+             "all-reduce's base, hop and link fraction, the kernels' per-call floors added to the per-layer "
+             "overhead). Opt-in; the default roofline does not read them.", "",
+             "| model | GPU | TP | roofline, today | roofline, distilled dials |", "|---|---|---:|---:|---:|"]
+    for name, hw_name, tp in STEP_CASES:
+        hw = load_hardware(hw_name)
+        if hw.distilled is None:
+            continue
+        dep = Deployment(model=load_model(name), hardware=hw, tp=tp)
+        tuned = dep.with_efficiency(**hw.distilled.efficiency_fields(dep.efficiency.layer_overhead_s))
+        mode, ops = Kernels(framework, hw_name), compiled_target(dep)
+        errs: dict[str, list] = {"today": [], "distilled": []}
+        b = np.array([1.0, 4.0, 16.0, 64.0, 256.0])
+        for q in (1.0, 4.0):
+            for ctx in (512.0, 4096.0):
+                ref = mode.forward(ops, uniform(ops, b, q, ctx)).total
+                for label, d in (("today", dep), ("distilled", tuned)):
+                    o = compiled_target(d)
+                    errs[label] += list(np.abs(np.log(Roofline().forward(o, uniform(o, b, q, ctx)).total / ref)))
+        lines.append(f"| {name} | {hw_name} | {tp} | {np.median(errs['today']):.3f} | {np.median(errs['distilled']):.3f} |")
+    return lines
+
+
 def write_yaml(hw_name: str, p: dict, version: str, framework: str) -> None:
     """Replace (or append) this script's `distilled:` block in hardware/<name>.yaml; no other key is touched."""
     path = ROOT / "hardware" / f"{hw_name}.yaml"
@@ -319,11 +358,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows, params, version = distil(args.framework)
     text = report(rows, params, version, args.framework)
-    (ROOT / "validation" / "kernels.md").write_text(text)
-    print(text)
     if not args.no_write:
         for hw_name, p in params.items():
             write_yaml(hw_name, p, version, args.framework)
+        text += "\n".join(step_level(args.framework)) + "\n"
+    (ROOT / "validation" / "kernels.md").write_text(text)
+    print(text)
     return 0
 
 
