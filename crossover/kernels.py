@@ -104,6 +104,17 @@ def _monotone(y: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def _gemm_seconds(grid, m: np.ndarray, n: float, k: float) -> np.ndarray:
+    """One GEMM's seconds over the table's m axis. Below the smallest measured n or k: priced at it
+    (kernels pad to their tile). Past the largest n (an LM head of 128k-256k columns): as equal
+    column slices that fit, run one after the other (the single kernel an engine runs is no
+    slower than its slices, so this errs high by a launch or so)."""
+    n_ax, k_ax = np.exp(grid.axes[1]), np.exp(grid.axes[2])
+    n, k = max(n, n_ax[0]), max(k, k_ax[0])
+    parts = max(1, int(np.ceil(n / n_ax[-1] - 1e-9)))
+    return parts * grid.at(m, n / parts, k)
+
+
 def _gemm_shapes(op, tp: int) -> list[tuple[float, float]]:
     """(n, k) of each matrix product one op row runs per layer on one GPU."""
     shard = tp if op.sharded else 1
@@ -293,7 +304,7 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
             if grid is None:
                 continue
             m = np.exp(grid.axes[0])
-            total = sum(grid.at(m, n, k) for n, k in _gemm_shapes(op, tp))
+            total = sum(_gemm_seconds(grid, m, n, k) for n, k in _gemm_shapes(op, tp))
             axes[id(grid.axes[0])] = grid.axes[0]
             stacks.setdefault((id(grid.axes[0]), bool(sampled[i])), []).append((i, np.log(op.count * total)))
         elif op.kind == "attention" and op.kv_heads and mode.framework is not None and mode.gpu is not None:
@@ -328,12 +339,21 @@ def _attention_curve(mode: "Kernels", op: str, key: tuple, heads: float, count: 
     """One attention row's (batch, length) curve from the decode or context table (loaded on first
     use: a decode-only curve never reads the context table), or None where there is none."""
     table = mode.table(op)
-    grid = table.grid(key) if table is not None else None
-    if grid is None:
+    if table is None:
         return None
-    bb, ll = np.meshgrid(np.exp(grid.axes[1]), np.exp(grid.axes[2]), indexing="ij")
-    vals = _extend_batch(np.exp(grid.axes[1]), count * grid.at(heads, bb, ll))
-    return _Curve(grid.axes[1], np.log(vals), grid.axes[2])
+    grid, ratio = table.grid(key), 1.0
+    if grid is None:  # more KV heads per GPU than measured (MHA): the kernel's grid runs over batch x
+        # KV heads, so b sequences of G KV heads cost what b G / g sequences of g KV heads do
+        kvh, rest = key[0], key[1:]
+        fits = [g for (g, *r) in table.grids if tuple(r) == rest and g < kvh and kvh % g == 0]
+        if not fits:
+            return None
+        g = max(fits)
+        grid, ratio = table.grid((g,) + rest), kvh / g
+    batches = np.exp(grid.axes[1])
+    bb, ll = np.meshgrid(batches, np.exp(grid.axes[2]), indexing="ij")
+    vals = _extend_batch(batches, count * grid.at(heads / ratio, bb, ll))
+    return _Curve(grid.axes[1] - np.log(ratio), np.log(vals), grid.axes[2])
 
 
 def _token_stacks(stacks: dict, axes: dict, collective_row: int) -> dict:

@@ -223,10 +223,9 @@ def test_allreduce_by_message_size(root):
     calls = 2 * 32  # two all-reduces per layer
     assert cost.ops["allreduce"].time == pytest.approx(calls * allreduce_ms(2, 64 * 4096) * 1e-3, rel=1e-9)
     assert cost.priced_by["allreduce"] == KERNELS
-    # TP 2 shapes (n = 3072, ...) are not in this small GEMM table: the roofline prices them, marked
-    assert cost.priced_by["qkv_proj"] == FALLBACK
-    assert cost.ops["qkv_proj"].time == pytest.approx(Roofline().forward(ops, uniform(ops, 64.0, 1.0, 100.0))
-                                                      .ops["qkv_proj"].time, rel=1e-12)
+    # TP 2's QKV (n = 3072) lies below this small table's n axis (4096 up): priced padded to it
+    assert cost.priced_by["qkv_proj"] == KERNELS
+    assert cost.ops["qkv_proj"].time == pytest.approx(32 * gemm_ms(64, 4096, 4096) * 1e-3, rel=1e-9)
 
 
 def test_outside_the_table_falls_back_and_says_so(mode, dep):
@@ -339,3 +338,32 @@ def test_distilled_values_map_onto_the_roofline_dials():
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
     assert dep.with_efficiency(**f).bandwidth == pytest.approx(0.85 * 3350e9)
     assert Distilled(source="only a source").efficiency_fields(15e-6) == {"layer_overhead_s": 15e-6}
+
+
+def test_gemm_shapes_outside_the_n_and_k_axes():
+    """Past the largest measured n (a 128k-column LM head): equal column slices that fit, one
+    after the other; below the smallest n or k: priced at it (kernels pad to their tile)."""
+    from crossover.kernels import _gemm_seconds
+
+    m, n, k = [], [], []
+    for mm in (1, 16):
+        for nn in (1024, 4096):
+            for kk in (1024, 4096):
+                m.append(mm), n.append(nn), k.append(kk)
+    m, n, k = np.array(m, float), np.array(n, float), np.array(k, float)
+    grid = make_grid([m, n, k], np.array([gemm_ms(*x) * 1e-3 for x in zip(m, n, k)]))
+    got = _gemm_seconds(grid, np.array([16.0]), 8192.0, 4096.0)
+    assert got[0] == pytest.approx(2 * gemm_ms(16, 4096, 4096) * 1e-3, rel=1e-9)
+    assert _gemm_seconds(grid, np.array([1.0]), 100.0, 10.0)[0] == pytest.approx(gemm_ms(1, 1024, 1024) * 1e-3, rel=1e-9)
+
+
+def test_more_kv_heads_than_measured_run_as_more_sequences(mode):
+    """MHA with 16 KV heads per GPU where the table stops at 8: the attention kernel's grid spans
+    batch x KV heads, so b sequences of 16 KV heads cost what 2b sequences of 8 (and half the query
+    heads each) do."""
+    from crossover.kernels import _attention_curve
+
+    curve = _attention_curve(mode, "decode_attention", (16, 128, "bfloat16"), 32.0, 1.0)
+    assert curve.at(np.array([4.0]), np.array([1024.0]))[0] == pytest.approx(
+        decode_ms(16, 8, 128, 8, 1024) * 1e-3, rel=1e-9)
+    assert _attention_curve(mode, "decode_attention", (12, 128, "bfloat16"), 32.0, 1.0) is None  # 12 = no multiple of 8
