@@ -14,6 +14,7 @@ from .compare import predicted_at_levels
 from .curves import Scenario
 from .errors import CrossoverError
 from .measured_report import (
+    _measured_ratio as _ratio,
     calibration_dict,
     calibration_table,
     measured_dict,
@@ -21,6 +22,7 @@ from .measured_report import (
 )
 from .measurements import MeasuredTable, read_measurements
 from .physics import LIKELY_CAUSES, check, files_model, in_flight
+from .specs.loader import load_engine
 
 Paths = Sequence[str | Path] | None
 
@@ -85,6 +87,7 @@ class MeasuredResult:
     checks: list = field(default_factory=list)
     predicted: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    engine_effects: dict[str, Any] | None = None  # a slowdown deeper than the model allows, and its causes
 
     @property
     def impossible(self) -> list:
@@ -92,16 +95,88 @@ class MeasuredResult:
         return [c for c in self.checks if c.beats_physics]
 
     def to_dict(self) -> dict[str, Any]:
-        return measured_dict(self.table, self.checks, self.predicted)
+        out = measured_dict(self.table, self.checks, self.predicted)
+        if self.predicted is not None:
+            out["engine_effects"] = self.engine_effects
+        return out
 
     def to_text(self) -> str:
-        return measured_table(self.table, self.checks, LIKELY_CAUSES, self.predicted)
+        text = measured_table(self.table, self.checks, LIKELY_CAUSES, self.predicted)
+        e = self.engine_effects
+        if not e:
+            return text
+        lines = ["", f"slowdown deeper than the model allows at {self.table.load_axis} {e['level']:g} (measured "
+                 f"{e['measured_speedup']:.3f}, predicted {e['predicted_speedup']:.3f} with {e['engine']}); engine "
+                 "effects that can cause it:"]
+        lines += [f"  - {c['effect']}" + (f" ({c['check']})" if c.get("check") else "") for c in e["causes"]]
+        return text + "\n" + "\n".join(lines)
+
+
+# A measured speedup below 1 and this far (ln) below the model's is deeper than the model allows.
+DEEPER_THAN_MODEL = 0.15
+
+
+def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where the measured slowdown is deepest beyond the model's (speedup < 1, ln(measured /
+    predicted) < -0.15), the engine effects that can cause it, each checked against the model where
+    it can be (the vllm-v0 profile re-predicts the levels; graph limits and batch caps from the
+    deployment's engine profile)."""
+    import math
+
+    if predicted is None:
+        return None
+    worst = None
+    for i, (load, off, on) in enumerate(table.pairs()):
+        ratio = _ratio(table, off, on)
+        ps = predicted["speedup"][i]
+        if not (math.isfinite(ratio) and 0 < ratio < 1.0 and ps > 0):
+            continue
+        gap = math.log(ratio / ps)
+        if gap < -DEEPER_THAN_MODEL and (worst is None or gap < worst[0]):
+            worst = (gap, i, load, ratio, ps)
+    if worst is None:
+        return None
+    _, i, load, ratio, ps = worst
+    dep, spec = sc.deployment, sc.speculation
+    engine = dep.engine
+    causes: list[dict[str, str]] = []
+    if engine.verify_layout != "batch_expansion":
+        v0 = Scenario(dep.model_copy(update={"engine": load_engine("vllm-v0")}), spec, sc.context, sc.prompt_len,
+                      sc.output_len)
+        p0 = predicted_at_levels(table, v0)
+        check0 = f"--engine vllm-v0 predicts {p0['speedup'][i]:.3f} there" if p0 else ""
+        causes.append({"effect": "vLLM V0 scored drafts by batch expansion, k+1 single-query sequences that each "
+                                 "re-read the KV cache (vLLM before 0.10, or V0 forced)", "check": check0})
+    width = spec.verify_width
+    key = load if engine.graph_capture_unit == "requests" else load * width
+    unit = {"tokens": "tokens", "sequences": "sequences", "requests": "requests"}[engine.graph_capture_unit]
+    if engine.graph_capture_limit and key > engine.graph_capture_limit:
+        causes.append({"effect": f"verify steps of {key:.0f} {unit} run without CUDA graphs beyond {engine.label}'s "
+                                 f"capture limit of {engine.graph_capture_limit} {unit} (vLLM: max_cudagraph_capture_"
+                                 "size; SGLang: --cuda-graph-max-bs)", "check": ""})
+    else:
+        causes.append({"effect": "verify batch sizes that miss a captured CUDA-graph size run attention eagerly "
+                                 "(capture sizes rounded to multiples of 1 + k, vllm PR #53407): check the captured "
+                                 "sizes in the engine log", "check": ""})
+    if spec.method == "ngram":
+        causes.append({"effect": "a CPU n-gram proposer turns vLLM V1's async scheduling off (host time on the "
+                                 "critical path) and its ragged batches run PIECEWISE graphs", "check": ""})
+    if load > 48:
+        causes.append({"effect": "SGLang caps running requests at 48 when speculation is on (server_args.py): above "
+                                 "it the speculative arm queues", "check": ""})
+    if table.load_axis == "request_rate":
+        causes.append({"effect": "the speculative arm saturating first: past its capacity its queue grows and the "
+                                 "latency ratio measures queueing, not step cost (see the achieved request rates)",
+                       "check": ""})
+    return {"level": load, "measured_speedup": round(ratio, 4), "predicted_speedup": round(ps, 4),
+            "engine": engine.label, "causes": causes}
 
 
 def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
              model: str | None = None, hardware: str | None = None, tp: int | None = None,
              method: str = DEFAULT_METHOD, draft: str | None = None, k: int | None = None,
-             calibration: str | Path | None = None, force: bool = False) -> MeasuredResult:
+             calibration: str | Path | None = None, force: bool = False,
+             engine: str | None = None) -> MeasuredResult:
     """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
     that name it), every point checked against the speed of light and the model beside each level.
     `force`: apply a calibration fitted on another model, hardware or TP (build.scenario checks)."""
@@ -118,12 +193,13 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     check_file_taus(table, k)
     p_len, o_len = table.mean_lengths()
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=files_tau(table),
-                  calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force)
+                  calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
+                  **({} if engine is None else {"engine": engine}))
     predicted = predicted_at_levels(table, sc)
     if predicted is None:
         notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "
                         "(total_input_tokens, total_output_tokens, completed), which the serving simulator needs")
-    return MeasuredResult(table, sc, check(sc, table.points), predicted, notes)
+    return MeasuredResult(table, sc, check(sc, table.points), predicted, notes, engine_effects(table, sc, predicted))
 
 
 def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
@@ -166,9 +242,10 @@ class CalibrateResult:
 
 def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
                     bootstrap: int = 60, model: str | None = None, prompt_len: float | None = None,
-                    output_len: float | None = None, **scenario_kwargs: Any) -> CalibrateResult:
+                    output_len: float | None = None, progress=None, **scenario_kwargs: Any) -> CalibrateResult:
     """Fit efficiencies, overheads and (unless the files report tau or one is given) the acceptance
-    rate to a measured sweep; the model defaults to the one the files name."""
+    rate to a measured sweep; the model defaults to the one the files name. `progress(done, total)`
+    follows the bootstrap (calibration.calibrate)."""
     table = read_arms(on, off, files, load_axis)
     if isinstance(bootstrap, bool) or int(bootstrap) != bootstrap or bootstrap < 0:
         raise CrossoverError(f"--bootstrap must be >= 0 refits (0: no interval), got {bootstrap}")
@@ -195,5 +272,6 @@ def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None,
                            on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
                for load, off, on in table.pairs()]
         axis = table.load_axis
-    fit = calibrate(sc, obs, fit_acceptance=tau is None and not given, load_axis=axis, bootstrap=int(bootstrap))
+    fit = calibrate(sc, obs, fit_acceptance=tau is None and not given, load_axis=axis, bootstrap=int(bootstrap),
+                    progress=progress)
     return CalibrateResult(fit, inputs(sc))

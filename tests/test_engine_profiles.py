@@ -213,3 +213,22 @@ def test_a_ragged_step_pays_attention_outside_the_graph_per_sequence():
     assert float(mixed.term("ragged_attention")[0]) == pytest.approx(32 * 40e-6)
     sg = StepModel.of(_dep("sglang"), ngram)
     assert np.all(sg.price(sg.decode(b, 1000.0, ngram)).term("ragged_attention") == 0.0)
+
+
+def test_measured_names_engine_effects_for_a_slowdown_deeper_than_the_model(capsys):
+    """The fixture's EAGLE-3 sweep measures 0.926 at concurrency 128 where V1's profile predicts
+    ~1.5: the note names batch expansion with the vllm-v0 profile's own prediction there (below 1),
+    the CUDA-graph coverage and SGLang's 48-request cap; with --engine vllm-v0 the model already
+    predicts a slowdown that deep, so nothing is named."""
+    from conftest import REPO
+
+    f = str(REPO / "tests" / "fixtures" / "measured" / "sweep.csv")
+    res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm")
+    e = res.engine_effects
+    assert e is not None and e["level"] == 128 and e["measured_speedup"] < 1 < e["predicted_speedup"]
+    v0 = e["causes"][0]
+    assert "batch expansion" in v0["effect"] and float(v0["check"].split("predicts ")[1].split()[0]) < 1.0
+    assert any("48" in c["effect"] for c in e["causes"])
+    assert crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0").engine_effects is None
+    assert main(["measured", "--files", f, "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
+    assert "slowdown deeper than the model allows at concurrency 128" in capsys.readouterr().out

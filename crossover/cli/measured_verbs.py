@@ -12,6 +12,7 @@ from ..errors import CrossoverError
 from ..files import write_text
 from ..measured import calibrate_sweep, measured
 from .common import _lengths, _number, print_result
+from .progress import progress_line
 from .scenario import scenario_kwargs
 
 
@@ -25,7 +26,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
     res = measured(**_files(args), model=args.model, hardware=args.hardware,
                    tp=int(_number(args.tp, "--tp", integer=True)) if args.tp is not None else None,
                    method=args.method, draft=args.draft, k=k, calibration=getattr(args, "calibration", None),
-                   force=bool(getattr(args, "force_calibration", False)))
+                   force=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None))
     for note in res.notes[:-1] if res.notes and res.notes[-1].startswith("note: physics check skipped") else res.notes:
         print(note, file=sys.stderr)  # before the output; the skipped check is said after it
     if args.plot:
@@ -43,6 +44,13 @@ def cmd_measured(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bootstrap_progress(args: argparse.Namespace):
+    """calibrate's progress line over the bootstrap refits (stderr, a terminal only, after 2 s)."""
+    draws = args.bootstrap
+    return progress_line("calibrate", lambda done, total: f"bootstrap {done / total:.0%} of {draws} refits",
+                         bool(args.quiet))
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """`crossover calibrate`."""
     kw = scenario_kwargs(args)
@@ -52,7 +60,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         p_len, o_len = _lengths(args)
     res = calibrate_sweep(**_files(args), bootstrap=int(_number(args.bootstrap, "--bootstrap", integer=True,
                                                                  positive=False)),
-                          model=model, prompt_len=p_len, output_len=o_len, **kw)
+                          model=model, prompt_len=p_len, output_len=o_len, progress=_bootstrap_progress(args),
+                          **kw)
     if args.out:
         write_text(args.out, yaml.safe_dump(res.to_yaml_dict(), sort_keys=False))
         print(f"wrote {args.out}", file=sys.stderr)

@@ -223,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                        "model, hardware or TP")
     me.add_argument("--calibration", help="predict beside the measurement with a fit saved by `crossover calibrate` "
                                           "(e.g. one made on another sweep: a hold-out check)")
+    me.add_argument("--engine", help="engine profile of the measurement: vllm (V1, default), vllm-v0, sglang, trtllm, "
+                                     "hf (engines/*.yaml)")
     me.add_argument("--strict", action="store_true", help="exit 2 when a point beats the speed-of-light bound")
     me.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me.add_argument("--force", action="store_true", help="replace an existing --plot file")
