@@ -340,9 +340,18 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
         "verify_width": spec.verify_width,
         "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
-        "cost": dep.cost,
+        "cost": dep.cost, "cost_source": _cost_source(dep),
+        "distilled_from": dep.hardware.distilled.source if dep.hardware.distilled and dep.efficiency.distilled else None,
         "efficiency": _efficiency_in_effect(dep),
     }
+
+
+def _cost_source(dep: Deployment) -> str:
+    """Where a forward's seconds come from: the measured tables (package, version, framework and
+    table versions) or the analytical roofline."""
+    if dep.cost == "kernels":
+        return kernel_cost_mode(dep.engine.framework, dep.hardware.name).source
+    return "analytical roofline (op bytes and FLOPs over achieved bandwidth and FLOP/s)"
 
 
 def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:

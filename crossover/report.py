@@ -57,7 +57,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
         return ""
     layout = {"batch_expansion": "verify by batch expansion: each of the k+1 positions re-reads the KV cache",
               "multi_query": "one multi-query verify pass"}[inputs["verify_layout"]]
-    return f"engine: {inputs['engine_version']} ({layout}); cost: {inputs['cost']}"
+    cost = inputs["cost"] if inputs["cost"] != "kernels" else f"kernels ({inputs['cost_source']})"
+    return f"engine: {inputs['engine_version']} ({layout}); cost: {cost}"
 
 
 def breakdown_table(bd: dict[str, Any]) -> str:

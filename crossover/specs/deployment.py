@@ -72,6 +72,8 @@ class Efficiency(Spec):
     eager_layer_s: float | None = Field(default=None, ge=0)  # launch floor per layer of an eager forward
     ngram_lookup_per_seq_s: float | None = Field(default=None, ge=0)  # n-gram proposer CPU per sequence
     ragged_per_seq_s: float | None = Field(default=None, ge=0)  # per sequence of a ragged (piecewise) step
+    # Take the hardware's kernel-table-distilled parameters (Hardware.distilled) for the dials not set.
+    distilled: bool = True
     # How op time moves from memory- to compute-bound; see roofline.combine for why 'smooth'.
     transition: Transition = "smooth"
     transition_p: float = Field(default=1.5, ge=1.0)
@@ -156,6 +158,22 @@ class Deployment(Spec):
     # are found: "roofline" (analytical) or "kernels" (measured tables, crossover[kernels]).
     engine: EngineProfile = Field(default_factory=lambda: load_engine(DEFAULT_ENGINE))
     cost: str = "roofline"
+
+    @model_validator(mode="after")
+    def _distilled(self) -> "Deployment":
+        """The hardware's parameters distilled from measured kernel tables (Hardware.distilled, written
+        by validation/distill_kernels.py with their source) stand in for the generic defaults of every
+        efficiency dial the deployment does not set itself (Efficiency.distilled = False: off)."""
+        eff, dist = self.efficiency, self.hardware.distilled
+        if dist is None or not eff.distilled:
+            return self
+        fields = dist.efficiency_fields(eff.layer_overhead_s)
+        # The transition exponent stays the model's: chosen on the published speedups that isolate the
+        # knee (roofline.py); the op-level fit's sharper knee (p ~2) made those worse.
+        update = {k: v for k, v in fields.items() if k not in eff.model_fields_set and k != "transition_p"}
+        if update:  # the applied fields count as set, so a copy or re-validation applies nothing twice
+            object.__setattr__(self, "efficiency", eff.model_copy(update=update))
+        return self
 
     @model_validator(mode="after")
     def _check(self) -> "Deployment":
