@@ -25,7 +25,7 @@ from .errors import CrossoverError
 from .measured import calibrate_sweep as calibrate  # noqa: F401 - an API verb
 from .measured import measured  # noqa: F401 - an API verb
 from .memory import batch_ceiling
-from .plan import DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
+from .plan import DEFAULT_RETRY_REPLICAS, DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
 from .plan import plan as _plan
 from .policy import best_k_policy, routing_policy
 from .pricing import DEFAULT_PUE, DEFAULT_YEARS, costs, parse_price_flags
@@ -170,12 +170,16 @@ def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = No
          power_cost: float | None = None, pue: float = DEFAULT_PUE, years: float = DEFAULT_YEARS,
          cost_basis: str = "rental", verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS,
          burstiness: float = 1.0, seed: int = 0, jobs: int | None = None, max_num_batched_tokens: int = 8192,
-         expert_parallel: bool = False, **speculation_kwargs: Any) -> results.PlanResult:
+         expert_parallel: bool = False, retry_replicas: int = DEFAULT_RETRY_REPLICAS, progress=None,
+         **speculation_kwargs: Any) -> results.PlanResult:
     """How many GPUs of which kind, deployed how, serve the demand under the SLOs, at what cost: every
     hardware x TP x weight/KV dtype x speculation arm x max running sequences, sized, priced, ranked,
     the best `verify` checked in the serving simulator. SLOs are ms (p50 and p99 of TPOT, TTFT, ITL,
     E2E as vLLM's benchmark reports them); the demand is one of `peak_rps`, `peak_output_tokens_per_s`
-    or a `traffic` CSV (time,requests per interval)."""
+    or a `traffic` CSV (time,requests per interval). A finalist that misses an SLO in simulation is
+    simulated again with up to `retry_replicas` more replicas (its fleet grows to the first that meets
+    it, `replicas_added`) before it is demoted. `progress(done, total, what)` follows the screening and
+    the simulations."""
     target = load_model(model)
     hws = [load_hardware(h) for h in _names(hardware, PLAN_HARDWARE)]
     if not hws:
@@ -203,12 +207,13 @@ def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = No
                 weight_dtypes=wds, kv_dtypes=kvds, max_num_seqs=mns, k_max=k_max,
                 max_num_batched_tokens=int(max_num_batched_tokens), expert_parallel=bool(expert_parallel),
                 verify=int(verify), num_prompts=int(num_prompts), burstiness=float(burstiness), seed=int(seed),
-                jobs=jobs, base=base)
+                jobs=jobs, base=base, retry_replicas=retry_replicas, progress=progress)
     resolved = {"model": target.name, "workload": wl.name, "prompt_len": p_len, "output_len": o_len,
                 "slo_ms": res.slo, "hardware": [h.name for h in hws], "tp": list(tps),
                 "weight_dtype": [w or target.weight_dtype for w in wds], "kv_dtype": list(kvds),
                 "max_num_seqs": list(mns), "method": spec.method, "k": spec.k, "k_max": int(k_max or spec.k),
-                "tau": round(spec.tau, 4), "verify": int(verify), "num_prompts": int(num_prompts),
+                "tau": round(spec.tau, 4), "verify": int(verify), "retry_replicas": int(retry_replicas),
+                "num_prompts": int(num_prompts),
                 "burstiness": float(burstiness), "seed": int(seed), "expert_parallel": bool(expert_parallel)}
     return results.PlanResult(res, resolved)
 

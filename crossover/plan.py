@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from .workload import Workload
 ARMS = ("off", "on", "routed")
 DEFAULT_VERIFY = 5  # finalists simulated (issue 13 item 4)
 DEFAULT_SIM_PROMPTS = 600  # requests per simulated finalist (the first 10% warm-up)
+DEFAULT_RETRY_REPLICAS = 2  # a finalist that misses in simulation is re-simulated with up to this many more replicas
+VERIFY_ROUNDS = 3  # at most this many x `verify` options simulated while retried or demoted finalists move down
 
 
 @dataclass
@@ -58,10 +60,21 @@ class Option:
     price_missing: str | None = None
     simulated: dict[str, float] | None = None
     demoted_because: str | None = None
+    replicas_added: int = 0  # replicas added over the analytic sizing for the simulator's p99s to meet the SLO
+    retried_because: str | None = None  # the simulated miss at the analytic sizing that the added replicas fixed
 
     @property
     def dropped_because(self) -> str | None:
         return self.screened.dropped_because
+
+    @property
+    def retry_note(self) -> str | None:
+        """'+1 replica after simulation: p99 TTFT 234.0 ms > SLO 150 ms with 1 replica', or None."""
+        if not self.replicas_added or self.replicas is None or not self.retried_because:
+            return None
+        n, was = self.replicas_added, self.replicas - self.replicas_added
+        miss = self.retried_because.rsplit(" at ", 1)[0].replace("simulated ", "")
+        return f"+{n} replica{'s' if n > 1 else ''} after simulation: {miss} with {was} replica{'s' if was > 1 else ''}"
 
     @property
     def gpus(self) -> int | None:
@@ -92,7 +105,8 @@ class Option:
                 "autoscaled_replica_hours_share": r(self.autoscaled_replica_hours_share),
                 "price_missing": self.price_missing,
                 "simulated": None if self.simulated is None else {k: r(v, 3) for k, v in self.simulated.items()},
-                "demoted_because": self.demoted_because, "dropped_because": self.dropped_because}
+                "demoted_because": self.demoted_because, "replicas_added": self.replicas_added,
+                "retried_because": self.retried_because, "dropped_because": self.dropped_because}
 
 
 @dataclass
@@ -105,6 +119,7 @@ class PlanResult:
     costs: Costs
     output_len: float
     verified: int = 0
+    retry_replicas: int = 0
 
     @property
     def ranked(self) -> list[Option]:
@@ -152,9 +167,35 @@ class PlanResult:
             line += f"; ${o.usd_per_month:,.0f} per month; ${o.usd_per_million_output_tokens:.3f} per million output tokens"
         else:
             line += f"; cost unknown: {o.price_missing}"
+        if o.retry_note:
+            line += f" ({o.retry_note})"
+        elif self.verified and o.simulated is None:
+            line += " (not simulated: the simulated options ranked below it)"
         if o.demoted_because:
             line += f" (no option passed the simulator: {o.demoted_because})"
         return line
+
+    @property
+    def unpriced(self) -> str | None:
+        """Which options have no cost on the ranking basis and how to price them, in one line (None:
+        every option is priced)."""
+        missing = [o for o in self.ranked if o.usd_per_month is None and o.price_missing]
+        if not missing:
+            return None
+        kinds: dict[str, list[str]] = {}  # 'no rental price' -> hardware names (pricing.Costs.missing's words)
+        for o in missing:
+            kind = o.price_missing.split(" for ", 1)[0]  # type: ignore[union-attr]
+            if o.hardware not in kinds.setdefault(kind, []):
+                kinds[kind].append(o.hardware)
+        what = "; ".join(f"{kind} in hardware/*.yaml for {', '.join(sorted(names))}" for kind, names in kinds.items())
+        how = []
+        if "no rental price" in kinds:
+            how.append("--price " + ",".join(f"{h}=USD" for h in sorted(kinds["no rental price"])) + " (per GPU-hour)")
+        file_keys = [key for kind, key in (("no purchase price", "purchase_usd_per_gpu"), ("no board power", "tdp_w"))
+                     if kind in kinds]
+        how.append("--price-file FILE" + (f" ({' and '.join(file_keys)} per GPU name)" if file_keys else ""))
+        return (f"unpriced: {len(missing)} of {len(self.ranked)} options ({what}; cost shown as -); price them with "
+                f"{' or '.join(how)}")
 
 
 def _simulate(task: tuple) -> dict[str, float]:
@@ -168,19 +209,29 @@ def _simulate(task: tuple) -> dict[str, float]:
     return {k: float(res[k]) for k in keep}
 
 
-def _pool_map(tasks: list[tuple], jobs: int) -> list[dict[str, float]]:
-    """The simulations in `jobs` processes (forked where the platform allows; in-process for one)."""
+def _pool_map(tasks: list[tuple], jobs: int, tick: Callable[[int, int], None] | None = None) -> list[dict[str, float]]:
+    """The simulations in `jobs` processes (forked where the platform allows; in-process for one), in
+    the tasks' order; `tick(done, total)` after each one finishes."""
+    tick = tick or (lambda done, total: None)
     if jobs <= 1 or len(tasks) <= 1:
-        return [_simulate(t) for t in tasks]
+        out = []
+        for t in tasks:
+            out.append(_simulate(t))
+            tick(len(out), len(tasks))
+        return out
     ctx = get_context("fork") if "fork" in __import__("multiprocessing").get_all_start_methods() else None
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
-        return list(pool.map(_simulate, tasks))
+        futures = [pool.submit(_simulate, t) for t in tasks]
+        for done, _ in enumerate(as_completed(futures), 1):
+            tick(done, len(tasks))
+        return [f.result() for f in futures]
 
 
-def _price(o: Option, costs: Costs, demand: Traffic, output_len: float) -> None:
-    """Fleet size, utilisation and costs of one feasible option."""
+def _price(o: Option, costs: Costs, demand: Traffic, output_len: float, replicas: int | None = None) -> None:
+    """Fleet size (the analytic one, or `replicas` where the simulator needed more), utilisation and
+    costs of one feasible option."""
     s = o.screened
-    o.replicas = replicas_for(demand.peak_rps, s.requests_per_s)
+    o.replicas = replicas or replicas_for(demand.peak_rps, s.requests_per_s)
     o.utilisation = demand.peak_rps / (o.replicas * s.requests_per_s)
     o.mean_utilisation = demand.mean_rps / (o.replicas * s.requests_per_s)
     gpus = o.replicas * o.tp
@@ -194,7 +245,9 @@ def _price(o: Option, costs: Costs, demand: Traffic, output_len: float) -> None:
         one = costs.per_month(o.hardware, o.tp, 1.0)
         o.usd_per_million_at_capacity = one / (s.tokens_per_s * 3600.0 * HOURS_PER_MONTH) * 1e6  # type: ignore[operator]
     if demand.is_trace and o.rental_usd_per_month is not None:
-        per = autoscaled_replicas(demand.rates, s.requests_per_s)
+        # a replica's rate: its analytic capacity, or what the simulator verified it at
+        served = s.requests_per_s if replicas is None else demand.peak_rps / o.replicas
+        per = autoscaled_replicas(demand.rates, served)
         o.autoscaled_replica_hours_share = 1.0 - float(per.mean()) / o.replicas
         o.autoscaled_usd_per_month = o.rental_usd_per_month * float(per.mean()) / o.replicas
 
@@ -230,8 +283,14 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
          kv_dtypes: Sequence[str] = ("bf16",), max_num_seqs: Sequence[int] = (256,), k_max: int | None = None,
          max_num_batched_tokens: int = 8192, expert_parallel: bool = False, efficiency=None,
          verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = 1.0,
-         seed: int = 0, jobs: int | None = None, base: Path | None = None) -> PlanResult:
-    """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`."""
+         seed: int = 0, jobs: int | None = None, base: Path | None = None,
+         retry_replicas: int = DEFAULT_RETRY_REPLICAS,
+         progress: Callable[[int, int, str], None] | None = None) -> PlanResult:
+    """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`.
+    A finalist whose simulated latencies miss an SLO is simulated again with one more replica (a lower
+    request rate per replica), up to `retry_replicas` more; the first fleet that meets every SLO
+    replaces the analytic one (`replicas_added`), else the finalist is demoted. `progress(done, total,
+    what)` follows the screening and each round of simulations."""
     slo = _check_slo(slo)
     k_max = int(k_max or spec.k)
     if k_max < 1:
@@ -241,6 +300,9 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
             raise CrossoverError(f"--max-num-seqs must be >= 1 (got {n})")
     if verify < 0:
         raise CrossoverError(f"--verify must be >= 0 (got {verify})")
+    if isinstance(retry_replicas, bool) or int(retry_replicas) != retry_replicas or retry_replicas < 0:
+        raise CrossoverError(f"--retry-replicas must be a whole number >= 0 (got {retry_replicas})")
+    report = progress or (lambda done, total, what: None)
     jobs = (os.cpu_count() or 1) if jobs is None else int(jobs)
     if jobs < 1:
         raise CrossoverError(f"--jobs must be >= 1 (got {jobs})")
@@ -252,11 +314,14 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
     kw = {"efficiency": efficiency} if efficiency is not None else {}
     options: list[Option] = []
     scenarios: dict[int, tuple[Scenario, np.ndarray | None]] = {}
+    deployments, screened = len(hardware) * len(tps) * len(weight_dtypes) * len(kv_dtypes), 0
     for hw in hardware:
         for tp in tps:
             problem = tp_problem(model, hw, tp, expert_parallel)
             for wd in weight_dtypes:
                 for kvd in kv_dtypes:
+                    screened += 1
+                    report(screened, deployments, "deployments screened")
                     dep = Deployment(model=model, hardware=hw, tp=tp, weight_dtype=wd, kv_dtype=kvd,
                                      expert_parallel=expert_parallel, **kw)
                     for mns in max_num_seqs:
@@ -275,22 +340,60 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
                                 scenarios[id(o)] = (Scenario(dep, sp, prompt_len + output_len / 2.0, prompt_len,
                                                              output_len), sched)
                             options.append(o)
-    res = PlanResult(options, demand, slo, costs, output_len)
+    res = PlanResult(options, demand, slo, costs, output_len, retry_replicas=int(retry_replicas))
     finalists = res.ranked[:verify]
-    tasks = []
-    for o in finalists:
+
+    def task(o: Option, replicas: int) -> tuple:
         sc, sched = scenarios[id(o)]
         limits = EngineLimits(o.max_num_seqs, max_num_batched_tokens)
-        rate = demand.peak_rps / o.replicas  # type: ignore[operator]
-        tasks.append((sc, sched, o.arm, workload, rate, o.screened.requests_per_s, num_prompts, seed, burstiness,
-                      limits))
-    for o, sim in zip(finalists, _pool_map(tasks, jobs)):
-        o.simulated = sim
-        misses = [f"simulated {slo_label(k)} {sim[k]:.1f} ms > SLO {v:g} ms" for k, v in slo.items()
-                  if not sim[k] <= v]
-        if misses:
-            o.demoted_because = "; ".join(misses) + f" at {demand.peak_rps / o.replicas:.3g} req/s per replica"  # type: ignore[operator]
-    res.verified = len(finalists)
+        return (sc, sched, o.arm, workload, demand.peak_rps / replicas, o.screened.requests_per_s, num_prompts, seed,
+                burstiness, limits)
+
+    def misses(sim: dict[str, float], replicas: int) -> str | None:
+        out = [f"simulated {slo_label(k)} {sim[k]:.1f} ms > SLO {v:g} ms" for k, v in slo.items() if not sim[k] <= v]
+        return "; ".join(out) + f" at {demand.peak_rps / replicas:.3g} req/s per replica" if out else None
+
+    def verify_round(finalists: list[Option], label: str) -> None:
+        """Simulate `finalists` at their planned load; retry the ones that miss with more replicas."""
+        sims = _pool_map([task(o, o.replicas) for o in finalists], jobs,  # type: ignore[arg-type]
+                         lambda done, total: report(done, total, label))
+        for o, sim in zip(finalists, sims):
+            o.simulated = sim
+            o.demoted_because = misses(sim, o.replicas)  # type: ignore[arg-type]
+        pending = [o for o in finalists if o.demoted_because]
+        last: dict[int, str] = {}
+        for extra in range(1, int(retry_replicas) + 1):
+            if not pending:
+                break
+            what = f"missed, re-simulated with {extra} more replica{'s' if extra > 1 else ''}"
+            sims = _pool_map([task(o, o.replicas + extra) for o in pending], jobs,  # type: ignore[operator]
+                             lambda done, total: report(done, total, what))
+            still = []
+            for o, sim in zip(pending, sims):
+                miss = misses(sim, o.replicas + extra)  # type: ignore[operator]
+                if miss is None:
+                    o.retried_because, o.demoted_because, o.simulated = o.demoted_because, None, sim
+                    o.replicas_added = extra
+                    _price(o, costs, demand, output_len, replicas=o.replicas + extra)  # type: ignore[operator]
+                else:
+                    last[id(o)] = miss
+                    still.append(o)
+            pending = still
+        more = f"{retry_replicas} more replica{'s' if retry_replicas > 1 else ''}"
+        for o in pending:
+            if id(o) in last:
+                o.demoted_because = f"{o.demoted_because}; with {more}: {last[id(o)]}"
+
+    # The best `verify` are simulated; where a retried (dearer) or demoted one moves down, the options
+    # that move up into the best `verify` are simulated too, up to VERIFY_ROUNDS x `verify` in all.
+    verified = 0
+    while verified < VERIFY_ROUNDS * verify:
+        todo = [o for o in res.ranked[:verify] if o.simulated is None][:VERIFY_ROUNDS * verify - verified]
+        if not todo:
+            break
+        verify_round(todo, "finalists simulated" if not verified else "finalists simulated (moved up)")
+        verified += len(todo)
+    res.verified = verified
     return res
 
 

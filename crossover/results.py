@@ -29,7 +29,8 @@ def plan_dict(res) -> dict[str, Any]:
             "demand": {"source": d.source, "peak_requests_per_s": round(d.peak_rps, 6),
                        "mean_requests_per_s": round(d.mean_rps, 6), "interval_s": d.interval_s,
                        "intervals": len(d.requests), "output_len": round(res.output_len, 3)},
-            "costs": res.costs.to_dict(), "verified": res.verified}
+            "costs": res.costs.to_dict(), "unpriced": res.unpriced, "verified": res.verified,
+            "retry_replicas": res.retry_replicas}
 
 
 PLAN_ROWS = 20  # options the plan table shows (all of them in --json)
@@ -60,7 +61,8 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
         s = o.screened
         k = "-" if s.k is None else (f"<={s.k}" if o.arm == "routed" else str(s.k))
         sim = "-" if o.simulated is None else f"{o.simulated['p99_tpot_ms']:.1f}"
-        notes = ["DEMOTED: " + o.demoted_because if o.demoted_because else "verified" if o.simulated else "",
+        notes = ["DEMOTED: " + o.demoted_because if o.demoted_because else f"verified, {o.retry_note}"
+                 if o.retry_note else "verified" if o.simulated else "",
                  f"speculate below {s.speculate_below}" if s.speculate_below else "",
                  "unpriced" if o.usd_per_month is None else ""]
         note = "; ".join(n for n in notes if n)
@@ -74,12 +76,15 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
         o = res.ranked[0]
         lines += ["", f"off-peak: an autoscaler could release {o.autoscaled_replica_hours_share:.0%} of rank 1's "
                       f"replica-hours (${o.autoscaled_usd_per_month:,.0f} per month rented per interval)"]
-    missing = sorted({o.price_missing for o in res.ranked if o.price_missing})
-    if missing:
-        lines += ["", "unpriced: " + "; ".join(missing)]
+    if res.unpriced:
+        lines += ["", res.unpriced]
+    verify = min(int(inputs.get("verify", res.verified)), res.verified)
     lines += ["", f"run: running sequences per replica at capacity under the SLO; util: of the fleet's capacity at the "
-                  f"peak; the best {res.verified} simulated at the peak (burstiness {inputs['burstiness']:g}), "
-                  "demoted when a simulated latency misses its SLO"]
+                  f"peak; the best {verify} simulated at the peak (burstiness {inputs['burstiness']:g}"
+                  + (f"; {res.verified} in all as options moved up" if res.verified > verify else "") + ")"
+                  + (f"; one whose simulated latency misses its SLO is simulated again with up to {res.retry_replicas} "
+                     f"more replica{'s' if res.retry_replicas > 1 else ''}, else demoted" if res.retry_replicas
+                     else "; demoted when a simulated latency misses its SLO")]
     if res.dropped:
         lines += ["", "dropped:"]
         for o in res.dropped:

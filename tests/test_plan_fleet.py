@@ -108,7 +108,8 @@ def test_no_duplicate_rows_and_routed_arms_really_route():
 
 
 def test_the_finalists_are_simulated_and_a_p99_miss_demotes():
-    kw = dict(slo_tpot_ms=20, slo_p99_ttft_ms=150, peak_rps=30, verify=3, burstiness=0.1, num_prompts=300)
+    kw = dict(slo_tpot_ms=20, slo_p99_ttft_ms=150, peak_rps=30, verify=3, burstiness=0.1, num_prompts=300,
+              retry_replicas=0)
     res = _plan(**kw)
     sims = [o for o in res.plan.ranked if o.simulated]
     assert len(sims) == 3 and all("p99_tpot_ms" in o.simulated for o in sims)
@@ -118,6 +119,69 @@ def test_the_finalists_are_simulated_and_a_p99_miss_demotes():
     # --jobs: the same numbers from two processes
     par = _plan(**kw, jobs=2)
     assert [o.simulated for o in par.plan.ranked[:3]] == [o.simulated for o in res.plan.ranked[:3]]
+
+
+def test_a_finalist_that_misses_in_simulation_comes_back_with_one_more_replica():
+    # bursty arrivals (gamma shape 0.1) at 30 req/s: the analytic fleet (1 replica, its capacity under the
+    # TPOT SLO is > 30 req/s) misses p99 TTFT 150 ms in the simulator; at 15 req/s per replica it meets it
+    kw = dict(slo_tpot_ms=20, slo_p99_ttft_ms=150, peak_rps=30, verify=3, burstiness=0.1, num_prompts=300,
+              price={"h100-sxm": 2.0})
+    demoted = {o.arm: o for o in _plan(**kw, retry_replicas=0).plan.ranked}
+    res = _plan(**kw)  # default: up to 2 more replicas
+    assert res.plan.retry_replicas == 2 and res.inputs["retry_replicas"] == 2
+    for o in res.plan.ranked:
+        d = demoted[o.arm]
+        assert d.replicas == 1 and d.demoted_because.startswith("simulated p99 TTFT")
+        assert o.demoted_because is None and o.replicas_added == 1
+        assert o.replicas == d.replicas + 1 == 2 and o.gpus == 2
+        assert o.retried_because == d.demoted_because  # the miss at the analytic size, kept
+        assert o.simulated["p99_ttft_ms"] <= 150 < d.simulated["p99_ttft_ms"]
+        assert o.utilisation == pytest.approx(30 / (2 * o.screened.requests_per_s))  # the analytic capacity
+        assert o.usd_per_month == pytest.approx(2 * 2.0 * 730)  # priced for the grown fleet
+        assert o.usd_per_million_output_tokens == pytest.approx(2 * 2.0 * 730 / (30 * O * 3600 * 730) * 1e6)
+        assert o.to_dict()["replicas_added"] == 1 and o.to_dict()["retried_because"] == d.demoted_because
+    best = res.plan.ranked[0]
+    assert res.recommendation.startswith("rent 2 x h100-sxm as 2 TP-1 replicas")
+    assert f"(+1 replica after simulation: p99 TTFT {demoted[best.arm].simulated['p99_ttft_ms']:.1f} ms > SLO 150 ms " \
+           "with 1 replica)" in res.recommendation
+    rows = [r for r in res.to_text().splitlines() if r.lstrip().startswith(("1 ", "2 ", "3 "))]
+    assert len(rows) == 3
+    for r in rows:
+        assert r.split()[7] == "2"  # the repl column
+        assert "verified, +1 replica after simulation: p99 TTFT" in r and "with 1 replica" in r
+    assert "simulated again with up to 2 more replicas" in res.to_text()
+
+
+def test_a_finalist_that_misses_with_every_extra_replica_is_demoted_and_the_next_is_simulated():
+    # p99 TTFT 40 ms is out of reach at this burstiness even at 10 req/s per replica: one finalist asked
+    # for, each demoted in turn, so the next moves up and is simulated (3 x verify at most)
+    res = _plan(slo_tpot_ms=20, slo_p99_ttft_ms=40, peak_rps=30, verify=1, burstiness=0.1, num_prompts=300,
+                retry_replicas=1)
+    assert res.plan.verified == 3
+    for o in res.plan.ranked:
+        assert o.replicas_added == 0 and o.replicas == 1  # the fleet stays the analytic one
+        assert "; with 1 more replica: simulated p99 TTFT" in o.demoted_because
+        assert "at 15 req/s per replica" in o.demoted_because  # 30 req/s over 1 + 1 replicas
+    assert "no option passed the simulator" in res.recommendation
+    assert "the best 1 simulated at the peak (burstiness 0.1; 3 in all as options moved up)" in res.to_text()
+
+
+def test_unpriced_options_are_named_in_one_line_with_the_flags_that_price_them(tmp_path):
+    res = _plan(hardware=["h100-sxm", "b200", "l40s"], slo_tpot_ms=30, peak_rps=10)
+    unpriced = [o for o in res.plan.ranked if o.usd_per_month is None]
+    assert unpriced and {o.hardware for o in unpriced} == {"b200", "l40s"}  # hardware/*.yaml: null, with why
+    line = res.plan.unpriced
+    assert line == (f"unpriced: {len(unpriced)} of {len(res.plan.ranked)} options (no rental price in "
+                    "hardware/*.yaml for b200, l40s; cost shown as -); price them with --price b200=USD,l40s=USD "
+                    "(per GPU-hour) or --price-file FILE")
+    assert line in res.to_text().splitlines() and res.to_dict()["unpriced"] == line
+    assert _plan(hardware=["h100-sxm", "b200"], slo_tpot_ms=30, peak_rps=10, price={"b200": 5.0}).plan.unpriced is None
+    pf = tmp_path / "p.yaml"
+    pf.write_text("h100-sxm:\n  purchase_usd_per_gpu: 25000\n")
+    own = _plan(hardware=["h100-sxm", "b200"], slo_tpot_ms=30, peak_rps=10, cost_basis="ownership",
+                price_file=str(pf)).plan.unpriced
+    assert own.endswith("(no purchase price in hardware/*.yaml for b200; cost shown as -); price them with "
+                        "--price-file FILE (purchase_usd_per_gpu per GPU name)")
 
 
 def test_a_traffic_trace_sizes_for_the_peak_and_costs_the_whole_trace(tmp_path):
@@ -162,8 +226,9 @@ def _bad(tmp_path, *extra):
     (["--traffic", "GAP"], "a gap"),
     (["--traffic", "NEG"], "expected a finite number >= 0"),
     (["--traffic", "COLS"], "expected exactly time,requests"),
-    (["--traffic", "missing.csv"], "cannot read traffic file"),
+    (["--traffic", "missing.csv"], "missing.csv"),  # the file named, one line (crossover.files words it)
     (["--peak-rps", "5", "--cost-basis", "ownership", "--years", "0"], "--years must be > 0"),
+    (["--peak-rps", "5", "--retry-replicas", "-1"], "--retry-replicas must be a whole number >= 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, extra, words):
     files = {"GAP": "time,requests\n0,5\n60,5\n180,5\n", "NEG": "time,requests\n0,5\n60,-1\n",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-import time
 from pathlib import Path
 
 from .. import api
@@ -17,9 +16,8 @@ from ..memory import batch_ceiling, check_batches
 from ..report import simulation_rows
 from ..workload import load_workload
 from .common import _lengths, _number, parse_list, print_result
+from .progress import progress_line
 from .scenario import scenario_from_args, speculation_kwargs, warnings_as_lines
-
-PROGRESS_AFTER_S = 2.0
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
@@ -33,22 +31,11 @@ def _write_csv(path: str, rows: list[list]) -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
-def _progress(axis: str):
-    """A progress line on stderr for sweeps that run longer than PROGRESS_AFTER_S, on a terminal only."""
-    if not sys.stderr.isatty():
-        return None
-    start = time.perf_counter()
-    shown = [False]
-
-    def report(done: int, total: int, load: float) -> None:
-        if time.perf_counter() - start < PROGRESS_AFTER_S and not shown[0]:
-            return
-        shown[0] = True
-        end = "\n" if done == total else ""
-        print(f"\rsimulate: {done}/{total} levels ({axis.replace('_', ' ')} {load:g} done)", end=end,
-              file=sys.stderr, flush=True)
-
-    return report
+def _progress(axis: str, quiet: bool = False):
+    """simulate's progress line: levels done and the last load (stderr, a terminal only, after 2 s)."""
+    what = axis.replace("_", " ")
+    return progress_line("simulate", lambda done, total, load: f"{done}/{total} levels ({what} {load:g} done)",
+                         quiet)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -99,7 +86,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                        max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
                                                           integer=True)),
                        policy=bool(args.policy), hysteresis=_hysteresis(args.hysteresis),
-                       progress=None if args.quiet else _progress(axis))
+                       progress=_progress(axis, args.quiet))
     if args.plot:
         from ..plots import plot_simulation
 
@@ -210,6 +197,7 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
                 power_cost=_opt(args.power_cost, "--power-cost"), pue=_number(args.pue, "--pue"),
                 years=_number(args.years, "--years"),
                 verify=int(_number(args.verify, "--verify", integer=True, positive=False)),
+                retry_replicas=int(_number(args.retry_replicas, "--retry-replicas", integer=True, positive=False)),
                 num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)),
                 burstiness=_number(args.burstiness, "--burstiness"),
                 seed=int(_number(args.seed, "--seed", integer=True, positive=False)),
@@ -219,7 +207,8 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
 def cmd_plan(args: argparse.Namespace) -> int:
     """`crossover plan`: the result, or one line (exit 2) with the closest option when no option meets the SLO."""
     with warnings_as_lines():
-        res = api.plan(args.model, args.workload, **plan_kwargs(args))
+        res = api.plan(args.model, args.workload, **plan_kwargs(args),
+                       progress=progress_line("plan", lambda done, total, what: f"{done}/{total} {what}", args.quiet))
     if not res.plan.ranked:
         raise CrossoverError(f"plan: {res.recommendation}")
     if args.plot:

@@ -192,11 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     pr_.add_argument("--years", default="5", help="amortisation period of a purchase (default 5, an assumption)")
     sv = pl.add_argument_group("verification in the serving simulator")
     sv.add_argument("--verify", default="5", help="finalists simulated at the planned load (default 5; 0: none)")
+    sv.add_argument("--retry-replicas", default="2", help="a finalist whose simulated latencies miss an SLO is "
+                                                          "simulated again with 1, 2, ... more replicas, up to this "
+                                                          "many, before it is demoted (default 2; 0: demote at once)")
     sv.add_argument("--num-prompts", default="600", help="requests per simulated finalist (default 600)")
     sv.add_argument("--burstiness", default="1.0", help="gamma shape of inter-arrivals (1 = Poisson, vllm bench "
                                                         "serve's default; < 1 burstier)")
     sv.add_argument("--seed", default="0", help="random seed (default 0)")
     sv.add_argument("--jobs", help="processes for the simulations (default: all cores)")
+    pl.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     pl.add_argument("--json", action="store_true", help="one JSON object on stdout")
     pl.add_argument("--force", action="store_true", help="replace an existing --plot file")
     pl.add_argument("--plot", help="cost per million output tokens and GPUs against the TPOT SLO, per option")
@@ -237,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--prompt-len", help="mean prompt tokens, when the files do not record total_input_tokens")
     ca.add_argument("--output-len", help="mean output tokens, when the files do not record total_output_tokens")
     ca.add_argument("--bootstrap", default="60", help="bootstrap refits for the crossover interval (default 60)")
+    ca.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     ca.set_defaults(model=None)  # no silent default: the files' model_id, else an error asking for --model
     model_flag = next(a for a in ca._actions if a.dest == "model")
     model_flag.help = "target model name or YAML path (default: the files' model_id)"
