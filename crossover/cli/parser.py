@@ -154,56 +154,77 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--plan-slo-tpot-ms", help="--plan: median TPOT objective, ms")
     rp.add_argument("--force", action="store_true", help="replace an existing index.html in --out")
     rp.add_argument("--out", required=True, help="directory to write index.html into (created if missing)")
-    pl = sub.add_parser("plan", help="how many GPUs of which kind, deployed how, at what cost, speculation on or off")
+    pl = sub.add_parser(
+        "plan", help="how many GPUs of which kind, deployed how, at what cost, speculation on or off",
+        description="Which accelerators to buy or rent, how many, deployed how, and whether to turn speculation on. "
+                    "Every --hardware x --tp x dtype x speculation arm (off, on at its best k, routed by load) is "
+                    "sized for the demand under the SLOs, priced and ranked; the best --verify are checked in the "
+                    "serving simulator. The first line of the output is the answer. Give a --workload, one demand and "
+                    "at least one SLO.",
+        epilog="example: crossover plan --model llama-3.1-70b --workload sharegpt --peak-rps 50 --slo-tpot-ms 50 "
+               "--hardware h100-sxm,h200,b200 --weight-dtype bf16,fp8 --price b200=5")
     pl.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
-    pl.add_argument("--workload", required=True, help="workload preset or YAML path (prompt/output lengths)")
+    pl.add_argument("--workload", required=True, help="prompt/output lengths: a preset (sharegpt, gsm8k, "
+                                                      "cnn-dailymail, instructcoder, long-context, random-1024-128) "
+                                                      "or a YAML path")
     dm = pl.add_argument_group("demand (one of)")
-    dm.add_argument("--peak-rps", help="peak requests per second the fleet must serve")
-    dm.add_argument("--peak-output-tokens-per-s", help="peak output tokens per second (over the workload's mean "
-                                                       "output length: requests/s)")
-    dm.add_argument("--traffic", help="CSV `time,requests` (interval start in seconds or ISO 8601, requests in it; "
-                                      "equal intervals): sized for the peak, costed over the trace")
+    dm.add_argument("--peak-rps", metavar="R", help="peak requests per second the fleet must serve")
+    dm.add_argument("--peak-output-tokens-per-s", metavar="T", help="peak output tokens per second (over the "
+                                                                    "workload's mean output length: requests/s)")
+    dm.add_argument("--traffic", metavar="CSV", help="CSV `time,requests` (interval start in seconds or ISO 8601, "
+                                                     "requests in it; equal intervals): sized for the peak, costed "
+                                                     "over the trace")
     sl = pl.add_argument_group("latency SLOs, ms (as vllm bench serve reports them; at least one)")
     for name, what in (("tpot", "time per output token"), ("ttft", "time to first token"),
                        ("itl", "inter-token latency"), ("e2e", "end-to-end latency")):
-        sl.add_argument(f"--slo-{name}-ms", help=f"median (p50) {what}")
-        sl.add_argument(f"--slo-p99-{name}-ms", help=f"p99 {what}")
+        sl.add_argument(f"--slo-{name}-ms", metavar="MS", help=f"median (p50) {what}")
+        sl.add_argument(f"--slo-p99-{name}-ms", metavar="MS", help=f"p99 {what}")
     dp = pl.add_argument_group("deployment options (comma lists are searched)")
-    dp.add_argument("--hardware", default="h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x",
-                    help="accelerators (default h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x)")
-    dp.add_argument("--tp", default="1,2,4,8", help="TP degrees (default 1,2,4,8)")
-    dp.add_argument("--weight-dtype", help="weight dtypes, e.g. bf16,fp8 (default: the model's own)")
-    dp.add_argument("--kv-dtype", default="bf16", help="KV-cache dtypes, e.g. bf16,fp8 (default bf16)")
-    dp.add_argument("--max-num-seqs", default="256", help="max running sequences per replica (default 256, vLLM's)")
-    dp.add_argument("--max-num-batched-tokens", default="8192", help="token budget per step in the simulator "
-                                                                     "(default 8192)")
+    dp.add_argument("--hardware", metavar="LIST", default="h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x",
+                    help="accelerators (default h100-sxm,h200,b200,a100-80gb-sxm,l40s,mi300x; `crossover hardware "
+                         "list` names them all)")
+    dp.add_argument("--tp", metavar="LIST", default="1,2,4,8", help="TP degrees (default 1,2,4,8)")
+    dp.add_argument("--weight-dtype", metavar="LIST", help="weight dtypes, e.g. bf16,fp8 (default: the model's own)")
+    dp.add_argument("--kv-dtype", metavar="LIST", default="bf16", help="KV-cache dtypes, e.g. bf16,fp8 (default bf16)")
+    dp.add_argument("--max-num-seqs", metavar="LIST", default="256", help="max running sequences per replica "
+                                                                         "(default 256, vLLM's)")
+    dp.add_argument("--max-num-batched-tokens", metavar="N", default="8192", help="token budget per step in the "
+                                                                                  "simulator (default 8192)")
     dp.add_argument("--expert-parallel", action="store_true", help="MoE: experts split whole over the TP group")
-    dp.add_argument("--k-max", help="largest k for the on (best k) and routed arms (default --k)")
+    dp.add_argument("--k-max", metavar="K", help="largest k for the on (best k) and routed arms (default --k)")
     _add_speculation_flags(pl)
     pr_ = pl.add_argument_group("cost (defaults: hardware/*.yaml prices with their sources)")
-    pr_.add_argument("--price", action="append", help="rental USD per GPU-hour, e.g. h100-sxm=2.49,b200=5 "
-                                                     "(repeatable)")
-    pr_.add_argument("--price-file", help="YAML: GPU name -> USD per GPU-hour, or -> {price_per_hour_usd, "
-                                          "purchase_usd_per_gpu | purchase_usd_per_node, tdp_w}")
+    pr_.add_argument("--price", metavar="GPU=USD", action="append",
+                     help="rental USD per GPU-hour, e.g. h100-sxm=2.49,b200=5 (repeatable); the output names the "
+                          "GPUs left unpriced")
+    pr_.add_argument("--price-file", metavar="FILE", help="YAML: GPU name -> USD per GPU-hour, or -> "
+                                                          "{price_per_hour_usd, purchase_usd_per_gpu | "
+                                                          "purchase_usd_per_node, tdp_w}")
     pr_.add_argument("--cost-basis", default="rental", choices=["rental", "ownership"],
                      help="rank by renting or owning (default rental)")
-    pr_.add_argument("--power-cost", help="USD per kWh for ownership's power (default: power not priced)")
-    pr_.add_argument("--pue", default="1.0", help="power usage effectiveness (default 1.0: the board alone)")
-    pr_.add_argument("--years", default="5", help="amortisation period of a purchase (default 5, an assumption)")
+    pr_.add_argument("--power-cost", metavar="USD", help="USD per kWh for ownership's power (default: power not "
+                                                         "priced)")
+    pr_.add_argument("--pue", metavar="X", default="1.0", help="power usage effectiveness (default 1.0: the board "
+                                                               "alone)")
+    pr_.add_argument("--years", metavar="Y", default="5", help="amortisation period of a purchase (default 5, an "
+                                                               "assumption)")
     sv = pl.add_argument_group("verification in the serving simulator")
-    sv.add_argument("--verify", default="5", help="finalists simulated at the planned load (default 5; 0: none)")
-    sv.add_argument("--retry-replicas", default="2", help="a finalist whose simulated latencies miss an SLO is "
+    sv.add_argument("--verify", metavar="N", default="5", help="finalists simulated at the planned load (default 5; "
+                                                               "0: none)")
+    sv.add_argument("--retry-replicas", metavar="N", default="2", help="a finalist whose simulated latencies miss an SLO is "
                                                           "simulated again with 1, 2, ... more replicas, up to this "
                                                           "many, before it is demoted (default 2; 0: demote at once)")
-    sv.add_argument("--num-prompts", default="600", help="requests per simulated finalist (default 600)")
-    sv.add_argument("--burstiness", default="1.0", help="gamma shape of inter-arrivals (1 = Poisson, vllm bench "
-                                                        "serve's default; < 1 burstier)")
-    sv.add_argument("--seed", default="0", help="random seed (default 0)")
-    sv.add_argument("--jobs", help="processes for the simulations (default: all cores)")
+    sv.add_argument("--num-prompts", metavar="N", default="600", help="requests per simulated finalist (default "
+                                                                      "600)")
+    sv.add_argument("--burstiness", metavar="X", default="1.0", help="gamma shape of inter-arrivals (1 = Poisson, "
+                                                                     "vllm bench serve's default; < 1 burstier)")
+    sv.add_argument("--seed", metavar="N", default="0", help="random seed (default 0)")
+    sv.add_argument("--jobs", metavar="N", help="processes for the simulations (default: all cores)")
     pl.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     pl.add_argument("--json", action="store_true", help="one JSON object on stdout")
     pl.add_argument("--force", action="store_true", help="replace an existing --plot file")
-    pl.add_argument("--plot", help="cost per million output tokens and GPUs against the TPOT SLO, per option")
+    pl.add_argument("--plot", metavar="FILE", help="write a figure (PNG or SVG): cost per million output tokens and "
+                                                   "GPUs against the TPOT SLO, per option")
     wi = sub.add_parser("whatif", help="speedup over two axes (batch, k, acceptance, context, hardware)")
     _add_scenario_flags(wi)
     wi.add_argument("--x", default="batch=1..512", help="x axis, e.g. batch=1..512 (default)")
