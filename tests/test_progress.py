@@ -33,6 +33,7 @@ class FakeTTY(io.StringIO):
 def _run(argv, monkeypatch, capsys, *, tty=True, after_s=0.0):
     """Run the CLI in-process with stderr a (fake) terminal; (exit status, stdout, stderr)."""
     monkeypatch.setattr(progress, "PROGRESS_AFTER_S", after_s)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
     capsys.readouterr()
     err = FakeTTY() if tty else io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
@@ -80,6 +81,7 @@ def test_quiet_or_no_terminal_or_a_short_run_shows_nothing(argv, monkeypatch, ca
 
 def test_a_shorter_line_covers_the_longer_one_before_it(monkeypatch):
     monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
     err = FakeTTY()
     monkeypatch.setattr(sys, "stderr", err)
     report = progress.progress_line("x", lambda done, total, what: f"{done}/{total} {what}")
@@ -88,3 +90,21 @@ def test_a_shorter_line_covers_the_longer_one_before_it(monkeypatch):
     report(3, 3, "w")
     assert err.getvalue() == "\rx: 1/3 long words\rx: 2/3 w         \rx: 3/3 w\n"
     assert progress.progress_line("x", str, quiet=True) is None
+
+
+def test_the_line_is_rewritten_when_it_changes_at_most_every_so_often(monkeypatch):
+    assert progress.PROGRESS_EVERY_S == 0.1
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 60.0)
+    err = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", err)
+    report = progress.progress_line("x", lambda done, total: f"{100 * done // total}%")
+    for i in range(1, 1001):  # a thousand reports within a minute: the first and the last shown
+        report(i, 1000)
+    assert err.getvalue() == "\rx: 0%\rx: 100%\n"
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
+    err.truncate(0), err.seek(0)
+    report = progress.progress_line("x", lambda done, total: f"{100 * done // total}%")
+    for i in range(1, 1001):
+        report(i, 1000)
+    assert err.getvalue().count("\r") == 101  # once per change of the text: 0% ... 100%
