@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .curves import EQUAL_RTOL, LevelCrossings, level_crossings  # noqa: F401 - measured's API
 
 # Latency metrics compared level by level (vLLM names; lower is better); p50 and p99 of what a
@@ -16,9 +18,18 @@ LATENCY_METRICS: tuple[str, ...] = (
 
 
 def latency_crossovers(table) -> dict[str, dict[str, Any]]:
-    """`latency_crossings` of a measured table's levels."""
-    pairs = table.pairs()
-    return latency_crossings([p[0] for p in pairs], [p[1].metrics for p in pairs], [p[2].metrics for p in pairs])
+    """`latency_crossings` of a measured table's levels (on its column arrays: no point objects)."""
+    loads, off, on = table.levels()
+    cols = table.columns
+    out: dict[str, dict[str, Any]] = {}
+    for name in LATENCY_METRICS:
+        if name not in cols.metrics or not len(loads):
+            continue
+        a, b = cols.metrics[name][off], cols.metrics[name][on]
+        if ((a == 0) | (b == 0) | np.isnan(a) | np.isnan(b)).any():
+            continue
+        out[name] = _crossing_entry(loads.tolist(), (a / b).tolist())
+    return out
 
 
 def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
@@ -29,12 +40,15 @@ def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
         vals = [(load, off.get(name), on.get(name)) for load, off, on in zip(loads, offs, ons)]
         if not vals or any(not a or not b or a != a or b != b for _, a, b in vals):
             continue
-        ratios = [a / b for _, a, b in vals]
-        lc = level_crossings([v[0] for v in vals], ratios)
-        out[name] = {"ratios": [round(r, 4) for r in ratios],
-                     "crossover": None if lc.crossover is None else round(lc.crossover, 4),
-                     "bracketed": lc.bracketed, "crossings": lc.crossings_json(), "side": lc.side}
+        out[name] = _crossing_entry([v[0] for v in vals], [a / b for _, a, b in vals])
     return out
+
+
+def _crossing_entry(loads: list[float], ratios: list[float]) -> dict[str, Any]:
+    lc = level_crossings(loads, ratios)
+    return {"ratios": [round(r, 4) for r in ratios],
+            "crossover": None if lc.crossover is None else round(lc.crossover, 4),
+            "bracketed": lc.bracketed, "crossings": lc.crossings_json(), "side": lc.side}
 
 
 # Requests simulated per level when a request-rate sweep is predicted beside its measurement.
@@ -51,7 +65,7 @@ def _predicted_rates(table, sc) -> dict[str, Any] | None:
         return None
     wl = Workload(name="measured-means", prompt_len={"dist": "fixed", "value": max(1, round(sc.prompt_len))},
                   output_len={"dist": "fixed", "value": max(1, round(sc.output_len))})
-    loads = [r[0] for r in table.pairs()]
+    loads = table.levels()[0].tolist()
     res = sweep(sc, wl, "request_rate", loads, num_prompts=PREDICT_RATE_PROMPTS, seed=0)
     return {"off": [lv.off["output_throughput"] for lv in res.levels],
             "on": [lv.on["output_throughput"] for lv in res.levels],
@@ -70,7 +84,7 @@ def predicted_at_levels(table, sc) -> dict[str, Any] | None:
         return _predicted_rates(table, sc)
     from .curves import evaluate, find_crossings
 
-    loads = [r[0] for r in table.pairs()]
+    loads = table.levels()[0].tolist()
     c = evaluate(sc, loads)
     roots = find_crossings(sc, max(loads) * 2.0)
     return {"off": [float(x) for x in c.tokens_per_s_off], "on": [float(x) for x in c.tokens_per_s_on],

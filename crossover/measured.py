@@ -20,7 +20,7 @@ from .measured_report import (
     measured_dict,
     measured_table,
 )
-from .measurements import MeasuredTable, read_measurements
+from .measurements import Columns, MeasuredTable, read_columns
 from .physics import LIKELY_CAUSES, check, files_model, in_flight
 from .specs.loader import load_engine
 
@@ -32,18 +32,18 @@ def read_arms(on: Paths = None, off: Paths = None, files: Paths = None, load_axi
     name the arm; a one-line error when no level is measured in both."""
     if not files and not (on and off):
         raise CrossoverError("give --on FILES and --off FILES (or --files whose own fields name the arm)")
-    points = read_measurements(off, arm="off", load_axis=load_axis) if off else []
-    points += read_measurements(on, arm="on", load_axis=load_axis) if on else []
-    points += read_measurements(files, arm=None, load_axis=load_axis) if files else []
-    table = MeasuredTable(points)
-    if not table.pairs():
+    parts = [read_columns(off, arm="off", load_axis=load_axis)] if off else []
+    parts += [read_columns(on, arm="on", load_axis=load_axis)] if on else []
+    parts += [read_columns(files, arm=None, load_axis=load_axis)] if files else []
+    table = MeasuredTable(columns=Columns.concat(parts))  # column arrays: no Python object per row
+    if not len(table.levels()[0]):
         raise CrossoverError("no load level is measured in both arms; give --on and --off files of the same sweep")
     return table
 
 
 def files_tau(table: MeasuredTable) -> float | None:
     """The mean acceptance length (tau) the on-arm files report, if any."""
-    taus = [p.acceptance_length for p in table.arm("on") if p.acceptance_length]
+    taus = table.on_taus()[1].tolist()  # by load, as the on-arm points
     return sum(taus) / len(taus) if taus else None
 
 
@@ -51,8 +51,9 @@ def check_file_taus(table: MeasuredTable, k: int | None) -> None:
     """Each on-arm file's tau against the k the model will use: a tau above k + 1 is named with its
     file and value (not as an average of several files)."""
     k = DEFAULT_K if k is None else k
-    for p in table.arm("on"):
-        if p.acceptance_length and p.acceptance_length > k + 1 + 1e-9:
+    for row, tau in zip(*(a.tolist() for a in table.on_taus())):
+        if tau > k + 1 + 1e-9:
+            p = table.columns.point(row)
             from_file = f" (the file says k = {p.k})" if p.k is not None and p.k != k else ""
             raise CrossoverError(f"{p.source}: acceptance length (tau) {p.acceptance_length:g} exceeds k + 1 = {k + 1} "
                                  f"for k = {k}{from_file}; give the k of that run with --k, or check the file")
@@ -199,7 +200,7 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     if predicted is None:
         notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "
                         "(total_input_tokens, total_output_tokens, completed), which the serving simulator needs")
-    return MeasuredResult(table, sc, check(sc, table.points), predicted, notes, engine_effects(table, sc, predicted))
+    return MeasuredResult(table, sc, check(sc, table), predicted, notes, engine_effects(table, sc, predicted))
 
 
 def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:

@@ -33,11 +33,33 @@ def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], Any]:
     return rows, level_crossings([r[0] for r in rows], [r[3] for r in rows])
 
 
-def _impossible_bracket(rows, cross: float | None, checks) -> list:
+def _levels(table) -> tuple[dict[str, list], Any]:
+    """`measured_summary` on the table's column arrays (no point objects): per level by increasing
+    load, lists of the load, both arms' throughput, tau and median TPOT (None where not reported)
+    and the speedup, as `_measured_ratio` computes it; and the level crossings."""
+    loads, off, on = table.levels()
+    c = table.columns
+    t_off, t_on = c.output_throughput[off], c.output_throughput[on]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(t_off > 0, t_on / t_off, np.nan)  # nothing delivered without speculation: no ratio
+        if table.load_axis == "request_rate":  # mean e2e latency off/on where both arms report it
+            e_off, e_on = c.metric("mean_e2el_ms")[off], c.metric("mean_e2el_ms")[on]
+            both = ~np.isnan(e_off) & (e_off != 0) & ~np.isnan(e_on) & (e_on != 0)
+            ratio = np.where(both, e_off / e_on, ratio)
+
+    def listed(values: np.ndarray) -> list:
+        return [None if v != v else v for v in values.tolist()]
+
+    lv = {"load": loads.tolist(), "off": t_off.tolist(), "on": t_on.tolist(), "ratio": ratio.tolist(),
+          "tau": listed(c.acceptance_length[on]), "tpot_off": listed(c.metric("median_tpot_ms")[off]),
+          "tpot_on": listed(c.metric("median_tpot_ms")[on])}
+    return lv, level_crossings(lv["load"], lv["ratio"])
+
+
+def _impossible_bracket(loads: list[float], cross: float | None, checks) -> list:
     """The bound checks beaten (faster than physics) at the two levels the crossover lies between."""
     if cross is None or not checks:
         return []
-    loads = [r[0] for r in rows]
     below = max((x for x in loads if x <= cross), default=None)
     above = min((x for x in loads if x >= cross), default=None)
     return [c for c in checks if c.beats_physics and c.load in (below, above)]
@@ -45,20 +67,16 @@ def _impossible_bracket(rows, cross: float | None, checks) -> list:
 
 def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON contract of `crossover measured --json`."""
-    rows, lc = measured_summary(table)
+    lv, lc = _levels(table)
     cross = lc.crossover
-    points = []
-    for load, off, on, ratio in rows:
-        points.append({
-            "level": load, "off_output_throughput": off.output_throughput, "on_output_throughput": on.output_throughput,
-            "speedup": _clean(ratio), "on_acceptance_length": on.acceptance_length,
-            "off_median_tpot_ms": off.metrics.get("median_tpot_ms"), "on_median_tpot_ms": on.metrics.get("median_tpot_ms"),
-        })
-        if predicted is not None:
-            i = len(points) - 1
-            points[-1].update({"predicted_off_output_throughput": round(predicted["off"][i], 2),
-                               "predicted_on_output_throughput": round(predicted["on"][i], 2),
-                               "predicted_speedup": round(predicted["speedup"][i], 4)})
+    points = [{"level": load, "off_output_throughput": off, "on_output_throughput": on, "speedup": _clean(ratio),
+               "on_acceptance_length": tau, "off_median_tpot_ms": tp_off, "on_median_tpot_ms": tp_on}
+              for load, off, on, ratio, tau, tp_off, tp_on in zip(*lv.values())]
+    if predicted is not None:
+        for i, point in enumerate(points):
+            point.update({"predicted_off_output_throughput": round(predicted["off"][i], 2),
+                          "predicted_on_output_throughput": round(predicted["on"][i], 2),
+                          "predicted_speedup": round(predicted["speedup"][i], 4)})
     out: dict[str, Any] = {
         "load_axis": table.load_axis,
         "speedup_metric": "mean_e2el_ms off/on" if table.load_axis == "request_rate" else "output_throughput on/off",
@@ -72,7 +90,7 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
     if predicted is not None:
         out["predicted_crossover"] = None if predicted["crossover"] is None else round(predicted["crossover"], 4)
     if checks:
-        out["crossover_on_impossible_point"] = bool(_impossible_bracket(rows, cross, checks))
+        out["crossover_on_impossible_point"] = bool(_impossible_bracket(lv["load"], cross, checks))
         out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
                            "fraction_of_bound": round(c.fraction, 4), "beats_physics": c.beats_physics,
                            "in_flight": None if c.batch is None else round(c.batch, 3),
@@ -82,16 +100,15 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
 
 def measured_table(table, checks, causes, predicted: dict[str, Any] | None = None) -> str:
     """The measured on/off table, the crossover, the model beside it and the physics check."""
-    rows, lc = measured_summary(table)
+    lv, lc = _levels(table)
     cross, side = lc.crossover, lc.side
     axis = table.load_axis
     lines = [f"{'level':>9} ({axis}) | {'off tok/s':>10} {'on tok/s':>10} {'speedup':>8} | {'TPOT p50 off':>12} "
              f"{'on':>8} | {'tau':>5}"]
-    for load, off, on, ratio in rows:
-        tp_off, tp_on = off.metrics.get("median_tpot_ms"), on.metrics.get("median_tpot_ms")
-        fmt = lambda v, d=2: f"{v:.{d}f}" if v is not None and math.isfinite(v) else "-"  # noqa: E731
-        tau = f"{on.acceptance_length:.2f}" if on.acceptance_length else "-"
-        lines.append(f"{load:>9g} {'':>{len(axis) + 2}} | {off.output_throughput:>10.1f} {on.output_throughput:>10.1f} "
+    fmt = lambda v, d=2: f"{v:.{d}f}" if v is not None and math.isfinite(v) else "-"  # noqa: E731
+    for load, off, on, ratio, tau, tp_off, tp_on in zip(*lv.values()):
+        tau = f"{tau:.2f}" if tau else "-"
+        lines.append(f"{load:>9g} {'':>{len(axis) + 2}} | {off:>10.1f} {on:>10.1f} "
                      f"{fmt(ratio, 3):>8} | {fmt(tp_off):>12} {fmt(tp_on):>8} | {tau:>5}")
     lines.append("")
     if side == "equal":
@@ -102,7 +119,7 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
                      f"{'faster' if side == 'on' else 'slower'}")
     else:
         lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
-        bad = _impossible_bracket(rows, cross, checks)
+        bad = _impossible_bracket(lv["load"], cross, checks)
         if bad:
             lines.append("           but it rests on a physically impossible point: " + ", ".join(
                 f"{c.arm} at {c.load:g} beats the speed-of-light bound" for c in bad) + " (see the physics check)")
@@ -111,11 +128,11 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
     if predicted is not None:
         lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = measured / predicted):",
                   f"{'level':>9} | {'off tok/s':>10} {'ln':>7} | {'on tok/s':>10} {'ln':>7} | {'speedup':>8} {'ln':>7}"]
-        for i, (load, off, on, ratio) in enumerate(rows):
+        ln = lambda m, p: f"{math.log(m / p):+7.3f}" if m > 0 and p > 0 else f"{'-':>7}"  # noqa: E731
+        for i, (load, off, on, ratio) in enumerate(zip(lv["load"], lv["off"], lv["on"], lv["ratio"])):
             po, pn, ps = predicted["off"][i], predicted["on"][i], predicted["speedup"][i]
-            ln = lambda m, p: f"{math.log(m / p):+7.3f}" if m > 0 and p > 0 else f"{'-':>7}"  # noqa: E731
-            lines.append(f"{load:>9g} | {po:>10.1f} {ln(off.output_throughput, po)} | {pn:>10.1f} "
-                         f"{ln(on.output_throughput, pn)} | {ps:>8.3f} {ln(ratio, ps)}")
+            lines.append(f"{load:>9g} | {po:>10.1f} {ln(off, po)} | {pn:>10.1f} "
+                         f"{ln(on, pn)} | {ps:>8.3f} {ln(ratio, ps)}")
         pc = predicted["crossover"]
         lines.append(f"predicted crossover: {axis} {pc:.1f}" if pc is not None else
                      f"predicted crossover: none up to {axis} {predicted['range']:g}")

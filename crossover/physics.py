@@ -68,7 +68,10 @@ def in_flight(p, sc: Scenario) -> float:
 
 def check(sc: Scenario, points) -> list[BoundCheck]:
     """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length;
-    load_axis and metrics when the load is a request rate), by increasing load."""
+    load_axis and metrics when the load is a request rate), or for every row of a MeasuredTable, by
+    increasing load."""
+    if hasattr(points, "columns"):
+        return _check_columns(sc, points.columns)
     pts = sorted(points, key=lambda q: (q.load, q.arm != "off", q.source))  # by load, off first
     if not pts:
         return []
@@ -88,6 +91,38 @@ def check(sc: Scenario, points) -> list[BoundCheck]:
             bound = float(c.tokens_per_s_off[i])
         out.append(BoundCheck(p.arm, p.load, p.output_throughput, bound, p.source, float(batches[i])))
     return out
+
+
+def _check_columns(sc: Scenario, c) -> list[BoundCheck]:
+    """`check` on a table's column arrays (measurements.Columns): the same bounds, in the same order."""
+    n = len(c)
+    if not n:
+        return []
+    sources = c.sources(np.arange(n))
+    order = np.lexsort((np.array(sources), c.on, c.load))  # by load, off first, then source
+    load = c.load[order]
+    batches = load.copy()
+    rate = np.flatnonzero(c.axis[order] == 1)  # LOAD_AXES[1]: request_rate, where Little's law applies
+    if len(rate):
+        e2el = c.metric("mean_e2el_ms")[order][rate]
+        known = ~np.isnan(e2el) & (e2el != 0)
+        batches[rate[known]] = np.maximum(load[rate[known]] * e2el[known] / 1e3, 1.0)
+        if not known.all():
+            from . import memory
+
+            peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
+            batches[rate[~known]] = float(max(memory.max_batch(sc.deployment, peak), 1))
+    sol = speed_of_light(sc)
+    tau_max = sol.speculation.tau
+    curve = evaluate(sol, batches)
+    on = c.on[order]
+    tau = c.acceptance_length[order]
+    tau = np.where(np.isnan(tau) | (tau == 0), tau_max, np.minimum(tau, tau_max))
+    bound = np.where(on, np.asarray(curve.tokens_per_s_on, float) * tau / tau_max,
+                     np.asarray(curve.tokens_per_s_off, float))
+    measured = c.output_throughput[order]
+    return [BoundCheck("on" if a else "off", x, m, b, sources[i], y) for a, x, m, b, i, y in zip(
+        on.tolist(), load.tolist(), measured.tolist(), bound.tolist(), order.tolist(), batches.tolist())]
 
 
 def _ids_of(model) -> set[str]:

@@ -65,4 +65,50 @@ def _lengths(args: argparse.Namespace) -> tuple[float | None, float | None]:
 
 def print_result(args: argparse.Namespace, result) -> None:
     """A verb's result as one JSON object (--json: exactly `result.to_dict()`) or as its text."""
-    print(json.dumps(result.to_dict(), indent=2) if getattr(args, "json", False) else result.to_text())
+    print(dumps_indented(result.to_dict()) if getattr(args, "json", False) else result.to_text())
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_ENCODERS: dict[str, object] = {}
+
+
+def _flat_encoder(separator: str):
+    """obj -> its compact JSON with `separator` between items: the C encoder made once per separator."""
+    enc = _ENCODERS.get(separator)
+    if enc is None:
+        from json import encoder
+
+        if encoder.c_make_encoder is None:
+            enc = json.JSONEncoder(separators=(separator, ": ")).encode
+        else:
+            def default(o):
+                raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+            c_enc = encoder.c_make_encoder(None, default, encoder.encode_basestring_ascii, None, ": ", separator,
+                                           False, False, True)
+            enc = lambda o: "".join(c_enc(o, 0))  # noqa: E731
+        enc = _ENCODERS.setdefault(separator, enc)
+    return enc
+
+
+def dumps_indented(obj, indent: str = "  ", _pad: str = "") -> str:
+    """Exactly `json.dumps(obj, indent=2)`, several times faster on large results: a list or dict
+    of scalars (e.g. one measured level) goes through the C encoder in one call, its item separator
+    carrying the newline and indentation (scalars never contain a raw newline)."""
+    if isinstance(obj, dict):
+        values = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        values = obj
+    else:
+        return json.dumps(obj)
+    if not obj:
+        return "{}" if isinstance(obj, dict) else "[]"
+    inner = _pad + indent
+    if all(isinstance(v, _SCALARS) for v in values):
+        body = _flat_encoder(",\n" + inner)(obj)
+    elif isinstance(obj, dict):
+        body = "{" + (",\n" + inner).join(f"{json.dumps(k) if isinstance(k, str) else json.dumps({k: 0})[1:-4]}: "
+                                          f"{dumps_indented(v, indent, inner)}" for k, v in obj.items()) + "}"
+    else:
+        body = "[" + (",\n" + inner).join(dumps_indented(v, indent, inner) for v in obj) + "]"
+    return f"{body[0]}\n{inner}{body[1:-1]}\n{_pad}{body[-1]}"

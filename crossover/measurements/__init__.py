@@ -4,16 +4,18 @@ Imports only crossover.errors and the standard library: nothing here knows about
 """
 
 from .acceptance import parse_prometheus, parse_spec_decode_log, read_acceptance
-from .readers import read_file, read_measurements
+from .readers import read_columns, read_file, read_measurements
 from .step_times import StepTime, read_step_times
-from .table import MeasuredPoint, MeasuredTable
+from .table import Columns, MeasuredPoint, MeasuredTable
 
 __all__ = [
+    "Columns",
     "MeasuredPoint",
     "MeasuredTable",
     "parse_prometheus",
     "parse_spec_decode_log",
     "read_acceptance",
+    "read_columns",
     "read_file",
     "read_measurements",
     "read_step_times",

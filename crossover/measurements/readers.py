@@ -6,17 +6,15 @@ Formats are told apart by content, never by file name. Every error is one line n
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Iterator, Sequence
 
 from ..errors import CrossoverError
 from ..files import read_text
+from .csv_table import CSV_DOC, _looks_like_csv, _read_csv
 from .fields import (
-    _check_throughput,
     _describe,
     _load,
     _metrics,
@@ -25,17 +23,14 @@ from .fields import (
     _sglang_acceptance,
     _sglang_arm,
     _sglang_k,
-    _tau,
     _throughput,
     _vllm_acceptance,
     _vllm_arm,
     _vllm_k,
-    _whole,
 )
-from .table import ARMS, LOAD_AXES, MeasuredPoint
+from .table import ARMS, LOAD_AXES, ColumnBuilder, Columns, MeasuredPoint
 
 RESULT_SUFFIXES = (".json", ".jsonl", ".csv")
-CSV_DOC = "docs/measured_csv.md"
 
 _VLLM_ALIASES = {"request_goodput:": "request_goodput"}
 _SGLANG_ALIASES = {
@@ -53,7 +48,7 @@ _SGLANG_MARKERS = ("server_info", "total_output_tokens_retokenized", "accept_len
                    "total_output")
 _VLLM_WEAK = ("tokenizer_id", "burstiness", "request_goodput", "mean_itl_ms", "mean_tpot_ms", "mean_e2el_ms",
               "max_concurrent_requests", "model_id")
-_CSV_KNOWN = frozenset({"arm", "output_throughput", "model_id", *LOAD_AXES})
+_BLANK = re.compile(r"[\ufeff \t\r\n]*")
 
 
 # --------------------------------------------------------------------------- entry point
@@ -61,17 +56,20 @@ _CSV_KNOWN = frozenset({"arm", "output_throughput", "model_id", *LOAD_AXES})
 def read_measurements(paths: Sequence[str | Path], arm: str | None = None,
                       load_axis: str | None = None) -> list[MeasuredPoint]:
     """Every measured point in `paths` (files or directories); `arm` and `load_axis` apply to all of them."""
+    return read_columns(paths, arm, load_axis).points()
+
+
+def read_columns(paths: Sequence[str | Path], arm: str | None = None, load_axis: str | None = None) -> Columns:
+    """What `read_measurements` reads, as column arrays (no Python object per row): what
+    `MeasuredTable(columns=...)` holds."""
     if arm is not None and arm not in ARMS:
         raise CrossoverError(f"arm must be 'on' or 'off' (or None to read it from the files), got {arm!r}")
     if load_axis is not None and load_axis not in LOAD_AXES:
         raise CrossoverError(f"load_axis must be one of {', '.join(LOAD_AXES)} (or None), got {load_axis!r}")
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    points: list[MeasuredPoint] = []
-    for p in paths:
-        for f in _expand(Path(p)):
-            points.extend(read_file(f, arm, load_axis))
-    return points
+    parts = [_file_columns(f, arm, load_axis) for p in paths for f in _expand(Path(p))]
+    return Columns.concat(parts) if parts else Columns(0)
 
 
 def _expand(path: Path) -> list[Path]:
@@ -106,12 +104,22 @@ def _read_text(path: Path) -> str:
 
 def read_file(path: Path, arm: str | None = None, load_axis: str | None = None) -> list[MeasuredPoint]:
     """The measured points of one file, its format detected by content."""
+    return _file_columns(Path(path), arm, load_axis).points()
+
+
+def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns:
     text = _read_text(path)
-    body = text.lstrip("\ufeff \t\r\n")
-    if not body:
+    if "\r" in text:  # universal newlines: \r\n and a lone \r end a line
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    body_at = _BLANK.match(text).end()
+    if body_at == len(text):
         raise CrossoverError(f"{path}: empty file; expected a vLLM/SGLang result or a measured CSV")
-    if body[0] in "{[":
-        return [_from_record(src, obj, arm, load_axis) for src, obj in _json_records(path, text)]
+    if text[body_at] in "{[":
+        rows = ColumnBuilder()
+        for src, obj in _json_records(path, text):
+            rows.add_point(_from_record(src, obj, arm, load_axis))
+        del text
+        return rows.build()
     if _looks_like_csv(text):
         return _read_csv(path, text, arm, load_axis)
     raise CrossoverError(
@@ -121,38 +129,39 @@ def read_file(path: Path, arm: str | None = None, load_axis: str | None = None) 
 
 # --------------------------------------------------------------------------- JSON / JSONL
 
-def _json_records(path: Path, text: str) -> list[tuple[str, dict]]:
-    """(source, object) for every result object: one JSON value, JSONL, or concatenated values."""
+def _json_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
+    """(source, object) for every result object, one at a time: one JSON value, JSONL, or
+    concatenated values (a large file is never held as a list of parsed objects)."""
     decoder = json.JSONDecoder()  # accepts NaN / Infinity, as Python's json.dumps writes them
     skip = re.compile(r"[\s\ufeff]*")
-    values: list[tuple[int, Any]] = []
-    pos = 0
-    while True:
-        pos = skip.match(text, pos).end()
-        if pos >= len(text):
-            break
+    pos = skip.match(text, 0).end()
+    line, counted = 1, 0
+    first = True
+    multi = path.suffix.lower() == ".jsonl"
+    while pos < len(text):
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise CrossoverError(_json_error(path, text, exc)) from None
-        values.append((text.count("\n", 0, pos) + 1, value))
-        pos = end
-    multi = len(values) > 1 or path.suffix.lower() == ".jsonl"
-    out: list[tuple[str, dict]] = []
-    for line, value in values:
-        base = f"{path}:{line}" if multi else str(path)
+        line += text.count("\n", counted, pos)
+        counted = pos
+        at = line
+        pos = skip.match(text, end).end()
+        if first and pos < len(text):
+            multi = True  # a second value follows
+        first = False
+        base = f"{path}:{at}" if multi else str(path)
         if isinstance(value, dict):
-            out.append((base, value))
+            yield base, value
         elif isinstance(value, list):
             if not value:
                 raise CrossoverError(f"{base}: empty JSON list; expected vLLM results (a sweep summary.json)")
             for i, item in enumerate(value):
                 if not isinstance(item, dict):
                     raise CrossoverError(f"{base}[{i}]: expected a JSON object (one result), got {_describe(item)}")
-                out.append((f"{base}[{i}]", item))
+                yield f"{base}[{i}]", item
         else:
             raise CrossoverError(f"{base}: expected a JSON object or a list of them, got {_describe(value)}")
-    return out
 
 
 def _json_error(path: Path, text: str, exc: json.JSONDecodeError) -> str:
@@ -216,112 +225,3 @@ def _model_id(obj: dict) -> str | None:
         if isinstance(v, str) and v.strip():
             return v.strip()
     return None
-
-
-# --------------------------------------------------------------------------- CSV
-
-def _lines(text: str):
-    """The lines of `text`, lazily (no list of every line of a large file)."""
-    if "\n" not in text:  # one line, or old-style lone carriage returns
-        yield from text.splitlines()
-        return
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start)
-        if end < 0:
-            end = len(text)
-        yield text[start:end].removesuffix("\r")
-        start = end + 1
-
-
-def _csv_lines(text: str, first_only: bool = False, src: str = ""):
-    """(line number, stripped fields) of every data line, lazily (a large file is never held as a
-    list of rows); rows without quotes split on commas directly, quoted ones go through csv."""
-    for lineno, line in enumerate(_lines(text.removeprefix("\ufeff")), 1):  # a spreadsheet's UTF-8 BOM
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if '"' in line or "\x00" in line:
-            try:
-                fields = next(csv.reader([line]))
-            except csv.Error as exc:
-                raise CrossoverError(f"{src}line {lineno}: not a CSV row ({exc})") from None
-        else:
-            fields = line.split(",")
-        yield lineno, [f.strip() for f in fields]
-        if first_only:
-            return
-
-
-def _looks_like_csv(text: str) -> bool:
-    try:
-        rows = list(_csv_lines(text, first_only=True))
-    except CrossoverError:
-        return False
-    return bool(rows) and len(rows[0][1]) >= 2 and bool(_CSV_KNOWN & {h.lower() for h in rows[0][1]})
-
-
-def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None) -> list[MeasuredPoint]:
-    rows = _csv_lines(text, src=f"{path}: ")
-    header_line, header = next(rows)
-    names = [h.lower() for h in header]
-    for i, name in enumerate(names):
-        if not name:
-            raise CrossoverError(f"{path}:{header_line}: header column {i + 1} has no name")
-        if names.index(name) != i:
-            raise CrossoverError(f"{path}:{header_line}: column {name!r} appears twice in the header")
-    if "output_throughput" not in names:
-        raise CrossoverError(f"{path}: missing required column 'output_throughput' (output tokens/s; see {CSV_DOC})")
-    axes = [a for a in LOAD_AXES if a in names]
-    if axis_flag is not None:
-        if axis_flag not in names:
-            raise CrossoverError(f"{path}: load_axis {axis_flag!r} was asked for but the CSV has no {axis_flag!r} column")
-        axis = axis_flag
-    elif not axes:
-        raise CrossoverError(f"{path}: no load column: the header needs one of 'concurrency', 'request_rate' or "
-                             f"'batch' (see {CSV_DOC})")
-    elif len(axes) > 1:
-        raise CrossoverError(f"{path}: several load columns ({', '.join(repr(a) for a in axes)}); keep one or "
-                             f"pass load_axis")
-    else:
-        axis = axes[0]
-    points = []
-    for lineno, fields in rows:
-        src = f"{path}:{lineno}"
-        if len(fields) != len(names):
-            raise CrossoverError(f"{src}: {len(fields)} fields, but the header (line {header_line}) has {len(names)}")
-        record = dict(zip(names, fields))
-        file_arm = record.get("arm", "").lower() or None
-        if file_arm is not None and file_arm not in ARMS:
-            raise CrossoverError(f"{src}: column 'arm' must be 'on' or 'off', got {record['arm']!r}")
-        hint = "the 'arm' cell is empty" if "arm" in record else "the CSV has no 'arm' column"
-        arm = _resolve_arm(src, file_arm, f"its 'arm' column says {file_arm}", arm_flag, hint)
-        values: dict[str, float] = {}
-        for name, cell in record.items():
-            if name in ("arm", "model_id") or cell == "":
-                continue
-            try:
-                values[name] = float(cell)
-            except ValueError:
-                raise CrossoverError(f"{src}: column {name!r} must be a number, got {cell!r}") from None
-        load = values.pop(axis, None)
-        if load is None or not (math.isfinite(load) and load > 0):
-            raise CrossoverError(f"{src}: column {axis!r} must be a finite number > 0, got {record[axis]!r}")
-        throughput = _check_throughput(src, "output_throughput", values.pop("output_throughput", None))
-        tau = _tau(src, "acceptance_length", values.pop("acceptance_length", None))
-        rate = values.pop("acceptance_rate", None)
-        if rate is not None and math.isnan(rate):
-            rate = None
-        if rate is not None and not 0 <= rate <= 1:
-            raise CrossoverError(f"{src}: column 'acceptance_rate' is {rate:g}; write a fraction 0-1, not a percentage")
-        k = _whole(src, "k", values.pop("k", None))
-        for other in LOAD_AXES:
-            values.pop(other, None)
-        metrics = {name: v for name, v in values.items() if math.isfinite(v)}
-        points.append(MeasuredPoint(
-            source=src, arm=arm, load_axis=axis, load=load, output_throughput=throughput, metrics=metrics,
-            acceptance_length=tau, acceptance_rate=rate, k=k, warnings=tuple(_quality_warnings(metrics)),
-            model_id=record.get("model_id", "").strip() or None))
-    if not points:
-        raise CrossoverError(f"{path}: no data rows under the header")
-    return points
