@@ -250,8 +250,7 @@ def _interval(base: Scenario, obs: list[Observation], names: list[str], x: np.nd
     from its posterior given the residuals (s^2 dof / chi^2_dof), parameters held at defaults
     drawn about their values with their spread (truncated to the bounds), and the fitted ones
     refitted by Gauss-Newton steps from the fit with its Jacobian frozen. inf: no crossover.
-    `progress(done, total)` is called as the draws' refit steps and crossings are computed (units of
-    one draw's step; total = draws x (refit steps + 1))."""
+    `progress(done, total)` after each draw's refit step and crossing (total: draws x (steps + 1))."""
     rng = np.random.default_rng(seed)
     r0 = residual_vector(base, obs, names, x)
     dof = max(len(r0) - len(names), 1)
@@ -265,43 +264,30 @@ def _interval(base: Scenario, obs: list[Observation], names: list[str], x: np.nd
     step = np.linalg.pinv(jac) if names else np.zeros((0, len(r0)))
     xb = np.tile(x, (draws, 1))
     steps = BOOTSTRAP_STEPS if names else 0
-    total, done = draws * (steps + 1), 0
+    tick = progress or (lambda done, total: None)
 
-    def tick(j: int) -> None:  # after each draw's unit of work
-        if progress is not None:
-            progress(done + j + 1, total)
-
-    def residual(j: int) -> np.ndarray:
-        r = residual_vector(base, obs, names + hn, np.concatenate([xb[j], hv[j]]))
-        tick(j)
-        return r
+    def each(f, offset: int) -> list:  # f(draw) for every draw, progress after each
+        return [(f(j), tick(offset + j + 1, draws * (steps + 1)))[0] for j in range(draws)]
 
     for it in range(steps):
-        rb = -eps if it == 0 and not hn else np.array([residual(j) for j in range(draws)]) - r0 - eps
+        rb = -eps if it == 0 and not hn else np.array(each(
+            lambda j: residual_vector(base, obs, names + hn, np.concatenate([xb[j], hv[j]])), it * draws)) - r0 - eps
         xb = np.clip(xb - rb @ step.T, lo, hi)
-        done += draws
-        tick(-1)
     loads = np.geomspace(1.0, b_max, BOOTSTRAP_GRID)
-
-    def crossing(j: int) -> float:
-        c = _first_crossing(apply(base, names + hn, np.concatenate([xb[j], hv[j]])), loads)
-        tick(j)
-        return c
-
-    d = np.array([crossing(j) for j in range(draws)])
+    d = np.array(each(lambda j: _first_crossing(apply(base, names + hn, np.concatenate([xb[j], hv[j]])), loads),
+                      steps * draws))
     q = (1.0 - level) / 2.0
     return float(np.quantile(d, q, method="inverted_cdf")), float(np.quantile(d, 1 - q, method="inverted_cdf"))
 
 
 def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, load_axis: str = "concurrency",
-              bootstrap: int = 60, seed: int = 0, fix: dict[str, float] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> Fit:
+              bootstrap: int = 60, seed: int = 0, fix: dict[str, float] | None = None, progress=None) -> Fit:
     """Least-squares fit of the identifiable parameters to both arms of a measured sweep.
 
     At most one parameter fewer than distinct levels is fitted (the rest, in DROP_ORDER, stay at
     their defaults); after each fit a parameter at a bound or whose standard error exceeds its value
-    is fixed at its default and the rest refitted. `Fit.at_default` says which and why. `progress(done,
-    total)` follows the bootstrap (the slow part; see _interval)."""
+    is fixed at its default and the rest refitted. `Fit.at_default` says which and why; `progress` follows
+    the bootstrap (_interval)."""
     for o in obs:
         _check_observation(o, load_axis)
     levels = len({o.load for o in obs})
@@ -346,8 +332,7 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
     b_max = max(max(o.load, o.on_load) for o in obs) * 2.0
     cross = find_crossings(fitted, b_max)
     crossover = cross[0].batch if cross else None
-    interval = _interval(base, obs, names, x, jac, held, bootstrap, b_max, seed,
-                         progress=progress) if bootstrap else None
+    interval = _interval(base, obs, names, x, jac, held, bootstrap, b_max, seed, progress=progress) if bootstrap else None
     off, on, tp_off, tp_on = _predict(fitted, obs)
     residuals = []
     for i, o in enumerate(obs):

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import memory
 from .curves import Scenario, draft_memory, evaluate
+from .errors import CrossoverError
 from .policy import ranges
 from .specs.deployment import Deployment
 from .speculation import Speculation
@@ -212,3 +213,19 @@ def replicas_for(peak_rps: float, capacity_rps: float) -> int:
 def autoscaled_replicas(rates: np.ndarray, capacity_rps: float) -> np.ndarray:
     """Replicas each interval of a trace needs (at least one stays up)."""
     return np.maximum(1, np.ceil(rates / capacity_rps - 1e-9)).astype(int)
+
+
+def check_slo(slo: dict[str, float | None]) -> dict[str, float]:
+    """The SLOs given (None: not given), each a finite number of ms > 0; at least one."""
+    out = {}
+    for key, v in slo.items():
+        if key not in SLO_KEYS:
+            raise CrossoverError(f"unknown SLO {key!r}; expected one of {', '.join(SLO_KEYS)}")
+        if v is None:
+            continue
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise CrossoverError(f"SLO {slo_label(key)} must be a finite number of ms > 0 (got {v})")
+        out[key] = float(v)
+    if not out:
+        raise CrossoverError("give at least one latency SLO (e.g. --slo-tpot-ms 50)")
+    return out

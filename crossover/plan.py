@@ -17,7 +17,8 @@ import numpy as np
 
 from .curves import Scenario
 from .errors import CrossoverError
-from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, family, replicas_for, screen, slo_label
+from .fleet import (SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, family, replicas_for, screen,
+                    slo_label)
 from .pricing import HOURS_PER_MONTH, Costs
 from .serving.engine import EngineLimits
 from .serving.sweep import run_level
@@ -262,21 +263,6 @@ def _schedule(s: Screened, max_num_seqs: int) -> np.ndarray:
     return sched
 
 
-def _check_slo(slo: dict[str, float]) -> dict[str, float]:
-    out = {}
-    for key, v in slo.items():
-        if key not in SLO_KEYS:
-            raise CrossoverError(f"unknown SLO {key!r}; expected one of {', '.join(SLO_KEYS)}")
-        if v is None:
-            continue
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise CrossoverError(f"SLO {slo_label(key)} must be a finite number of ms > 0 (got {v})")
-        out[key] = float(v)
-    if not out:
-        raise CrossoverError("give at least one latency SLO (e.g. --slo-tpot-ms 50)")
-    return out
-
-
 def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload: Workload, demand: Traffic,
          slo: dict[str, float], costs: Costs, *, prompt_len: float, output_len: float,
          tps: Sequence[int] = (1, 2, 4, 8), weight_dtypes: Sequence[str | None] = (None,),
@@ -291,7 +277,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
     request rate per replica), up to `retry_replicas` more; the first fleet that meets every SLO
     replaces the analytic one (`replicas_added`), else the finalist is demoted. `progress(done, total,
     what)` follows the screening and each round of simulations."""
-    slo = _check_slo(slo)
+    slo = check_slo(slo)
     k_max = int(k_max or spec.k)
     if k_max < 1:
         raise CrossoverError(f"--k-max must be >= 1 (got {k_max})")
