@@ -1,28 +1,120 @@
 """Reading input files with one-line errors that name the file and what was expected, and writing
-outputs atomically."""
+outputs atomically.
+
+Inputs are read only from regular files (a FIFO would block forever, /dev/zero never ends, a
+directory is no file) and only up to a size limit: 512 MB by default, raised with the environment
+variable CROSSOVER_MAX_INPUT_MB (or `set_max_input_mb`, which the CLI's --max-input-mb calls)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 from .errors import CrossoverError
 
+MAX_INPUT_MB_DEFAULT = 512.0
+MAX_INPUT_ENV = "CROSSOVER_MAX_INPUT_MB"
+_max_input_mb: float | None = None  # set by set_max_input_mb; None: the environment or the default
 
-def read_text(path: Path, expected: str, errors: str = "strict") -> str:
-    """A UTF-8 text file's contents (input files are only ever read)."""
+
+def set_max_input_mb(mb: float | None) -> None:
+    """Raise (or lower) the size limit of every input file read after this call; None: back to
+    CROSSOVER_MAX_INPUT_MB or the default."""
+    global _max_input_mb
+    _max_input_mb = None if mb is None else _check_limit(mb, "--max-input-mb")
+
+
+def _check_limit(mb, where: str) -> float:
     try:
-        return path.read_text(encoding="utf-8", errors=errors)
+        v = float(mb)
+    except (TypeError, ValueError):
+        raise CrossoverError(f"{where} must be a number of megabytes > 0, got {mb!r}") from None
+    if not (v > 0 and v != float("inf")):
+        raise CrossoverError(f"{where} must be a finite number of megabytes > 0, got {mb!r}")
+    return v
+
+
+def max_input_bytes() -> int:
+    """The size limit of one input file, in bytes."""
+    if _max_input_mb is not None:
+        mb = _max_input_mb
+    else:
+        env = os.environ.get(MAX_INPUT_ENV, "").strip()
+        mb = _check_limit(env, f"environment variable {MAX_INPUT_ENV}") if env else MAX_INPUT_MB_DEFAULT
+    return int(min(mb * 1e6, 2.0**62))
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bytes(path: str | Path, expected: str) -> bytes:
+    """A regular file's bytes, at most max_input_bytes() of them; one line otherwise."""
+    path = Path(path)
+    limit = max_input_bytes()
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of blocking; fstat
+        # then refuses it. A regular file reads as usual.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise CrossoverError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CrossoverError(f"{path}: is a directory; expected {expected}") from None
     except OSError as exc:
-        raise CrossoverError(f"{path}: cannot read ({exc.strerror})") from None
+        raise CrossoverError(f"{path}: cannot read ({exc.strerror or exc}); expected {expected}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CrossoverError(f"{path}: is {_kind(st.st_mode)}, not a regular file; expected {expected}")
+        if st.st_size > limit:
+            raise CrossoverError(_too_big(path, st.st_size, limit))
+        try:
+            os.set_blocking(fd, True)
+        except OSError:
+            pass
+        chunks, total = [], 0
+        while True:  # read to the end, never past the limit (a file may grow while it is read)
+            chunk = os.read(fd, min(1 << 24, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise CrossoverError(_too_big(path, total, limit))
+        return b"".join(chunks)
+    except OSError as exc:
+        raise CrossoverError(f"{path}: cannot read ({exc.strerror or exc}); expected {expected}") from None
+    finally:
+        os.close(fd)
+
+
+def _too_big(path: Path, size: int, limit: int) -> str:
+    return (f"{path}: {'at least ' if size == limit + 1 else ''}{size / 1e6:.1f} MB is over the input size limit of "
+            f"{limit / 1e6:g} MB; raise it with --max-input-mb or {MAX_INPUT_ENV}")
+
+
+def read_text(path: Path, expected: str, errors: str = "strict") -> str:
+    """A UTF-8 text file's contents (input files are only ever read); a leading BOM is kept for
+    the caller to strip (readers that detect formats by content skip it)."""
+    data = read_bytes(path, expected)
+    try:
+        text = data.decode("utf-8", errors=errors)
     except UnicodeDecodeError:
         raise CrossoverError(f"{path}: not a UTF-8 text file; expected {expected}") from None
+    del data
+    # Universal newlines, as text-mode reading gives: \r\n and a lone \r end a line.
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def write_atomic(path: str | Path, write: Callable[[str], None]) -> None:
@@ -47,3 +139,10 @@ def write_atomic(path: str | Path, write: Callable[[str], None]) -> None:
 def write_text(path: str | Path, text: str) -> None:
     """Text to `path`, atomically."""
     write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def too_deep(path: str | Path, expected: str) -> CrossoverError:
+    """The one line for a JSON or YAML input nested deeper than the parser's recursion allows
+    (RecursionError): no real result file, spec or calibration nests more than a few levels."""
+    return CrossoverError(f"{path}: nested too deeply to read (hundreds of levels of lists or mappings); "
+                          f"expected {expected}")

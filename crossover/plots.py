@@ -10,11 +10,14 @@ from .files import write_atomic
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")  # files only; never needs a screen
-    import matplotlib.pyplot as plt
-
+        matplotlib.use("Agg")  # files only; never needs a screen
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # a broken or missing install: one line, nothing written
+        raise CrossoverError(f"--plot needs matplotlib, which cannot be imported ({exc}); "
+                             f"pip install matplotlib, or leave out --plot") from None
     return plt
 
 

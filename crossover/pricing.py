@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from .errors import CrossoverError
+from .files import read_text, too_deep
 from .specs.hardware import Hardware
 
 HOURS_PER_MONTH = 8760.0 / 12.0  # 365 days x 24 h / 12 months = 730 h
@@ -125,9 +126,9 @@ def read_price_file(path: str | Path) -> dict[str, dict[str, float]]:
     """A YAML mapping of accelerator name to a rental price (a number: USD per GPU-hour) or to a
     mapping of price_per_hour_usd, purchase_usd_per_gpu or purchase_usd_per_node, tdp_w."""
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CrossoverError(f"cannot read price file {path}: {exc.strerror or exc}") from None
+        raw = yaml.safe_load(read_text(Path(path), "a price file (YAML)"))
+    except RecursionError:
+        raise too_deep(path, "a price file (YAML)") from None
     except yaml.YAMLError as exc:
         raise CrossoverError(f"price file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, dict) or not raw:

@@ -65,7 +65,7 @@ def parse_tree(text: str) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...]
             if any(not isinstance(node, list) or any(isinstance(r, bool) or not isinstance(r, int) for r in node)
                    for node in raw):
                 raise ValueError
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             raise CrossoverError(
                 f"tree {text!r}: node paths are a JSON list of rank lists, e.g. [[0],[1],[0,0]]") from None
         widths = _check_paths(paths)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CrossoverError
+from .files import read_text
 
 TRAFFIC_COLUMNS = ("time", "requests")
 CONSTANT_INTERVAL_S = 3600.0  # a constant demand is one hour at its rate (any length gives the same costs)
@@ -77,10 +78,7 @@ def read_traffic(path: str | Path) -> Traffic:
     an error naming the row), requests finite and >= 0, at least two rows."""
     p = Path(path)
     name = str(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CrossoverError(f"cannot read traffic file {name}: {exc.strerror or exc}") from None
+    text = read_text(p, "a traffic CSV `time,requests`")
     rows = [r for r in csv.reader(text.splitlines()) if any(c.strip() for c in r)]
     if not rows:
         raise CrossoverError(f"traffic file {name} is empty; expected a header `time,requests` and rows")

@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from .errors import CrossoverError
+from .files import read_text
 from .specs.loader import resolve_path
 
 
@@ -108,10 +109,7 @@ class Empirical(_Dist):
         path = Path(self.file).expanduser()  # type: ignore[arg-type]
         if not path.is_absolute() and base is not None:
             path = base / path
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            raise CrossoverError(f"{path}: cannot read the empirical lengths file") from None
+        text = read_text(path, "an empirical lengths file (integers)")
         try:
             vals = np.asarray([int(x) for x in text.replace(",", " ").split()], dtype=np.int64)
         except ValueError:

@@ -8,6 +8,7 @@ from typing import Sequence
 from pydantic import ValidationError
 
 from ..errors import CrossoverError
+from ..files import set_max_input_mb
 from .measured_verbs import cmd_calibrate, cmd_measured
 from .model_verbs import (
     cmd_plan,
@@ -44,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "measured": cmd_measured,
                 "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models,
                 "serve": cmd_serve}[args.verb]
+        set_max_input_mb(getattr(args, "max_input_mb", None))  # None: CROSSOVER_MAX_INPUT_MB or 512
         check_outputs(args)  # before any work: never an input, never an existing file without --force
         with warnings_as_lines():  # the library's warnings, one stderr line each
             return verb(args)

@@ -275,4 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--name", help="spec name (default: the config's folder name)")
     im.add_argument("--out", help="write the YAML here (default stdout)")
     im.add_argument("--force", action="store_true", help="replace an existing --out file")
+    for verb in (*sub.choices.values(), im):  # every verb reads its inputs through crossover.files
+        verb.add_argument("--max-input-mb", metavar="MB",
+                          help="largest input file read, in MB (default 512, or CROSSOVER_MAX_INPUT_MB)")
     return p

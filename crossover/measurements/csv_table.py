@@ -16,7 +16,15 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import CrossoverError
-from .fields import _check_throughput, _quality_warnings, _resolve_arm, _tau, _whole
+from .fields import (
+    LATENCY_MS_RANGE,
+    THROUGHPUT_RANGE,
+    _check_throughput,
+    _quality_warnings,
+    _resolve_arm,
+    _tau,
+    _whole,
+)
 from .table import ARMS, LOAD_AXES, ColumnBuilder, Columns, MeasuredPoint
 
 CSV_DOC = "docs/measured_csv.md"
@@ -186,6 +194,8 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
     load, tput = values[layout.axis], values["output_throughput"]
     if not (np.isfinite(load).all() and (load > 0).all() and np.isfinite(tput).all() and (tput >= 0).all()):
         return None
+    if _implausible(tput, THROUGHPUT_RANGE):  # the row path names the row (fields.implausible)
+        return None
     c.load[:], c.output_throughput[:] = load, tput
     c.axis[:] = LOAD_AXES.index(layout.axis)
     tau = values.get("acceptance_length")
@@ -209,11 +219,16 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
     for name in layout.metrics:
         v = values[name]
         v[~np.isfinite(v)] = np.nan
-        if name.endswith("_ms") and (v < 0).any():
+        if name.endswith("_ms") and ((v < 0).any() or _implausible(v, LATENCY_MS_RANGE)):
             return None
         c.metrics[name] = v
     _block_warnings(c)
     return c
+
+
+def _implausible(v: np.ndarray, bounds: tuple[float, float]) -> bool:
+    """Some nonzero value outside `bounds` (NaN: not measured)."""
+    return bool(((v != 0) & ((v < bounds[0]) | (v > bounds[1]))).any())
 
 
 def _intern_cell(known: dict[str, int], names: list[str], cell: str) -> int:

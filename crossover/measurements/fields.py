@@ -71,6 +71,23 @@ def _whole(src: str, key: str, value: Any) -> int | None:
     return int(num)
 
 
+# A measured latency or throughput is 0 (not measured, or nothing delivered) or inside these ranges:
+# a nonzero latency below 1 ns or a throughput below one token in ~12 days is a denormal or a unit
+# slip, not a measurement, and would make a fake crossover (a ratio of ~0 or ~inf). Above the upper
+# bounds, ratios of two such values overflow.
+LATENCY_MS_RANGE = (1e-6, 1e12)
+THROUGHPUT_RANGE = (1e-6, 1e12)
+
+
+def implausible(name: str, value: float) -> str | None:
+    """Why a finite, non-negative latency (`*_ms`) or output_throughput is no measurement; None if it is one."""
+    lo, hi, unit = (*LATENCY_MS_RANGE, "ms") if name.endswith("_ms") else (*THROUGHPUT_RANGE, "tokens/s")
+    if value == 0 or lo <= value <= hi:
+        return None
+    return (f"{name} {value:g} {unit} is no measurement (expected 0 or {lo:g}-{hi:g} {unit}; "
+            f"a denormal or a unit slip?)")
+
+
 def _check_throughput(src: str, key: str, value: float | None) -> float:
     if value is None:
         raise CrossoverError(f"{src}: key {key!r} is empty; expected output tokens/s")
@@ -80,6 +97,8 @@ def _check_throughput(src: str, key: str, value: float | None) -> float:
         raise CrossoverError(f"{src}: key {key!r} is infinite; expected a finite output tokens/s >= 0")
     if value < 0:
         raise CrossoverError(f"{src}: key {key!r} is negative ({value:g}); expected output tokens/s >= 0")
+    if why := implausible(key, value):
+        raise CrossoverError(f"{src}: {why}")
     return value
 
 
@@ -269,7 +288,7 @@ def _speculative_config(obj: dict) -> dict:
     if isinstance(conf, str):
         try:
             conf = json.loads(conf)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return {}
     return conf if isinstance(conf, dict) else {}
 

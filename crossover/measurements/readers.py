@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from ..errors import CrossoverError
-from ..files import read_text
+from ..files import read_text, too_deep
 from .csv_table import CSV_DOC, _looks_like_csv, _read_csv
 from .fields import (
     _describe,
@@ -143,6 +143,8 @@ def _json_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise CrossoverError(_json_error(path, text, exc)) from None
+        except RecursionError:
+            raise too_deep(path, "a vLLM/SGLang result") from None
         line += text.count("\n", counted, pos)
         counted = pos
         at = line

@@ -10,6 +10,7 @@ from typing import Iterator, Literal, Sequence
 import numpy as np
 
 from ..errors import CrossoverError
+from .fields import implausible
 
 Arm = Literal["on", "off"]
 LoadAxis = Literal["concurrency", "request_rate", "batch"]
@@ -50,6 +51,8 @@ class MeasuredPoint:
         for name, v in self.metrics.items():
             if name.endswith("_ms") and v < 0:
                 raise CrossoverError(f"{src}: {name} must be >= 0 ms (a latency), got {v:g}")
+            if name.endswith("_ms") and (why := implausible(name, v)):
+                raise CrossoverError(f"{src}: {why}")
         if self.acceptance_length is not None and not self.acceptance_length >= 1:
             raise CrossoverError(
                 f"{src}: acceptance_length must be >= 1 (it counts the bonus token), got {self.acceptance_length!r}")

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from ..errors import CrossoverError
-from ..files import read_text
+from ..files import read_text, too_deep
 from .loader import parse_spec
 from .model import Model
 
@@ -118,6 +118,8 @@ def import_config(path: str | Path, name: str | None = None) -> dict:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CrossoverError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise too_deep(p, "a Hugging Face config.json") from None
     if not isinstance(cfg, dict):
         raise CrossoverError(f"{p}: expected a JSON object")
     default = p.parent.name if p.name == "config.json" and p.parent.name else p.stem

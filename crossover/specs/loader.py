@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CrossoverError
-from ..files import read_text
+from ..files import read_text, too_deep
 from .engine import EngineProfile
 from .hardware import Hardware
 from .model import Model
@@ -59,6 +59,8 @@ def read_yaml(path: Path) -> dict:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "syntax error"
         raise CrossoverError(f"{path}: malformed YAML{where}: {problem}") from None
+    except RecursionError:
+        raise too_deep(path, "a YAML spec") from None
     if not isinstance(data, dict):
         raise CrossoverError(f"{path}: expected a mapping of keys to values at the top level")
     return data
@@ -108,8 +110,8 @@ def load_file(path: Path, kind: Kind, cls: type[BaseModel] | None = None) -> Bas
 
 def _flat_file_kind(path: Path) -> str | None:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        data = yaml.safe_load(read_text(path, "a YAML spec"))
+    except (CrossoverError, yaml.YAMLError, RecursionError):
         return None
     if isinstance(data, dict):
         for kind, key in _KIND_KEY.items():

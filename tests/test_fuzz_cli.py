@@ -1,0 +1,695 @@
+"""Issue 12, "Done when": hypothesis drives every verb of the CLI with random flags (valid values,
+invalid ones, extremes) and random file contents, in-process through crossover.cli.main, and
+checks the contract of every run:
+
+- exit 0: stdout of --json is strict JSON (no bare NaN / Infinity) whose numbers are finite and
+  non-negative (log ratios excepted), with p99 >= p50 wherever both are reported; or
+- exit 2: exactly one line on stderr, no traceback;
+- no numpy RuntimeWarning escapes (they are errors here), no run hangs (an alarm per run);
+- no input file is modified, and no output path (--csv, --plot, --out) exists after a failed run.
+
+derandomize=True: the same examples on every run, so CI is reproducible. The whole file runs in
+about a minute on a 2-core machine (the per-verb max_examples below set that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import signal
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from crossover.cli.main import main
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HANG_S = 45  # one run longer than this is a hang
+
+# CROSSOVER_FUZZ_SCALE=10 runs ten times the examples; CROSSOVER_FUZZ_RANDOM=1 draws new ones each run
+# (a campaign, not CI).
+SCALE = float(os.environ.get("CROSSOVER_FUZZ_SCALE", "1"))
+SETTINGS = dict(deadline=None, derandomize=not os.environ.get("CROSSOVER_FUZZ_RANDOM"), database=None,
+                print_blob=True, suppress_health_check=list(HealthCheck))
+
+
+def fuzz(examples: int):
+    return settings(max_examples=max(1, int(examples * SCALE)), **SETTINGS)
+
+
+class Hang(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- running one case
+
+def _digest(paths) -> dict[str, str]:
+    out = {}
+    for p in paths:
+        p = Path(p)
+        if p.is_file():
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _no_constant(name):
+    raise AssertionError(f"--json printed a bare {name}")
+
+
+def _numbers(obj, path=""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _numbers(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v, f"{path}[]")
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield path, obj
+
+
+# Keys whose values are signed by nature: logarithms of ratios (calibration residuals).
+_SIGNED = re.compile(r"(^|[._])(ln|log)(_|$)|ln_ratio|residual")
+
+
+def _percentiles_ordered(obj, path=""):
+    """p99 >= p50 (or median) of the same metric, in every mapping of the output."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            m = re.fullmatch(r"p99_(\w+)", str(k))
+            if m and isinstance(v, (int, float)):
+                for low in (f"p50_{m.group(1)}", f"median_{m.group(1)}"):
+                    lv = obj.get(low)
+                    if isinstance(lv, (int, float)) and not isinstance(lv, bool):
+                        assert v >= lv * (1 - 1e-9) - 1e-12, f"{path}: {k} {v} < {low} {lv}"
+        for k, v in obj.items():
+            _percentiles_ordered(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for v in obj:
+            _percentiles_ordered(v, f"{path}[]")
+
+
+def _event(text: str) -> None:
+    try:
+        event(text)  # --hypothesis-show-statistics shows how often each verb succeeds and why it fails
+    except Exception:  # outside a hypothesis test
+        pass
+
+
+def run_case(argv: list[str], inputs=(), outputs=()) -> tuple[int, str, str]:
+    """Run `crossover ARGV` in-process and check the contract; returns (status, stdout, stderr)."""
+    before = _digest(inputs)
+    out, err = io.StringIO(), io.StringIO()
+
+    hung = []
+
+    def on_alarm(signum, frame):
+        hung.append(True)  # also checked after the run: an alarm inside a gc callback is swallowed
+        raise Hang(f"no answer in {HANG_S} s: {argv}")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(HANG_S)
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # numpy overflow / invalid never leaks
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    so, se = out.getvalue(), err.getvalue()
+    assert not hung, f"no answer in {HANG_S} s: {argv}"
+    if os.environ.get("CROSSOVER_FUZZ_LOG"):  # one line per run: seconds, exit status, argv
+        with open(os.environ["CROSSOVER_FUZZ_LOG"], "a") as log:
+            log.write(f"{time.perf_counter() - t0:.2f}\t{rc}\t{argv}\n")
+    _event(f"{argv[0]} exit {rc}" + (": " + re.sub(r"\S*/\S*|[0-9.e+-]+", "_", se.strip())[16:70] if rc else ""))
+    shown = f"argv: {argv}\nstderr: {se[-2000:]}"
+    assert "Traceback" not in se, shown
+    assert "RuntimeWarning" not in se, shown
+    assert rc in (0, 2), f"exit {rc}; {shown}"
+    if rc == 2:
+        assert se.count("\n") == 1 and se.endswith("\n") and se.strip(), f"not one line; {shown}"
+        for o in outputs:
+            assert not os.path.lexists(o) or str(o) in before, f"failed run left {o}; {shown}"
+    if rc == 0 and "--json" in argv:
+        data = json.loads(so, parse_constant=_no_constant)
+        for where, v in _numbers(data):
+            assert math.isfinite(v), f"{where} = {v}; {shown}"
+            if not _SIGNED.search(where):
+                assert v >= 0, f"{where} = {v} < 0; {shown}"
+        _percentiles_ordered(data)
+    assert _digest(inputs) == before, f"an input file changed; {shown}"
+    return rc, so, se
+
+
+# --------------------------------------------------------------------------- values
+#
+# Every test first draws `hostile`: a clean case uses valid flag values and well-formed files (so
+# the success path, its JSON and its percentiles are exercised), a hostile one mixes in extremes,
+# broken files and outputs that collide with inputs. Hypothesis favours the first element of a
+# sampled_from, so the common choice comes first.
+
+EXTREMES = ["1e-320", "1e300", "-1", "nan", "inf", "-inf", "", "0", "1e-300", "1e9", "-0", "abc",
+            "0x10", " 3 ", "1_0", "2.5", "1e19", "9" * 40]
+
+
+def rare(draw, n: int) -> bool:
+    """True about once in n draws."""
+    return draw(st.sampled_from([False] * (n - 1) + [True]))
+
+
+def pick_flags(draw, flags, hostile: bool, max_n: int = 4) -> list[str]:
+    """Up to max_n of `flags` ((name, valid values) pairs; None: a switch), valid values, or
+    extremes too when hostile, as NAME=VALUE (a value that starts with '-' stays a value)."""
+    chosen = draw(st.lists(st.sampled_from(flags), max_size=max_n, unique_by=lambda f: f[0]))
+    out = []
+    for name, valid in chosen:
+        if valid is None:
+            out.append(name)
+            continue
+        values = st.sampled_from(valid) if isinstance(valid, list) else valid
+        if hostile:
+            values = st.one_of(values, st.sampled_from(EXTREMES))
+        out.append(f"{name}={draw(values)}")
+    return out
+
+
+HUGE_LISTS = ["1..100000000", ",".join(["1"] * 5000), "1..", "..8", "8..1", "1,,2", ",", "1..1e300", "1e-320..1",
+              "nan..inf"]
+
+MODELS = ["llama-3.1-8b", "llama-3.2-1b", "qwen3-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-20b", "llama-3.1-70b"]
+HARDWARE = ["h100-sxm", "b200", "a10g", "l4", "mi300x", "tpu-v5e", "rtx-4090"]
+
+SCENARIO_FLAGS = [
+    ("--model", MODELS),
+    ("--hardware", HARDWARE + [str(FIXTURES / "hw-valid.yaml")]),
+    ("--tp", ["1", "2", "4", "8", "3", "16"]),
+    ("--context", ["128", "2048", "1", "32768", "1000000"]),
+    ("--weight-dtype", ["bf16", "fp8", "int4", "fp4"]),
+    ("--kv-dtype", ["bf16", "fp8"]),
+    ("--engine", ["vllm", "vllm-v0", "sglang", "trtllm", "hf"]),
+    ("--method", ["eagle", "eagle3", "draft", "medusa", "ngram", "mtp"]),
+    ("--draft", ["llama-3.2-1b", "self", "qwen3-0.6b"]),
+    ("--k", ["3", "1", "8", "16"]),
+    ("--acceptance", ["0.7", "0.5", "0.999", "1", "0.01"]),
+    ("--tau", ["2.5", "1", "4"]),
+    ("--acceptance-per-position", ["0.8,0.5,0.3", "0.9", "1,1,1"]),
+    ("--match-rate", ["0.3", "1", "0"]),
+    ("--tree", ["[[0],[1],[0,0]]", "[[0]]", "3x2"]),
+    ("--bandwidth-fraction", ["0.8", "1", "0.01"]),
+    ("--flops-fraction", ["0.5", "1", "0.001"]),
+    ("--step-overhead-ms", ["1", "0", "500"]),
+    ("--transition", ["smooth", "max", "sum"]),
+    ("--draft-tp", ["1", "2"]),
+    ("--draft-kv-budget", ["0.5", "0.1"]),
+    ("--expert-parallel", None),
+    ("--allow-vocab-mismatch", None),
+]
+BAD_SCENARIO_FLAGS = [  # values only a hostile case sends
+    ("--model", ["nope", "x.yaml", str(FIXTURES / "malformed.yaml")]),
+    ("--hardware", [str(FIXTURES / "hw-negative-bandwidth.yaml"), str(FIXTURES / "hw-missing-field.yaml")]),
+    ("--tp", ["64", "1024"]),
+    ("--acceptance", ["70", "-0.5"]),
+    ("--tau", ["9", "0.5"]),
+    ("--draft", ["llama-3.1-70b", "deepseek-v3"]),
+    ("--tree", ["[]", "[[[[[]]]]]", "[" * 5000, "{}", "[[0],[0]]", "1000x1000"]),
+    ("--k", ["0", "100000"]),
+]
+
+
+def scenario_flags(draw, hostile: bool, max_n: int = 4, skip=()) -> list[str]:
+    flags = [f for f in SCENARIO_FLAGS + (BAD_SCENARIO_FLAGS if hostile else []) if f[0] not in skip]
+    return pick_flags(draw, flags, hostile, max_n)
+
+
+# --------------------------------------------------------------------------- files
+
+def _num_text():
+    return st.one_of(
+        st.sampled_from(["1e-320", "5e-324", "-0.0", "1e308", "", "abc", "0", "-1", "2.5", "NaN", "inf"]),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.integers(-10**30, 10**30).map(str),
+    )
+
+
+CSV_EXTRA = ["median_tpot_ms", "p99_tpot_ms", "mean_tpot_ms", "median_ttft_ms", "p99_ttft_ms", "mean_e2el_ms",
+             "p99_itl_ms", "median_itl_ms", "acceptance_length", "acceptance_rate", "k", "model_id",
+             "request_rate", "batch"]
+
+
+@st.composite
+def measured_csv(draw, hostile: bool = False) -> bytes:
+    """A plausible on/off sweep; hostile: cells, header or encoding mutated."""
+    levels = draw(st.lists(st.sampled_from([1, 8, 32, 128, 2, 4, 16, 64, 256]), min_size=2, max_size=5, unique=True))
+    cols = ["arm", "concurrency", "output_throughput"] + draw(st.lists(st.sampled_from(CSV_EXTRA), max_size=6, unique=True))
+    model = draw(st.sampled_from(["llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", ""]))
+    rows = []
+    for c in levels:
+        off = 150.0 * c ** 0.8
+        gain = draw(st.floats(0.5, 2.5))
+        for arm, tput, tpot in (("off", off, 7 + c / 20), ("on", off * gain, 7 / gain + c / 12)):
+            vals = {"arm": arm, "concurrency": c, "request_rate": c / 2, "batch": c, "output_throughput": round(tput, 3),
+                    "median_tpot_ms": tpot, "p99_tpot_ms": tpot * 1.3, "mean_tpot_ms": tpot * 1.05,
+                    "median_ttft_ms": 20 + c, "p99_ttft_ms": 40 + 2 * c, "mean_e2el_ms": 128 * tpot,
+                    "p99_itl_ms": tpot * 2, "median_itl_ms": tpot, "acceptance_length": 2.5 if arm == "on" else "",
+                    "acceptance_rate": 0.5 if arm == "on" else "", "k": 3 if arm == "on" else "", "model_id": model}
+            rows.append([str(vals[col]) for col in cols])
+    if hostile:
+        for _ in range(draw(st.integers(1, 3))):
+            r = draw(st.integers(0, len(rows) - 1))
+            j = draw(st.integers(1, len(cols) - 1))  # never the arm: its own check is one line anyway
+            rows[r][j] = draw(_num_text())
+    text = "\n".join([",".join(cols)] + [",".join(r) for r in rows]) + "\n"
+    if rare(draw, 3):
+        text = "# a comment\n" + text
+    data = text.encode()
+    if hostile and rare(draw, 4):
+        data = b"\xef\xbb\xbf" + data
+    return data
+
+
+_VLLM_BASE = json.loads((FIXTURES / "measured/vllm_on/openai-infqps-concurrency16-Llama-3.1-8B-Instruct-20260301-111600.json")
+                        .read_text())
+_ODD = [1e-320, -1.0, 0, 1e300, -5e-324, None, "x", [], {}, float("nan"), float("inf"), True]
+
+
+def _json_value():
+    leaf = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True, allow_infinity=True),
+                     st.integers(-10**25, 10**25), st.text(max_size=8))
+    return st.recursive(leaf, lambda ch: st.one_of(st.lists(ch, max_size=3),
+                                                   st.dictionaries(st.text(max_size=5), ch, max_size=3)), max_leaves=6)
+
+
+LATENCY_KEYS = sorted(k for k in _VLLM_BASE if k.endswith("_ms"))
+
+
+@st.composite
+def vllm_json(draw, hostile: bool = False, concurrency: int | None = None, arm: str = "on") -> bytes:
+    obj = dict(_VLLM_BASE)
+    c = concurrency or draw(st.sampled_from([1, 16, 64]))
+    obj["max_concurrency"] = c
+    scale = draw(st.floats(0.5, 2.0))
+    obj["output_throughput"] = obj["output_throughput"] * scale * c / 16
+    if arm == "off":
+        obj = {k: v for k, v in obj.items() if not k.startswith("spec_decode")}
+    if hostile:
+        keys = sorted(obj)
+        for key in draw(st.lists(st.sampled_from(["output_throughput"] + LATENCY_KEYS + keys), min_size=1, max_size=3,
+                                 unique=True)):
+            if rare(draw, 4):
+                obj.pop(key, None)
+            else:
+                obj[key] = draw(st.one_of(st.sampled_from(_ODD), st.floats(allow_nan=True, allow_infinity=True),
+                                          _json_value()))
+    return json.dumps(obj).encode()
+
+
+@st.composite
+def sglang_jsonl(draw, hostile: bool = False) -> bytes:
+    lines = (FIXTURES / "measured/sglang_runs.jsonl").read_text().splitlines()
+    out = []
+    for line in lines[: draw(st.integers(1, len(lines)))]:
+        obj = json.loads(line)
+        if hostile:
+            for key in draw(st.lists(st.sampled_from(sorted(obj)), max_size=2, unique=True)):
+                obj[key] = draw(st.sampled_from(_ODD))
+        out.append(json.dumps(obj))
+    return ("\n".join(out) + "\n").encode()
+
+
+def junk_bytes():
+    return st.one_of(
+        st.sampled_from([b"", b"\xef\xbb\xbf", b"[" * 100_000, b"{\"a\":" * 50_000, b"\x00" * 100,
+                         b"arm,concurrency,output_throughput\n", b"\xff\xfe" + "a,b\n".encode("utf-16-le"),
+                         b"[]", b"{}", b"null", b"1e999", b"\"just a string\"", b"[1,2,3]",
+                         b"arm,concurrency,output_throughput\noff,1,1\noff,1,1\n",
+                         b"- [" * 3000, b"a: &a [*a]", b"x: !!python/object:os.system {}"]),
+        st.binary(max_size=300),
+        st.text(max_size=200).map(lambda s: s.encode("utf-8", "surrogatepass")),
+    )
+
+
+def result_file(hostile: bool):
+    if not hostile:
+        return st.one_of(measured_csv(), vllm_json(), sglang_jsonl())
+    return st.one_of(measured_csv(True), vllm_json(True), sglang_jsonl(True), junk_bytes())
+
+
+_CAL_BASE = {
+    "crossover_calibration": 1,
+    "parameters": {"bandwidth_fraction": {"value": 0.86, "stderr": 0.05},
+                   "flops_fraction": {"value": 0.15, "stderr": 0.01}},
+    "fixed": {},
+    "fixed_at_default": {"step_overhead_ms": {"value": 1.0, "reason": "default"}},
+    "scenario": {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "method": "eagle", "k": 3,
+                 "weight_dtype": "bf16", "kv_dtype": "bf16"},
+}
+_YAML_ODD = [float("inf"), float("-inf"), float("nan"), 1e-320, -1.0, 0, 1e300, None, "x", [], {}, [1, 2], True]
+
+
+@st.composite
+def calibration_yaml(draw, hostile: bool) -> bytes:
+    obj = json.loads(json.dumps(_CAL_BASE))
+    if hostile:
+        if rare(draw, 6):
+            return draw(junk_bytes())
+        section = draw(st.sampled_from(["parameters", "fixed", "fixed_at_default", "scenario", "top"]))
+        value = draw(st.sampled_from(_YAML_ODD))
+        name = draw(st.sampled_from(["bandwidth_fraction", "step_overhead_ms", "flops_fraction",
+                                     "draft_step_overhead_ms", "bogus"]))
+        if section == "parameters":
+            obj["parameters"][name] = draw(st.sampled_from([{"value": value, "stderr": 0.1}, value]))
+        elif section in ("fixed", "fixed_at_default"):
+            obj[section] = draw(st.sampled_from([{name: value}, {name: {"value": value}}, value]))
+        elif section == "scenario":
+            obj["scenario"][draw(st.sampled_from(sorted(obj["scenario"])))] = value
+        else:
+            obj[draw(st.sampled_from(sorted(obj)))] = value
+    return yaml.safe_dump(obj).encode()
+
+
+@st.composite
+def workload_yaml(draw, base: Path, hostile: bool) -> bytes:
+    good = st.integers(1, 2048)
+    num = st.one_of(good, st.sampled_from([10**6, 10**12, 0, -1, 1e-320, 1e300, float("inf"), float("nan"), "x", None])) \
+        if hostile else good
+
+    def dist():
+        kind = draw(st.sampled_from(["fixed", "uniform", "lognormal", "empirical", "empirical_file"]
+                                    + (["bogus"] if hostile else [])))
+        if kind == "fixed":
+            return {"dist": "fixed", "value": draw(num)}
+        if kind == "uniform":
+            lo = draw(num)
+            return {"dist": "uniform", "low": lo, "high": draw(num) if hostile else lo + draw(good)}
+        if kind == "lognormal":
+            return {"dist": "lognormal", "mean": draw(num), "sd": draw(num) if hostile else draw(st.sampled_from(
+                [10, 1000, 10**9])), "max": draw(st.sampled_from([2048, 10**9]))}
+        if kind == "empirical":
+            return {"dist": "empirical", "values": draw(st.lists(num, min_size=1, max_size=4))}
+        if kind == "empirical_file":
+            lengths = st.lists(st.integers(1, 4096), min_size=1, max_size=5).map(lambda v: " ".join(map(str, v)).encode())
+            if hostile:
+                lengths = st.one_of(st.lists(st.integers(-5, 10**30), max_size=5).map(
+                    lambda v: ",".join(map(str, v)).encode()), junk_bytes())
+            (base / "lengths.txt").write_bytes(draw(lengths))
+            return {"dist": "empirical", "file": "lengths.txt"}
+        return {"dist": "bogus"}
+
+    obj = {"name": "fuzz", "prompt_len": dist(), "output_len": dist()}
+    if rare(draw, 3):
+        obj["acceptance"] = draw(st.sampled_from([{"tau": 2.5}, {"rate": 0.7}] + (
+            [{"tau": float("inf")}, {"rate": 7}, {"tau": None}, "x"] if hostile else [])))
+    if hostile and rare(draw, 6):
+        return draw(junk_bytes())
+    return yaml.safe_dump(obj).encode()
+
+
+class Files:
+    """A temporary folder of inputs (checked unchanged) and output paths (checked absent on failure)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.inputs: list[Path] = []
+        self.outputs: list[Path] = []
+
+    def add(self, name: str, data: bytes) -> str:
+        p = self.root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        self.inputs.append(p)
+        return str(p)
+
+    def out(self, name: str) -> str:
+        p = self.root / "out" / name
+        p.parent.mkdir(exist_ok=True)
+        self.outputs.append(p)
+        return str(p)
+
+    def output(self, draw, hostile: bool, suffixes) -> str:
+        """A new output path; hostile: sometimes one of the inputs, an existing file or a missing folder."""
+        kind = draw(st.sampled_from(["new", "input", "existing", "no-dir", "bad-suffix"])) if hostile else "new"
+        if kind == "input" and self.inputs:
+            return str(draw(st.sampled_from(self.inputs)))
+        if kind == "existing":
+            return self.add("existing" + suffixes[0], b"keep me\n")
+        if kind == "no-dir":
+            return str(self.root / "no-such-dir" / ("x" + suffixes[0]))
+        if kind == "bad-suffix":
+            return self.out("o.txt")
+        return self.out("o" + draw(st.sampled_from(suffixes)))
+
+    def run(self, argv: list[str]):
+        return run_case(argv, inputs=[p for p in self.inputs if p.exists()], outputs=list(self.outputs))
+
+
+@contextlib.contextmanager
+def files():
+    with tempfile.TemporaryDirectory(prefix="crossover-fuzz-") as d:
+        yield Files(Path(d))
+
+
+HOSTILE = st.sampled_from([False, True])
+
+
+# --------------------------------------------------------------------------- the verbs
+
+@fuzz(50)
+@given(st.data())
+def test_fuzz_predict(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        argv = ["predict", "--json"] + scenario_flags(draw, hostile, 5)
+        argv += pick_flags(draw, [("--batch", ["1,8,64", "1..64", "512", "1,2,3,4,1000"] + (HUGE_LISTS if hostile else [])),
+                                  ("--breakdown", ["1", "64", "512"]),
+                                  ("--prompt-len", ["1024", "1", "100000"]),
+                                  ("--output-len", ["128", "1", "100000"])], hostile, 2)
+        if rare(draw, 5):
+            argv += ["--calibration", fs.add("cal.yaml", draw(calibration_yaml(hostile)))]
+        if rare(draw, 15):
+            argv += ["--plot", fs.output(draw, hostile, (".png", ".svg"))]
+        fs.run(argv)
+
+
+@fuzz(35)
+@given(st.data())
+def test_fuzz_policy_and_whatif(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        verb = draw(st.sampled_from(["policy", "whatif"]))
+        argv = [verb, "--json"] + scenario_flags(draw, hostile, 3)
+        if verb == "policy":
+            argv += pick_flags(draw, [
+                ("--k-max", ["4", "1", "8"]), ("--batch-max", ["64", "1", "512"]),
+                ("--prompt-len", ["1024", "1"]), ("--output-len", ["128", "1"]), ("--adaptive", None),
+                ("--confidence-threshold", ["0.5", "0.9"]), ("--confidence-concentration", ["1", "10"]),
+                ("--tree-nodes", ["8", "1", "64"])], hostile, 3)
+        else:
+            axes = ["batch=1..512", "k=1..8", "acceptance=0.4..0.9", "context=128..32768", "hardware=h100-sxm,b200",
+                    "tp=1,2,4"]
+            bad = ["batch=512..1", "batch=1..inf", "k=nan..3", "acceptance=0..1e9", "batch=1e9", "context=1..1e300",
+                   "bogus=1..2", "batch", "batch=1,2," + ",".join(["3"] * 3000), "k=1..1e300", "batch=1e-320..2"]
+            argv += pick_flags(draw, [("--x", axes + (bad if hostile else [])), ("--y", axes + (bad if hostile else [])),
+                                      ("--points", ["8", "2", "64"] + (["100000"] if hostile else []))], hostile, 3)
+            if rare(draw, 6):
+                argv += ["--csv", fs.output(draw, hostile, (".csv",))]
+        if rare(draw, 6):
+            argv += ["--calibration", fs.add("cal.yaml", draw(calibration_yaml(hostile)))]
+        fs.run(argv)
+
+
+@fuzz(30)
+@given(st.data())
+def test_fuzz_simulate(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        workload = draw(st.sampled_from(["sharegpt", "file", "random-1024-128", "gsm8k"] + (["nope"] if hostile else [])))
+        if workload == "file":
+            workload = fs.add("workload.yaml", draw(workload_yaml(fs.root, hostile)))
+            fs.inputs.append(fs.root / "lengths.txt")
+        argv = ["simulate", "--quiet", "--json", "--workload", workload,
+                "--model", draw(st.sampled_from(["llama-3.2-1b", "llama-3.1-8b", "qwen3-0.6b"])), "--num-prompts", "5"]
+        levels = st.lists(st.sampled_from(["1", "2", "4", "8"]), min_size=1, max_size=3, unique=True).map(",".join)
+        if hostile:
+            levels = st.one_of(levels, st.sampled_from(["1e-300", "1e300", "-1", "nan", "inf", "0", "", "1..100000",
+                                                        "1e-320", "0.5"]))
+        argv.append(draw(st.sampled_from(["--concurrency", "--request-rate"])) + "=" + draw(levels))
+        argv += pick_flags(draw, [
+            ("--num-prompts", ["5", "1", "20"]), ("--seed", ["1", "0", "12345"]), ("--burstiness", ["1", "0.5", "4"]),
+            ("--max-num-seqs", ["16", "1", "256"]), ("--max-num-batched-tokens", ["512", "16", "8192"]),
+            ("--policy", None), ("--hysteresis", ["4,16", "16,4", "0,0", "1"]),
+        ] + [f for f in SCENARIO_FLAGS if f[0] not in ("--model", "--hardware", "--context")], hostile, 3)
+        if rare(draw, 5):
+            argv += ["--calibration", fs.add("cal.yaml", draw(calibration_yaml(hostile)))]
+        if rare(draw, 6):
+            argv += ["--csv", fs.output(draw, hostile, (".csv",))]
+        fs.run(argv)
+
+
+@fuzz(25)
+@given(st.data())
+def test_fuzz_plan(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        argv = ["plan", "--json", "--jobs", "1", "--verify", draw(st.sampled_from(["0", "1"])),
+                "--num-prompts", "20", "--workload", draw(st.sampled_from(["sharegpt", "random-1024-128"])),
+                "--model", draw(st.sampled_from(["llama-3.1-8b", "llama-3.2-1b", "qwen3-8b"])),
+                "--hardware", draw(st.sampled_from(["h100-sxm", "h100-sxm,a10g", "l4", "b200"])),
+                "--tp", draw(st.sampled_from(["1", "1,2"]))]
+        ok = lambda vals: st.one_of(st.sampled_from(vals), st.sampled_from(EXTREMES)) if hostile else st.sampled_from(vals)  # noqa: E731
+        demand = draw(st.sampled_from(["rps", "tokens", "traffic"]))
+        if demand == "rps":
+            argv.append("--peak-rps=" + draw(ok(["10", "1", "50"])))
+        elif demand == "tokens":
+            argv.append("--peak-output-tokens-per-s=" + draw(ok(["5000", "50000"])))
+        else:
+            text = "time,requests\n0,10\n60,20\n120,5\n"
+            if hostile:
+                rows = draw(st.lists(st.tuples(_num_text(), _num_text()), max_size=5))
+                text = "time,requests\n" + "".join(f"{a},{b}\n" for a, b in rows)
+            argv += ["--traffic", fs.add("traffic.csv", text.encode())]
+        argv.append(draw(st.sampled_from(["--slo-tpot-ms", "--slo-p99-tpot-ms", "--slo-ttft-ms", "--slo-e2e-ms"]))
+                    + "=" + draw(ok(["50", "5000", "20", "0.001"])))
+        argv += pick_flags(draw, [
+            ("--weight-dtype", ["bf16", "fp8", "bf16,fp8"]), ("--kv-dtype", ["bf16", "fp8"]),
+            ("--max-num-seqs", ["16", "256"]), ("--k-max", ["4", "1"]), ("--method", ["eagle", "ngram", "draft"]),
+            ("--k", ["3", "1"]), ("--acceptance", ["0.7", "0.9"]),
+            ("--price", ["h100-sxm=2.49", "b200=5"] + (["zz=1", "h100-sxm=-1"] if hostile else [])),
+            ("--cost-basis", ["rental", "ownership"]), ("--power-cost", ["0.1", "0"]), ("--pue", ["1", "1.5"]),
+            ("--years", ["5", "1"]), ("--burstiness", ["1", "4"]), ("--seed", ["0", "7"])], hostile, 3)
+        if rare(draw, 6):
+            prices = draw(st.sampled_from([{"h100-sxm": 2.0}] + ([
+                {"h100-sxm": {"price_per_hour_usd": float("inf")}}, {"h100-sxm": "x"}, [], {"zz": 1},
+                {"h100-sxm": {"tdp_w": -1}}] if hostile else [])))
+            argv += ["--price-file", fs.add("prices.yaml", yaml.safe_dump(prices).encode())]
+        if rare(draw, 10):
+            argv += ["--plot", fs.output(draw, hostile, (".png",))]
+        fs.run(argv)
+
+
+@fuzz(6)
+@given(st.data())
+def test_fuzz_report(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        out = fs.root / "out" / "page"
+        fs.outputs.append(out / "index.html")
+        argv = ["report", "--batch", draw(st.sampled_from(["1,8", "1,64"] + (["nan", "1e300", "-1", ""] if hostile else []))),
+                "--out", str(out)] + scenario_flags(draw, hostile, 2)
+        if rare(draw, 3):
+            argv += ["--workload", "sharegpt", "--concurrency", draw(st.sampled_from(["1,4", "1"] + (["-1", "nan"] if hostile else []))),
+                     "--num-prompts", draw(st.sampled_from(["5"] + (["0", "1e300"] if hostile else [])))]
+        fs.run(argv)
+
+
+MEASURED_SCENARIO = [("--model", ["llama-3.1-8b", "llama-3.1-70b"]), ("--hardware", ["h100-sxm", "l4"]),
+                     ("--tp", ["1", "2"]), ("--method", ["eagle3", "ngram"]), ("--k", ["3", "5"])]
+
+
+def measured_inputs(draw, fs: Files, hostile: bool) -> list[str]:
+    how = draw(st.sampled_from(["files", "onoff", "dir"]))
+    if how == "files":
+        n = draw(st.integers(1, 3))
+        return ["--files"] + [fs.add(f"r{i}{draw(st.sampled_from(['.csv', '.json', '.jsonl']))}", draw(result_file(hostile)))
+                              for i in range(n)]
+    if how == "onoff":
+        levels = draw(st.lists(st.sampled_from([1, 16, 64, 4]), min_size=1, max_size=3, unique=True))
+        on = [fs.add(f"on/c{c}.json", draw(vllm_json(hostile and rare(draw, 2), c, "on"))) for c in levels]
+        off = [fs.add(f"off/c{c}.json", draw(vllm_json(hostile and rare(draw, 2), c, "off"))) for c in levels]
+        if draw(st.booleans()):
+            return ["--on", str(fs.root / "on"), "--off", str(fs.root / "off")]
+        return ["--on", *on, "--off", *off]
+    d = fs.root / "sweep"
+    d.mkdir()
+    for i in range(draw(st.integers(1 if not hostile else 0, 3))):
+        fs.add(f"sweep/run={i}.json", draw(st.one_of(vllm_json(hostile), result_file(hostile))))
+    return ["--files", str(d)]
+
+
+@fuzz(60)
+@given(st.data())
+def test_fuzz_measured(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        argv = ["measured", "--json"] + measured_inputs(draw, fs, hostile)
+        argv += pick_flags(draw, MEASURED_SCENARIO + [
+            ("--load-axis", ["concurrency", "request_rate", "batch"]), ("--strict", None)], hostile, 4)
+        if rare(draw, 12):
+            argv += ["--plot", fs.output(draw, hostile, (".png", ".svg"))]
+        fs.run(argv)
+
+
+@fuzz(25)
+@given(st.data())
+def test_fuzz_calibrate(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        argv = ["calibrate", "--json", "--bootstrap", draw(st.sampled_from(["0", "5"] + (["-1", "nan", "1e300"] if hostile else []))),
+                "--model", "llama-3.1-8b", "--files"]
+        argv += [fs.add(f"r{i}.csv", draw(measured_csv(hostile) if not hostile or rare(draw, 2) else result_file(True)))
+                 for i in range(draw(st.integers(1, 2)))]
+        argv += pick_flags(draw, [
+            ("--model", ["llama-3.1-8b", "llama-3.2-1b"]), ("--hardware", ["h100-sxm", "a10g"]),
+            ("--method", ["eagle3", "ngram"]), ("--k", ["3", "5"]), ("--step-overhead-ms", ["1", "0"])], hostile, 3)
+        if rare(draw, 4):
+            argv += ["--prompt-len", draw(st.sampled_from(["1024", "1"])), "--output-len", draw(st.sampled_from(["128", "1"]))]
+        if rare(draw, 4):
+            argv += ["--out", fs.output(draw, hostile, (".yaml",))]
+        fs.run(argv)
+
+
+@fuzz(30)
+@given(st.data())
+def test_fuzz_hardware_and_models(data):
+    draw, hostile = data.draw, data.draw(HOSTILE)
+    with files() as fs:
+        kind = draw(st.sampled_from(["hw-list", "hw-show", "hw-file", "m-list", "m-show", "m-import"]))
+        if kind == "hw-list":
+            argv = ["hardware", "list"] + draw(st.sampled_from([["--json"], []]))
+        elif kind == "hw-show":
+            argv = ["hardware", "show", draw(st.sampled_from(HARDWARE + (["nope", "", "../x"] if hostile else []))), "--json"]
+        elif kind == "hw-file":
+            spec = yaml.safe_load((FIXTURES / "hw-valid.yaml").read_text())
+            if hostile:
+                for key in draw(st.lists(st.sampled_from(sorted(spec)), min_size=1, max_size=2, unique=True)):
+                    spec[key] = draw(st.sampled_from(_YAML_ODD))
+            raw = yaml.safe_dump(spec).encode() if not hostile or rare(draw, 2) else draw(junk_bytes())
+            argv = ["hardware", "show", fs.add("hw.yaml", raw), "--json"]
+        elif kind == "m-list":
+            argv = ["models", "list"] + draw(st.sampled_from([["--json"], []]))
+        elif kind == "m-show":
+            argv = ["models", "show", draw(st.sampled_from(MODELS + (["nope"] if hostile else []))), "--json"]
+        else:
+            cfg = json.loads((FIXTURES / draw(st.sampled_from(
+                ["llama-3.1-8b.config.json", "mixtral-8x7b.config.json", "deepseek-v3.config.json"]))).read_text())
+            if hostile:
+                for key in draw(st.lists(st.sampled_from(sorted(cfg)), min_size=1, max_size=3, unique=True)):
+                    cfg[key] = draw(st.one_of(st.sampled_from(_YAML_ODD + [10**30, 3, 0.5]), _json_value()))
+            raw = json.dumps(cfg).encode() if not hostile or rare(draw, 2) else draw(junk_bytes())
+            argv = ["models", "import", fs.add("config.json", raw), "--name", "fuzz"]
+            if rare(draw, 2):
+                argv += ["--out", fs.output(draw, hostile, (".yaml",))]
+        fs.run(argv)
+
+
+# --------------------------------------------------------------------------- inputs that are no files
+
+@pytest.mark.parametrize("verb", ["measured --files", "calibrate --model llama-3.1-8b --files",
+                                  "predict --calibration", "simulate --workload", "predict --model"])
+def test_special_inputs_are_one_line(verb, tmp_path):
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    for target in (str(fifo), "/dev/zero", str(tmp_path)):
+        rc, _, err = run_case(verb.split() + [target, "--json"] + (["--concurrency", "1"] if "simulate" in verb else []))
+        assert rc == 2, (verb, target)

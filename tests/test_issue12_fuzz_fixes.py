@@ -1,0 +1,211 @@
+"""Issue 12: what the CLI fuzz test (tests/test_fuzz_cli.py) found, one focused test per class, and
+the input rules of items 17, 18 and 21: only regular files are read, up to a size limit; deep
+nesting, denormal measurements and a missing matplotlib are one line; --json is strict JSON and
+numpy's RuntimeWarnings never reach stderr."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from crossover.cli.main import main
+from crossover.errors import CrossoverError
+from crossover.files import MAX_INPUT_ENV, max_input_bytes, read_text, set_max_input_mb
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run the CLI in-process with numpy's RuntimeWarnings as errors (none may leak)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line(rc: int, err: str, *needles: str) -> None:
+    assert rc == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+
+
+def _no_constant(name):
+    raise AssertionError(f"bare {name} in --json")
+
+
+# --------------------------------------------------------------------------- item 17: what is read
+
+@pytest.fixture(autouse=True)
+def _default_limit(monkeypatch):
+    monkeypatch.delenv(MAX_INPUT_ENV, raising=False)
+    set_max_input_mb(None)
+    yield
+    set_max_input_mb(None)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path, capsys):
+    fifo = tmp_path / "results.csv"
+    os.mkfifo(fifo)  # no writer: open() for reading would block forever
+    rc, _, err = cli(capsys, "measured", "--files", str(fifo))
+    one_line(rc, err, "FIFO", "not a regular file")
+
+
+@pytest.mark.parametrize("argv", [["measured", "--files"], ["predict", "--calibration"], ["simulate", "--concurrency", "1",
+                                                                                          "--workload"]])
+def test_dev_zero_is_refused(argv, capsys):
+    rc, _, err = cli(capsys, *argv, "/dev/zero")
+    one_line(rc, err, "/dev/zero", "not a regular file")
+
+
+def test_a_directory_given_as_a_file_is_one_line(tmp_path, capsys):
+    rc, _, err = cli(capsys, "predict", "--calibration", str(tmp_path))
+    one_line(rc, err, "directory")
+
+
+def test_size_limit_default_environment_and_flag(tmp_path, capsys, monkeypatch):
+    assert max_input_bytes() == 512_000_000
+    f = tmp_path / "sweep.csv"
+    f.write_text("arm,concurrency,output_throughput\noff,1,100\non,1,150\n" + "# padding\n" * 200_000)
+    monkeypatch.setenv(MAX_INPUT_ENV, "1")
+    rc, _, err = cli(capsys, "measured", "--files", str(f))
+    one_line(rc, err, "over the input size limit of 1 MB", "--max-input-mb", MAX_INPUT_ENV)
+    rc, out, err = cli(capsys, "measured", "--files", str(f), "--max-input-mb", "5", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["points"][0]["speedup"] == 1.5
+    monkeypatch.setenv(MAX_INPUT_ENV, "-3")
+    rc, _, err = cli(capsys, "measured", "--files", str(f))
+    one_line(rc, err, MAX_INPUT_ENV, "> 0")
+
+
+@pytest.mark.parametrize("value", ["nan", "0", "-1", "inf", "x"])
+def test_bad_max_input_mb_is_one_line(value, tmp_path, capsys):
+    rc, _, err = cli(capsys, "predict", f"--max-input-mb={value}")
+    one_line(rc, err, "--max-input-mb")
+
+
+def test_read_text_keeps_universal_newlines(tmp_path):
+    f = tmp_path / "x.csv"
+    f.write_bytes(b"a,b\r\n1,2\r3,4\n")
+    assert read_text(f, "a CSV") == "a,b\n1,2\n3,4\n"
+    with pytest.raises(CrossoverError, match="not a UTF-8 text file"):
+        (tmp_path / "y").write_bytes(b"\xff\xfe\x00")
+        read_text(tmp_path / "y", "a CSV")
+
+
+def test_other_inputs_go_through_the_same_rules(tmp_path, capsys):
+    # traffic, price and empirical-lengths files used to call Path.read_text directly
+    rc, _, err = cli(capsys, "plan", "--workload", "sharegpt", "--traffic", "/dev/zero", "--slo-tpot-ms", "50")
+    one_line(rc, err, "not a regular file")
+    rc, _, err = cli(capsys, "plan", "--workload", "sharegpt", "--peak-rps", "1", "--slo-tpot-ms", "50",
+                     "--price-file", str(tmp_path))
+    one_line(rc, err, "directory")
+    wl = tmp_path / "w.yaml"
+    wl.write_text("name: w\nprompt_len: {dist: empirical, file: /dev/zero}\noutput_len: {dist: fixed, value: 8}\n")
+    rc, _, err = cli(capsys, "simulate", "--workload", str(wl), "--concurrency", "1", "--quiet")
+    one_line(rc, err, "not a regular file")
+
+
+# --------------------------------------------------------------------------- deep nesting (RecursionError)
+
+def test_deeply_nested_json_result_is_one_line(tmp_path, capsys):
+    f = tmp_path / "r.json"
+    f.write_text("[" * 100_000)
+    rc, _, err = cli(capsys, "calibrate", "--model", "llama-3.1-8b", "--files", str(f))
+    one_line(rc, err, "nested too deeply")
+    rc, _, err = cli(capsys, "measured", "--files", str(f))
+    one_line(rc, err, "nested too deeply")
+
+
+def test_deeply_nested_yaml_spec_is_one_line(tmp_path, capsys):
+    f = tmp_path / "hw.yaml"
+    f.write_text("[" * 5000 + "]" * 5000)
+    rc, _, err = cli(capsys, "hardware", "show", str(f))
+    one_line(rc, err, "nested too deeply")
+    rc, _, err = cli(capsys, "predict", "--calibration", str(f))
+    one_line(rc, err, "nested too deeply")
+
+
+def test_deeply_nested_config_json_and_tree_are_one_line(tmp_path, capsys):
+    f = tmp_path / "config.json"
+    f.write_text('{"a":' * 50_000)
+    rc, _, err = cli(capsys, "models", "import", str(f))
+    one_line(rc, err, "nested too deeply")
+    rc, _, err = cli(capsys, "predict", "--tree", "[" * 5000)
+    one_line(rc, err, "tree")
+
+
+def test_deeply_nested_price_file_is_one_line(tmp_path, capsys):
+    f = tmp_path / "prices.yaml"
+    f.write_text("[" * 5000 + "]" * 5000)
+    rc, _, err = cli(capsys, "plan", "--workload", "sharegpt", "--peak-rps", "1", "--slo-tpot-ms", "50",
+                     "--price-file", str(f))
+    one_line(rc, err, "nested too deeply")
+
+
+# --------------------------------------------------------------------------- items 18 / 21: measured values
+
+def _csv(tmp_path, text: str) -> Path:
+    f = tmp_path / "sweep.csv"
+    f.write_text(text)
+    return f
+
+
+@pytest.mark.parametrize("cell", ["1e-310", "5e-324", "1e-300", "1e300"])
+def test_denormal_or_absurd_latency_is_refused_not_a_fake_crossover(tmp_path, capsys, cell):
+    # A denormal median TPOT made the off/on ratio 0.0 and printed "crosses at concurrency 10.0".
+    f = _csv(tmp_path, "arm,concurrency,output_throughput,median_tpot_ms\n"
+                       f"off,1,100,{cell}\non,1,150,4.7\noff,16,1000,10\non,16,1800,8.3\n")
+    rc, _, err = cli(capsys, "measured", "--files", str(f), "--json")
+    one_line(rc, err, f"{f}:2", "median_tpot_ms", "no measurement")
+
+
+def test_denormal_latency_in_a_vllm_json_is_refused(tmp_path, capsys, fixtures):
+    src = next((fixtures / "measured/vllm_on").glob("*concurrency16*0.json"))
+    obj = json.loads(src.read_text())
+    obj["p99_tpot_ms"] = 5e-324
+    f = tmp_path / "on.json"
+    f.write_text(json.dumps(obj))
+    off = next((fixtures / "measured/vllm_off").glob("*concurrency16*.json"))
+    rc, _, err = cli(capsys, "measured", "--on", str(f), "--off", str(off))
+    one_line(rc, err, "p99_tpot_ms", "no measurement")
+
+
+@pytest.mark.parametrize("cell", ["1e-310", "1e300"])
+def test_denormal_or_absurd_throughput_is_refused(tmp_path, capsys, cell):
+    # 1e300 / 1e-310 overflowed in the table's ratio (a RuntimeWarning on stderr) and printed inf.
+    f = _csv(tmp_path, f"arm,concurrency,output_throughput\noff,1,{cell}\non,1,150\noff,16,1000\non,16,1800\n")
+    rc, _, err = cli(capsys, "measured", "--files", str(f))
+    one_line(rc, err, "output_throughput", "no measurement")
+
+
+def test_zero_latency_and_throughput_are_still_accepted(tmp_path, capsys):
+    f = _csv(tmp_path, "arm,concurrency,output_throughput,std_tpot_ms\noff,1,0,0\non,1,150,0\noff,16,1000,0.5\n"
+                       "on,16,1800,0.4\n")
+    rc, out, err = cli(capsys, "measured", "--files", str(f), "--json")
+    assert rc == 0, err
+    json.loads(out, parse_constant=_no_constant)
+
+
+# --------------------------------------------------------------------------- item 21: --plot without matplotlib
+
+def test_plot_without_matplotlib_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    for mod in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    out = tmp_path / "fig.png"
+    rc, _, err = cli(capsys, "predict", "--plot", str(out))
+    one_line(rc, err, "matplotlib", "pip install")
+    assert not out.exists()
