@@ -209,3 +209,15 @@ def test_plot_without_matplotlib_is_one_line_and_writes_nothing(tmp_path, capsys
     rc, _, err = cli(capsys, "predict", "--plot", str(out))
     one_line(rc, err, "matplotlib", "pip install")
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- models import
+
+@pytest.mark.parametrize("value", ["Infinity", "3", "[1, 2]", '"fp8"'])
+def test_config_json_whose_quantization_config_is_not_an_object_is_one_line(tmp_path, capsys, fixtures, value):
+    # AttributeError: 'float' object has no attribute 'get' (found by the fuzz test)
+    cfg = json.loads((fixtures / "deepseek-v3.config.json").read_text())
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg)[:-1] + f', "quantization_config": {value}}}')
+    rc, _, err = cli(capsys, "models", "import", str(f))
+    one_line(rc, err, "quantization_config must be a JSON object")

@@ -60,6 +60,8 @@ def config_to_spec(cfg: dict, name: str, origin: str = "config.json") -> dict:
     if cfg.get("max_position_embeddings"):
         spec["max_position_embeddings"] = cfg["max_position_embeddings"]
     quant = cfg.get("quantization_config") or {}
+    if not isinstance(quant, dict):
+        raise CrossoverError(f"{origin}: quantization_config must be a JSON object (or absent), got {quant!r}"[:300])
     qmethod = str(quant.get("quant_method", "")).lower()
     if "fp8" in qmethod or (qmethod == "compressed-tensors" and "fp8" in json.dumps(quant).lower()):
         spec["weight_dtype"] = "fp8"
