@@ -174,14 +174,12 @@ class CompiledOps:
 
     def window_sums(self, q: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(KV tokens read, query x key pairs) summed over sequences (last axis), per distinct window."""
-        length = context + q  # the same for every window until capped
-        half = context + (q + 1.0) / 2.0
-        kv = np.empty((len(self.windows),) + length.shape[:-1])
+        kv = np.empty((len(self.windows),) + np.broadcast_shapes(np.shape(q), np.shape(context))[:-1])
         qk = np.empty_like(kv)
         for i, w in enumerate(self.windows):
-            capped = np.isfinite(w)
-            kv[i] = (np.minimum(length, w) if capped else length).sum(axis=-1)
-            qk[i] = (q * (np.minimum(half, w) if capped else half)).sum(axis=-1)
+            kv_w, qk_w = window_terms(q, context, w)
+            kv[i] = kv_w.sum(axis=-1)
+            qk[i] = qk_w.sum(axis=-1)
         return kv, qk
 
     # ------------------------------------------------------------------ the one evaluator
@@ -278,6 +276,18 @@ class CompiledOps:
         out = self.evaluate(*self.uniform_sums(batch, q, context))
         out.total = np.broadcast_to(out.total, shape)
         return out
+
+
+def window_terms(q, context, window: float):
+    """KV tokens read and query x key pairs scored by a sequence with `q` new positions over `context`
+    cached tokens under an attention `window` (inf: none); arrays or scalars. Causal: query j of the
+    q new positions attends to context + j tokens. The serving simulator's compiled loop sums the
+    same function per step (one formula)."""
+    length = context + q
+    half = context + (q + 1.0) / 2.0
+    if np.isfinite(window):
+        return np.minimum(length, window), q * np.minimum(half, window)
+    return length, q * half
 
 
 @lru_cache(maxsize=64)

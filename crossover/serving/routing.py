@@ -18,6 +18,22 @@ def check_route(schedule: np.ndarray | None, hysteresis: tuple[int, int] | None)
             raise CrossoverError(f"hysteresis thresholds must satisfy 1 <= low <= high (got {low}, {high})")
 
 
+def route_k(batch: int, k: int, schedule: np.ndarray, low: int, high: int, state: np.ndarray) -> int:
+    """THE routing rule (the simulator's compiled loop runs this function, `Router` calls it): with a
+    band (low >= 1), `k` until the batch rises above `high`, then 0 until it falls below `low`
+    (state[0]: 1 while speculating); with a schedule (non-empty), schedule[batch - 1], its last entry
+    past its end; otherwise `k`."""
+    if low >= 1:
+        if batch > high:
+            state[0] = 0
+        elif batch < low:
+            state[0] = 1
+        return k if state[0] else 0
+    if len(schedule):
+        return int(schedule[min(batch, len(schedule)) - 1])
+    return k
+
+
 class Router:
     """k for a step at a running batch. A schedule gives k = schedule[batch - 1] (its last entry past
     its end); a hysteresis band (low, high) speculates at `k` until the batch rises above `high`, then
@@ -27,19 +43,19 @@ class Router:
     def __init__(self, k: int, speculate: bool, schedule: np.ndarray | None = None,
                  hysteresis: tuple[int, int] | None = None) -> None:
         check_route(schedule, hysteresis)
-        self.k, self.speculate = k, speculate
-        self.schedule = schedule if speculate else None
-        self.hysteresis = hysteresis if speculate else None
-        self.speculating = True  # the hysteresis band's state
+        self.k = k if speculate else 0
+        self.schedule = np.asarray(schedule, np.int64) if speculate and schedule is not None else np.zeros(0, np.int64)
+        self.low, self.high = hysteresis if speculate and hysteresis is not None else (0, 0)
+        self.state = np.ones(1, np.int64)  # the hysteresis band's state: speculating
+
+    @property
+    def ks(self) -> list[int]:
+        """Every k this router can return."""
+        if self.low >= 1:
+            return sorted({self.k, 0})
+        if len(self.schedule):
+            return sorted({int(x) for x in self.schedule})
+        return [self.k]
 
     def __call__(self, batch: int) -> int:
-        if self.hysteresis is not None:
-            low, high = self.hysteresis
-            if batch > high:
-                self.speculating = False
-            elif batch < low:
-                self.speculating = True
-            return self.k if self.speculating else 0
-        if self.schedule is not None:
-            return int(self.schedule[min(batch, len(self.schedule)) - 1])
-        return self.k if self.speculate else 0
+        return route_k(batch, self.k, self.schedule, self.low, self.high, self.state)

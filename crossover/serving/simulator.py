@@ -21,7 +21,7 @@ import numpy as np
 
 from ..curves import Scenario
 from ..errors import CrossoverError
-from ..step import Forward, Mix, StepModel, ragged
+from ..step import Forward, Mix, StepModel
 from .engine import EngineLimits
 from .routing import Router, check_route
 
@@ -95,19 +95,6 @@ class RunLog:
     verify_steps: float = 0.0
 
 
-def _first_step_only(work: Forward, steps: int) -> Forward:
-    """A forward that runs in the first of `steps` steps and not in the others."""
-    tokens = np.zeros(steps, np.int64)
-    tokens[0] = work.tokens
-    sampled = np.zeros(steps, np.int64)
-    sampled[0] = work.sampled
-    kv = np.zeros((len(work.kv), steps))
-    kv[:, 0] = work.kv
-    qk = np.zeros_like(kv)
-    qk[:, 0] = work.qk
-    return Forward(tokens, kv, qk, sampled)
-
-
 def arrivals_poisson(rng: np.random.Generator, n: int, rate: float, burstiness: float = 1.0) -> np.ndarray:
     """Arrival times (s) of `n` requests at `rate` req/s; gamma inter-arrivals (shape = burstiness, 1 = Poisson)."""
     if rate <= 0 or burstiness <= 0:
@@ -117,289 +104,169 @@ def arrivals_poisson(rng: np.random.Generator, n: int, rate: float, burstiness: 
     return np.cumsum(gaps)
 
 
-@dataclass
-class _Block:
-    """A block of engine steps: step 0 runs the decodes plus every prefill chunk; from step 1 every
-    sequence decodes. Arrays are (steps, running sequences)."""
-
-    md: _Mode
-    q: np.ndarray  # positions each sequence processes per step (verify width, or its prompt chunk)
-    emit: np.ndarray  # output tokens each sequence emits per step
-    adv: np.ndarray  # context advance per step
-    ctx: np.ndarray  # context at the start of each step
-    decoding: np.ndarray  # per sequence: past its prompt at the block's start
-    pre_idx: np.ndarray  # sequences prefilling in step 0 ...
-    chunk: np.ndarray  # ... and their chunk sizes
-    first: np.ndarray  # sequences whose prompt completes in step 0 (their first token)
-    dt: np.ndarray | None = None  # seconds per step
-    ends: np.ndarray | None = None  # end time of each step
-
-    @property
-    def steps(self) -> int:
-        return len(self.q)
-
-    def truncate(self, steps: int) -> None:
-        """Keep the first `steps` steps."""
-        self.q, self.emit, self.adv, self.ctx = self.q[:steps], self.emit[:steps], self.adv[:steps], self.ctx[:steps]
-        if self.dt is not None:
-            self.dt, self.ends = self.dt[:steps], self.ends[:steps]  # type: ignore[index]
-
-
 class _Engine:
-    """A continuous-batching engine over a list of requests: admit, chunk prefill, price a block of
-    steps, account what clients see, retire completions."""
+    """A continuous-batching engine over a list of requests. The compiled loop (loop.py) admits,
+    chunks prefill, draws acceptance, records each step's work and what clients see; this class
+    prices the recorded steps (`price`) whenever the loop needs their seconds, and at the end."""
 
     def __init__(self, arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Generator,
                  concurrency: int | None, arrival: np.ndarray | None, limits: EngineLimits, kv_capacity: float,
                  measure_from: int, stagger_s: float) -> None:
         n = len(prompt)
-        self.n, self.rng, self.limits, self.kv_capacity, self.measure_from = n, rng, limits, kv_capacity, measure_from
-        self.closed = concurrency is not None
-        if self.closed:
+        self.n, self.rng, self.limits = n, rng, limits
+        closed = concurrency is not None
+        if closed:
             arr = np.full(n, np.inf)
             c0 = min(concurrency, n)  # type: ignore[type-var]
             arr[:c0] = np.arange(c0) * (stagger_s / c0)
         else:
             assert arrival is not None
             arr = np.asarray(arrival, float).copy()
-        self.arr, self.prompt, self.output = arr, prompt, output
         sc = arm.scenario
-        self.dep, self.spec, self.speculate = sc.deployment, sc.speculation, arm.speculate
+        self.dep, self.spec = sc.deployment, sc.speculation
         self.route = Router(self.spec.k, arm.speculate, arm.schedule, arm.hysteresis)
-        self.modes: dict[int, _Mode] = {}
-        self.draft_budget = self.spec.draft_kv_budget
-        self.draft_prefills = arm.speculate and self.spec.draft_reads_prompts
-        self.need = (prompt + output + (np.ceil(self.spec.verify_width) if arm.speculate else 1.0)).astype(float)
-        if self.need.max() > kv_capacity:
+        need = (prompt + output + (np.ceil(self.spec.verify_width) if arm.speculate else 1.0)).astype(float)
+        if need.max() > kv_capacity:
             raise CrossoverError(
-                f"a request of {int(self.need.max())} tokens does not fit in the KV cache ({int(kv_capacity)} tokens); "
+                f"a request of {int(need.max())} tokens does not fit in the KV cache ({int(kv_capacity)} tokens); "
                 f"use a larger --tp or shorter lengths")
-        self.log = RunLog(arr, prompt.astype(float), output.astype(float), np.full(n, np.nan), np.full(n, np.nan),
-                          [], [], [], [], [])
         self.base = StepModel.of(self.dep, self.spec)
-        self.has_draft = arm.speculate and self.base.draft is not None
-        # running sequences (parallel arrays, admission order)
-        self.rid = np.zeros(0, dtype=np.int64)
-        self.ctx = np.zeros(0)
-        self.pre_left = np.zeros(0)
-        self.remaining = np.zeros(0)
-        self.last_t = np.zeros(0)
-        self.kv_used = 0.0
-        self.now = 0.0
-        self.next_req = 0  # requests are admitted in index order (FIFO)
-        self.issued = min(concurrency, n) if self.closed else n  # type: ignore[type-var]
-        self.done = 0
+        self.modes = {k: _mode(self.dep, self.spec, k) for k in self.route.ks}
+        self.order = list(self.modes.values())  # mode index -> mode
+        self.draft_prefill = arm.speculate and self.spec.draft_reads_prompts and self.base.draft is not None
+        self.expansion = self.dep.engine.verify_layout == "batch_expansion"
+        groups = [self._groups(md) for md in self.order]
+        self.tw = np.asarray(self.base.target.windows, float)
+        self.dw = np.asarray(self.base.draft.windows if self.base.draft else (), float)
+        assert all(md.model.draft is None or md.model.draft.windows == self.base.draft.windows for md in self.order)
+        self.W, self.Wd = len(self.tw), len(self.dw)
+        self.G = max(1, max(len(g) for g in groups))
+        W, Wd, G = self.W, self.Wd, self.G
+        # where each step's work sits in the float (SF) and integer (SI) records (loop.L_*)
+        kv = 6
+        self.L = np.array([kv, kv + W, kv + 2 * W, kv + 3 * W, kv + 3 * W + Wd, kv + 3 * W + 2 * Wd,
+                           kv + 3 * W + 2 * Wd + G * Wd, 6, W, Wd, G], np.int64)
+        self.nf, self.ni = kv + 3 * W + 2 * Wd + 2 * G * Wd, 6 + G
+        kmax = max(md.k for md in self.order)
+        k2m = np.full(kmax + 1, -1, np.int64)
+        for i, md in enumerate(self.order):
+            k2m[md.k] = i
+        ns = max(1, max(len(md.surv) for md in self.order))
+        self.modes_arrays = (
+            k2m, np.array([[md.on, md.k, len(md.surv), len(g)] for md, g in zip(self.order, groups)], np.int64),
+            np.array([[md.width, md.match] for md in self.order], float),
+            np.array([np.pad(md.surv_ascending, (0, ns - len(md.surv))) for md in self.order], float).reshape(-1, ns),
+            np.array([[w for w, _ in g] + [0.0] * (G - len(g)) for g in groups], float).reshape(-1, G))
+        self.groups = groups
+        budget = self.spec.draft_kv_budget
+        seg = SEGMENT
+        self.IP = np.array([limits.max_num_seqs, measure_from, seg, self.draft_prefill, self.expansion,
+                            self.route.k, self.route.low, self.route.high, closed], np.int64)
+        self.FP = np.array([limits.max_num_batched_tokens, kv_capacity, np.inf if budget is None else budget], float)
+        self.R = np.array([prompt, output, need, arr], float)
+        self.RI = np.full((3, n), -1, np.int64)
+        cap_m = max(1, min(limits.max_num_seqs, n))
+        self.X, self.XI = np.zeros((3, cap_m)), np.zeros((2, cap_m), np.int64)
+        self.Q, self.E, self.A = (np.zeros((seg, cap_m)) for _ in range(3))
+        self.V = np.zeros((4, cap_m))
+        self.ST = np.zeros(13, np.int64)
+        self.ST[11] = n  # NREQ
+        self.ST[2] = min(concurrency, n) if closed else n  # ISSUED  # type: ignore[type-var]
+        self.SF0 = np.zeros(5)
+        # records sized for every step emitting one token (grown if prompt-only steps exceed that); np.empty
+        # commits only the pages a run writes
+        cap = int(output.sum()) + n + 4 * seg
+        self.SF, self.SI = np.empty((self.nf, cap)), np.empty((self.ni, cap), np.int64)
+        self.BS, self.BB = np.empty(cap, np.int64), np.empty(cap)
+        self.II, self.IW = np.empty((2, 2 * cap + 2 * seg * cap_m), np.int64), np.empty(2 * cap + 2 * seg * cap_m)
+        self.prompt, self.output = prompt, output
+        self.U = rng.random(max(4 * seg * cap_m, 1 << 16)) if arm.speculate else np.zeros(0)
 
-    def run(self) -> RunLog:
-        """Steps until every request completes."""
-        while self.done < self.n:
-            self.admit()
-            if not len(self.rid):
-                if self.next_req >= self.issued:
-                    raise RuntimeError("simulation stalled")  # pragma: no cover - guarded by the fit check
-                self.now = max(self.now, self.arr[self.next_req])
-                continue
-            admissible = self.admissible()
-            block = self.schedule_block()
-            self.price(block)
-            next_arrival = self.arr[self.next_req] if self.next_req < self.issued else np.inf
-            if admissible and block.steps > 1 and block.ends[-1] > next_arrival:  # type: ignore[index]
-                # the step running when the next admissible request arrives completes the block
-                cut = int(np.searchsorted(block.ends, next_arrival)) + 1  # type: ignore[arg-type]
-                if cut < block.steps:
-                    block.truncate(cut)
-            self.account(block)
-            self.advance(block)
-        return self.log
-
-    # ------------------------------------------------------------------ admit
-
-    def admit(self) -> None:
-        """FIFO admission while running sequences, the KV cache and arrivals allow."""
-        start = self.next_req
-        while (self.next_req < self.issued and self.arr[self.next_req] <= self.now + 1e-15
-               and len(self.rid) + self.next_req - start < self.limits.max_num_seqs
-               and self.kv_used + self.need[self.next_req] <= self.kv_capacity):
-            self.kv_used += self.need[self.next_req]
-            self.next_req += 1
-        if self.next_req > start:
-            new = np.arange(start, self.next_req)
-            self.rid = np.concatenate([self.rid, new])
-            self.ctx = np.concatenate([self.ctx, np.zeros(len(new))])
-            self.pre_left = np.concatenate([self.pre_left, self.prompt[new].astype(float)])
-            self.remaining = np.concatenate([self.remaining, self.output[new].astype(float)])
-            self.last_t = np.concatenate([self.last_t, np.full(len(new), np.nan)])
-
-    def admissible(self) -> bool:
-        """Whether the next issued request would be admitted once it arrives."""
-        return bool(self.next_req < self.issued and len(self.rid) < self.limits.max_num_seqs
-                    and self.kv_used + self.need[self.next_req] <= self.kv_capacity)
+    @staticmethod
+    def _groups(md: _Mode) -> list[tuple[float, int]]:
+        """(width, sequential passes) per group of draft passes of one width (chains: one group)."""
+        if not (md.on and md.model.draft is not None and md.draft_forwards):
+            return []
+        return [(float(w), md.pass_widths.count(w)) for w in sorted(set(md.pass_widths))]
 
     def mode_for(self, batch: int) -> _Mode:
         """What a step does at this running batch (a schedule routes k by load)."""
-        k = self.route(batch)
-        if k not in self.modes:
-            self.modes[k] = _mode(self.dep, self.spec, k)
-        return self.modes[k]
+        return self.modes[self.route(batch)]
 
-    # ------------------------------------------------------------------ chunk prefill, draw acceptance
+    def run(self) -> RunLog:
+        """Runs the compiled loop, pricing its steps whenever it asks, until every request completes."""
+        from . import loop  # numba: imported by the first simulation only
+        from .records import NPRICED, NSTEPS, UCUR
 
-    def draws(self, md: _Mode, steps: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """(verify width, tokens emitted) per step and decoding sequence."""
-        if not md.on:
-            return np.ones((steps, m)), np.ones((steps, m))
-        # drafts accepted = how many survival probabilities (decreasing) exceed one uniform draw
-        acc = (md.k - np.searchsorted(md.surv_ascending, self.rng.random((steps, m)), side="right")).astype(float)
-        if md.match < 1.0:
-            matched = self.rng.random((steps, m)) < md.match
-            return 1.0 + md.k * matched, 1.0 + acc * matched
-        return np.full((steps, m), md.width), 1.0 + acc  # trees: all nodes verified, the path accepted
-
-    def schedule_block(self) -> _Block:
-        """The next block: prefill chunks from the token budget left after decodes and verifies (FIFO),
-        acceptance draws, up to the first completion or SEGMENT steps (one step with prefill left)."""
-        m = len(self.rid)
-        decoding = self.pre_left == 0
-        nd = int(decoding.sum())
-        md = self.mode_for(m)
-        max_tokens = self.limits.max_num_batched_tokens
-        budget = max(max_tokens - nd * md.width, 0.0)
-        pre_idx = np.nonzero(~decoding)[0]
-        if len(pre_idx):
-            left = self.pre_left[pre_idx]
-            chunk = np.clip(budget - (np.cumsum(left) - left), 0.0, left)
-            if nd == 0 and chunk.sum() == 0:
-                chunk[0] = min(left[0], max_tokens)  # a prompt longer than the budget still progresses
-            simple = bool(np.all(chunk == left))  # every pending prompt finishes prefill this step
-        else:
-            left = chunk = np.zeros(0)
-            simple = True
-        horizon = int(min(SEGMENT, self.remaining.min())) if simple else 1
-        if len(pre_idx):
-            horizon = max(horizon, 1)
-        q, emit = self.draws(md, horizon, m)
-        adv = emit.copy()
-        first = pre_idx
-        if len(pre_idx):
-            q[0, pre_idx] = chunk  # prefilling sequences process their chunk, emit nothing ...
-            emit[0, pre_idx] = 0.0
-            adv[0, pre_idx] = chunk
-            first = pre_idx[chunk == left]
-            emit[0, first] = 1.0  # ... except the first token, sampled when a prompt's last chunk runs
-        cum = np.cumsum(emit, axis=0)
-        fin_any = (cum >= self.remaining).any(axis=1)
-        steps = int(np.argmax(fin_any)) + 1 if fin_any.any() else horizon
-        q, emit, adv, cum = q[:steps], emit[:steps], adv[:steps], cum[:steps]
-        emit = np.maximum(np.minimum(emit, self.remaining - (cum - emit)), 0.0)  # no tokens past the output
-        ctx_t = self.ctx + (np.cumsum(adv, axis=0) - adv)  # context at the start of each step
-        return _Block(md, q, emit, adv, ctx_t, decoding, pre_idx, chunk, first)
-
-    # ------------------------------------------------------------------ step: price the block
-
-    def draft_ctx(self, c: np.ndarray) -> np.ndarray:
-        return np.minimum(c, self.draft_budget) if self.draft_budget is not None else c
-
-    def price(self, b: _Block) -> None:
-        """Each step's seconds from the step model, for exactly its mix."""
-        md, q, steps, m = b.md, b.q, b.steps, len(self.rid)
-        live = q > 0
-        sampled = q.sum(axis=1)
-        if len(b.pre_idx):  # a prompt chunk needs logits only when it is the prompt's last
-            sampled[0] = q[0, b.decoding].sum() + len(b.first)
-        # a prompt waiting for budget attends nothing this step
-        verifying_rows = None
-        if md.on:  # sequences that decode (and so verify) in each step: all but step 0's prompts
-            verifying_rows = live.copy()
-            verifying_rows[0] &= b.decoding
-        target = md.model.ragged_target(np.where(live, q, 0.0), np.where(live, b.ctx, -q),
-                                        sampled=sampled.astype(np.int64), verifying=verifying_rows)
-        verifying: np.ndarray | float = 0.0
-        passes: tuple = ()
-        if md.on:
-            n_dec = np.full(steps, float(m))
-            n_dec[0] = int(b.decoding.sum())
-            if len(b.pre_idx):
-                dec = np.ones((steps, m))
-                dec[0, ~b.decoding] = 0.0
-                dec_ctx = np.where(dec > 0, self.draft_ctx(b.ctx), 0.0)  # q = 0 there: attends nothing
-                proposed = np.where(dec > 0, q - 1.0, 0.0)
+        while True:
+            status = loop.run(self.U, self.ST, self.SF0, self.IP, self.FP, self.route.schedule, self.route.state,
+                              *self.modes_arrays, self.tw, self.dw, self.R, self.RI,
+                              self.X, self.XI, self.SF, self.SI, self.L, self.BS, self.BB, self.II, self.IW,
+                              self.Q, self.E, self.A, self.V)
+            if status == loop.PRICE or (status == loop.DONE and self.ST[NPRICED] < self.ST[NSTEPS]):
+                self.price()
+            elif status == loop.GROW_STEPS:
+                self.SF, self.SI, self.BS, self.BB = map(_doubled, (self.SF, self.SI, self.BS, self.BB))
+            elif status == loop.DRAW:  # the random stream, drawn ahead in bulk (the same numbers in order)
+                self.U = np.concatenate([self.U[self.ST[UCUR]:], self.rng.random(len(self.U))])
+                self.ST[UCUR] = 0
+            elif status == loop.GROW_ITL:
+                self.II, self.IW = map(_doubled, (self.II, self.IW))
+            elif status == loop.STALL:
+                raise RuntimeError("simulation stalled")  # pragma: no cover - guarded by the fit check
             else:
-                dec, dec_ctx, proposed = None, self.draft_ctx(b.ctx), q - 1.0
-            verifying = n_dec
-            if md.model.draft is not None and md.draft_forwards:
-                ones = np.ones((steps, m)) if dec is None else dec
-                passes = tuple((md.pass_widths.count(w), ragged(md.model.draft, ones * w, dec_ctx,
-                                                                 tokens=(n_dec * w).astype(np.int64)))
-                               for w in sorted(set(md.pass_widths)))  # chains: k passes of width 1; trees widen
-            accepted = np.minimum(b.emit - 1.0, proposed).clip(0)
-            self.log.drafts_proposed += float(proposed.sum())
-            self.log.drafts_accepted += float(accepted.sum() if dec is None else accepted[dec > 0].sum())
-            self.log.verify_steps += float(n_dec.sum())
-        prefill = None
-        if self.has_draft and self.draft_prefills and len(b.pre_idx) and b.chunk.sum():
-            # the draft also reads every prompt (its KV cache / hidden states), whatever k is now
-            prefill = _first_step_only(ragged(self.base.draft, b.chunk, self.draft_ctx(self.ctx[b.pre_idx]),
-                                              tokens=np.int64(b.chunk.sum()), sampled=np.int64(len(b.first))), steps)
-        # a step whose sequences verify different widths (n-gram misses) or prefill beside decodes is ragged
-        uniform = np.where(live, q, np.inf).min(axis=1) == np.where(live, q, -np.inf).max(axis=1)
-        b.dt = md.model.price(Mix(target, verifying, passes, prefill, uniform, live.sum(axis=1))).total
-        b.ends = self.now + np.cumsum(b.dt)
+                return self.log()
 
-    # ------------------------------------------------------------------ account latencies
+    # ------------------------------------------------------------------ step: price the recorded steps
 
-    def account(self, b: _Block) -> None:
-        """What a benchmark client sees: first tokens, inter-token gaps, tokens per step."""
-        log, ends, dt, last_t = self.log, b.ends, b.dt, self.last_t
-        assert ends is not None and dt is not None
-        got = (b.emit > 0) & (self.rid >= self.measure_from)
-        if b.steps > 1:  # a sequence that emits in consecutive steps sees the step time as its gap
-            log.itl_values.append(dt[1:])
-            log.itl_counts.append((got[1:] & got[:-1]).sum(axis=1).astype(float))
-        # gaps that start before this block or after a silent step
-        gap0 = ends[0] - np.where(got[0], last_t, np.nan)
-        ok = ~np.isnan(gap0)
-        log.itl_values.append(gap0[ok])
-        log.itl_counts.append(np.ones(int(ok.sum())))
-        if b.steps > 1:
-            silent_then = got[1:] & ~got[:-1]
-            if silent_then.any():  # only a just-prefilled sequence can be silent in step 0
-                t_idx, s_idx = np.nonzero(silent_then)
-                log.itl_values.append(ends[t_idx + 1] - np.where(np.isnan(last_t[s_idx]), ends[0], last_t[s_idx]))
-                log.itl_counts.append(np.ones(len(t_idx)))
-        log.first_token[self.rid[b.first]] = ends[0]
-        log.step_end.append(ends)
-        log.step_tokens.append(b.emit.sum(axis=1))
-        pre_tokens = np.zeros(b.steps)
-        pre_tokens[0] = b.chunk.sum()
-        log.step_prefill.append(pre_tokens)
+    def price(self) -> None:
+        """Each recorded step's seconds from the step model, for exactly its mix (one call per mode)."""
+        from .records import DT, MODE, NDEC, NPRICED, NSTEPS, PSMP, PTOK, SEQS, SMP, TOK, UNIF
 
-    # ------------------------------------------------------------------ advance and retire
+        lo, hi = int(self.ST[NPRICED]), int(self.ST[NSTEPS])
+        SF, SI, (kv, qk, ex, pkv, pqk, dkv, dqk, dtok, W, Wd, _) = self.SF, self.SI, self.L
+        modes = SI[MODE, lo:hi]
+        for i, md in enumerate(self.order):
+            sel: slice | np.ndarray = slice(lo, hi) if len(self.order) == 1 else lo + np.nonzero(modes == i)[0]
+            tokens = SI[TOK, sel]
+            if not len(tokens):
+                continue
+            target = Forward(tokens, SF[kv:kv + W, sel], SF[qk:qk + W, sel], SI[SMP, sel],
+                             SF[ex:ex + W, sel] if self.expansion and md.on else 0.0)
+            passes = tuple((count, Forward(SI[dtok + g, sel], SF[dkv + g * Wd:dkv + (g + 1) * Wd, sel],
+                                           SF[dqk + g * Wd:dqk + (g + 1) * Wd, sel]))
+                           for g, (_, count) in enumerate(self.groups[i]))
+            prefill = None
+            if self.draft_prefill and SI[PTOK, sel].any():
+                prefill = Forward(SI[PTOK, sel], SF[pkv:pkv + Wd, sel], SF[pqk:pqk + Wd, sel], SI[PSMP, sel])
+            mix = Mix(target, SF[NDEC, sel] if md.on else 0.0, passes, prefill, SI[UNIF, sel] > 0, SF[SEQS, sel])
+            SF[DT, sel] = md.model.price(mix).total
+        self.ST[NPRICED] = hi
 
-    def advance(self, b: _Block) -> None:
-        """Contexts, prompts and outputs move on; finished requests leave (and, closed-loop, their
-        clients send the next)."""
-        ends = b.ends
-        assert ends is not None
-        self.ctx = self.ctx + b.adv.sum(axis=0)
-        self.pre_left[b.pre_idx] -= b.chunk
-        self.remaining = self.remaining - b.emit.sum(axis=0)
-        last_emit_step = b.steps - 1 - np.argmax(b.emit[::-1] > 0, axis=0)
-        self.last_t = np.where(b.emit.any(axis=0), ends[last_emit_step], self.last_t)
-        self.now = float(ends[-1])
-        fin = self.remaining <= 0
-        if not fin.any():
-            return
-        ids = self.rid[fin]
-        self.log.finish[ids] = self.now
-        self.kv_used -= float(self.need[ids].sum())
-        self.done += len(ids)
-        keep = ~fin
-        self.rid, self.ctx, self.pre_left = self.rid[keep], self.ctx[keep], self.pre_left[keep]
-        self.remaining, self.last_t = self.remaining[keep], self.last_t[keep]
-        if self.closed:  # each finished client sends its next request now
-            add = min(len(ids), self.n - self.issued)
-            self.arr[self.issued: self.issued + add] = self.now
-            self.issued += add
+    # ------------------------------------------------------------------ what clients saw, in seconds
+
+    def log(self) -> RunLog:
+        """Step indices become times: arrivals (closed-loop: when a client's last request finished),
+        first tokens, finishes and inter-token gaps (a step's time, or the gap between two ends)."""
+        from . import records as r
+
+        ns, ni = int(self.ST[r.NSTEPS]), int(self.ST[r.NITL])
+        ends, dt = self.SF[r.ENDS, :ns].copy(), self.SF[r.DT, :ns].copy()
+        arr_step, first, fin = self.RI
+        arrival = np.where(arr_step >= 0, ends[np.maximum(arr_step, 0)], self.R[r.R_ARR])
+        i, j = self.II[:, :ni]
+        gaps = np.where(j < 0, dt[i], ends[i] - ends[np.maximum(j, 0)])
+        return RunLog(arrival, self.prompt.astype(float), self.output.astype(float), ends[first], ends[fin], [ends],
+                      [self.SF[r.EMIT, :ns].copy()], [self.SF[r.PRE, :ns].copy()], [gaps],
+                      [self.IW[:ni].copy()], float(self.SF0[r.PROPOSED]), float(self.SF0[r.ACCEPTED]),
+                      float(self.SF0[r.VERIFY]))
+
+
+def _doubled(a: np.ndarray) -> np.ndarray:
+    """A record array with twice the room along its last axis, its contents kept."""
+    out = np.empty(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    out[..., :a.shape[-1]] = a
+    return out
 
 
 def simulate(arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Generator, *,
