@@ -221,3 +221,37 @@ def test_config_json_whose_quantization_config_is_not_an_object_is_one_line(tmp_
     f.write_text(json.dumps(cfg)[:-1] + f', "quantization_config": {value}}}')
     rc, _, err = cli(capsys, "models", "import", str(f))
     one_line(rc, err, "quantization_config must be a JSON object")
+
+
+# --------------------------------------------------------------------------- simulate: a clock that loses its steps
+
+def test_a_request_rate_so_low_the_clock_loses_its_steps_is_refused(capsys):
+    # --request-rate 1e-300 printed TTFT 0.0 ms and TPOT p50 0.00 ms: arrivals ~1e300 s apart, and
+    # adding a millisecond step to such a clock changes nothing
+    rc, _, err = cli(capsys, "simulate", "--workload", "sharegpt", "--model", "llama-3.2-1b", "--num-prompts", "5",
+                     "--request-rate", "1e-300", "--quiet")
+    one_line(rc, err, "request rate 1e-300", "give a rate >=")
+
+
+def test_a_low_but_representable_request_rate_still_runs(capsys):
+    rc, out, err = cli(capsys, "simulate", "--workload", "sharegpt", "--model", "llama-3.2-1b", "--num-prompts", "5",
+                       "--request-rate", "1e-7", "--quiet", "--json")
+    assert rc == 0, err
+    level = json.loads(out, parse_constant=_no_constant)["levels"][0]
+    assert level["off"]["median_tpot_ms"] > 0 and level["off"]["median_ttft_ms"] > 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["predict", "--acceptance", "1e-300", "--batch", "1,8"],
+    ["whatif", "--y", "acceptance=1e-300..0.9", "--points", "4"],
+    ["policy", "--acceptance", "1e-300", "--k-max", "8"],
+    ["predict", "--acceptance", "0.999999999999", "--k", "16"],
+])
+def test_extreme_values_print_no_runtime_warning(argv, cli_env):
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "crossover", *argv, "--json"],
+                       capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert r.returncode in (0, 2) and "Warning" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    if r.returncode == 0:
+        json.loads(r.stdout, parse_constant=_no_constant)

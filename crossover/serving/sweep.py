@@ -110,6 +110,7 @@ def check_fits(sc: Scenario, workload: Workload, concurrency: float, base: Path 
 STEADY_COMPLETIONS = 10
 MAX_LEVELS = 64
 MAX_PROMPTS = 200_000
+MAX_SIMULATED_S = 1e9  # a run's clock beyond this (float seconds) loses its milliseconds
 
 AXIS_CODE = {"concurrency": 0, "request_rate": 1}
 ARM_CODE = {"off": 0, "on": 1, "policy": 2}
@@ -222,6 +223,15 @@ def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, 
     if num_prompts > MAX_PROMPTS:
         raise CrossoverError(f"--num-prompts {num_prompts} exceeds {MAX_PROMPTS} requests per level; a steady "
                              f"state needs about 10 x the concurrency, which the sweep adds by itself")
+    if axis == "request_rate":
+        for v in values:
+            if not (np.isfinite(v) and v > 0):
+                raise CrossoverError(f"request rate must be a finite number > 0 (got {v:g})")
+            if num_prompts / v > MAX_SIMULATED_S:  # the clock in seconds would round millisecond steps away
+                raise CrossoverError(
+                    f"request rate {v:g} req/s: {num_prompts} requests would arrive over {num_prompts / v:.3g} s, "
+                    f"beyond the {MAX_SIMULATED_S:g} s (~30 years) a simulation keeps step times exact in; "
+                    f"give a rate >= {num_prompts / MAX_SIMULATED_S:.3g} req/s")
     if axis == "concurrency":
         for v in values:
             if v != int(v) or v < 1:
