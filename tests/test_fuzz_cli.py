@@ -15,6 +15,7 @@ about a minute on a 2-core machine (the per-verb max_examples below set that).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import hashlib
 import io
 import json
@@ -117,8 +118,15 @@ def run_case(argv: list[str], inputs=(), outputs=()) -> tuple[int, str, str]:
         hung.append(True)  # also checked after the run: an alarm inside a gc callback is swallowed
         raise Hang(f"no answer in {HANG_S} s: {argv}")
 
+    log = os.environ.get("CROSSOVER_FUZZ_LOG")
+    if log:
+        with open(log, "a") as fh:
+            fh.write(f"start\t{argv}\n")
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(HANG_S)
+    # Compiled code (numba, numpy) never sees the alarm: a watchdog thread dumps every stack and
+    # ends the process instead of letting a hang stall CI.
+    faulthandler.dump_traceback_later(3 * HANG_S, exit=True)
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -126,13 +134,14 @@ def run_case(argv: list[str], inputs=(), outputs=()) -> tuple[int, str, str]:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 rc = main(argv)
     finally:
+        faulthandler.cancel_dump_traceback_later()
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     so, se = out.getvalue(), err.getvalue()
     assert not hung, f"no answer in {HANG_S} s: {argv}"
-    if os.environ.get("CROSSOVER_FUZZ_LOG"):  # one line per run: seconds, exit status, argv
-        with open(os.environ["CROSSOVER_FUZZ_LOG"], "a") as log:
-            log.write(f"{time.perf_counter() - t0:.2f}\t{rc}\t{argv}\n")
+    if log:  # one line per run: seconds, exit status, argv
+        with open(log, "a") as fh:
+            fh.write(f"{time.perf_counter() - t0:.2f}\t{rc}\t{argv}\n")
     _event(f"{argv[0]} exit {rc}" + (": " + re.sub(r"\S*/\S*|[0-9.e+-]+", "_", se.strip())[16:70] if rc else ""))
     shown = f"argv: {argv}\nstderr: {se[-2000:]}"
     assert "Traceback" not in se, shown
@@ -465,6 +474,15 @@ HOSTILE = st.sampled_from([False, True])
 
 # --------------------------------------------------------------------------- the verbs
 
+@pytest.fixture(scope="module")
+def warm_simulator():
+    """One small simulation outside the per-run alarm: the simulator's first use may compile its
+    loop (numba, cached next to the source), which is no hang."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(["simulate", "--quiet", "--workload", "sharegpt", "--model", "llama-3.2-1b", "--num-prompts", "5",
+              "--concurrency", "1"])
+
+
 @fuzz(50)
 @given(st.data())
 def test_fuzz_predict(data):
@@ -511,7 +529,7 @@ def test_fuzz_policy_and_whatif(data):
 
 @fuzz(30)
 @given(st.data())
-def test_fuzz_simulate(data):
+def test_fuzz_simulate(warm_simulator, data):
     draw, hostile = data.draw, data.draw(HOSTILE)
     with files() as fs:
         workload = draw(st.sampled_from(["sharegpt", "file", "random-1024-128", "gsm8k"] + (["nope"] if hostile else [])))
@@ -539,7 +557,7 @@ def test_fuzz_simulate(data):
 
 @fuzz(25)
 @given(st.data())
-def test_fuzz_plan(data):
+def test_fuzz_plan(warm_simulator, data):
     draw, hostile = data.draw, data.draw(HOSTILE)
     with files() as fs:
         argv = ["plan", "--json", "--jobs", "1", "--verify", draw(st.sampled_from(["0", "1"])),
@@ -580,7 +598,7 @@ def test_fuzz_plan(data):
 
 @fuzz(6)
 @given(st.data())
-def test_fuzz_report(data):
+def test_fuzz_report(warm_simulator, data):
     draw, hostile = data.draw, data.draw(HOSTILE)
     with files() as fs:
         out = fs.root / "out" / "page"
