@@ -255,3 +255,24 @@ def test_extreme_values_print_no_runtime_warning(argv, cli_env):
     assert r.returncode in (0, 2) and "Warning" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     if r.returncode == 0:
         json.loads(r.stdout, parse_constant=_no_constant)
+
+
+# --------------------------------------------------------------------------- item 18: over-long paths, a full disk
+
+@pytest.mark.parametrize("argv", [["measured", "--files", "{long}.csv"], ["predict", "--plot", "{long}.png"],
+                                  ["predict", "--calibration", "{long}.yaml"]])
+def test_an_over_long_path_is_one_line(argv, tmp_path, capsys):
+    long = str(tmp_path / ("a" * 300))  # ENAMETOOLONG from the first stat(), wherever it happens
+    rc, _, err = cli(capsys, *(a.format(long=long) for a in argv))
+    one_line(rc, err, "File name too long")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_stdout_on_a_full_disk_is_one_line(json_flag, cli_env):
+    import subprocess
+
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "crossover", "predict", *json_flag], stdout=full,
+                           stderr=subprocess.PIPE, text=True, env=cli_env(), timeout=300)
+    assert r.returncode == 2 and r.stderr == "crossover: error: cannot write the output: No space left on device\n", r.stderr

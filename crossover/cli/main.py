@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from typing import Sequence
 
@@ -32,6 +34,22 @@ def _validation_line(exc) -> str:
     return f"{field}: {msg}" if field else msg
 
 
+# errno of a failed write to stdout that is the system's, not the command's: one line, exit 2
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ELOOP}
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush of what could not be
+    written raises nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured in-process)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run a verb; bad input gives one line on stderr and exit status 2."""
     parser = build_parser()
@@ -57,6 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        if exc.errno in _PATH_ERRNOS:  # a path the user gave that no file system takes, wherever it is touched
+            name = str(exc.filename or "")
+            print(f"crossover: error: {name[:80] + '...' if len(name) > 80 else name}: {exc.strerror}", file=sys.stderr)
+            return 2
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        _drop_stdout()  # stdout on a full disk or over a quota: not a traceback
+        print(f"crossover: error: cannot write the output: {exc.strerror}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
