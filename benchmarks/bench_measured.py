@@ -1,17 +1,24 @@
 """How `crossover measured` scales (issue 12 item 20): time for a sweep of many levels, with and
-without the model beside it, and peak memory against the size of a large CSV.
+without the model beside it, as a command and in-process, and peak memory against the size of a
+large CSV.
 
-    python benchmarks/bench_measured.py [--levels 10000] [--mb 200] [--repeats 3]
+    python benchmarks/bench_measured.py [--levels 10000] [--mb 20,200] [--repeats 5]
 
 Every file is generated under a temporary directory (removed at the end); nothing large is kept.
-Goals: 10,000 levels <= 1 s (with and without --model), peak RSS <= 3 x the file size.
+Goals: 10,000 levels <= 1 s as a command (with and without --model), peak RSS <= 3 x the file size.
+Times are medians; the load average is printed with them (on a shared machine, wall time follows
+the load: the CPU time of the command, user + system, is printed beside it).
+
+Two shapes of large file: `repeats` (1,000 levels per arm, each measured many times: the median
+run represents a level, as for `vllm bench sweep`'s repeats) and `distinct` (every row pair its own
+level, so the output has as many levels as the file has row pairs: its JSON is about as large as
+the file itself).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -21,16 +28,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 HEADER = "arm,concurrency,output_throughput,median_tpot_ms,p99_tpot_ms,median_ttft_ms,mean_e2el_ms,acceptance_length\n"
+MODEL_FLAGS = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--k", "3"]
+
+
+def rows_at(c: float, noise: float = 1.0) -> tuple[str, str]:
+    """The off and on rows at concurrency `c` (a crossover near 100), throughput scaled by `noise`."""
+    off = 140.0 * c / (1 + c / 400) * noise
+    on = 290.0 * c / (1 + c / 60) * noise
+    tpot_off, tpot_on = 1000.0 * c / off, 1000.0 * c * 2.5 / on
+    return (f"off,{c},{off:.3f},{tpot_off:.4f},{1.2 * tpot_off:.4f},{20 + c / 10:.3f},{200 * tpot_off:.3f},\n",
+            f"on,{c},{on:.3f},{tpot_on:.4f},{1.3 * tpot_on:.4f},{22 + c / 9:.3f},{200 * tpot_on:.3f},2.5\n")
 
 
 def rows(levels: int):
-    """Both arms at `levels` concurrency levels 1..levels, a crossover near level 100."""
+    """Both arms at `levels` concurrency levels 1..levels."""
     for c in range(1, levels + 1):
-        off = 140.0 * c / (1 + c / 400)
-        on = 290.0 * c / (1 + c / 60)
-        tpot_off, tpot_on = 1000.0 * c / off, 1000.0 * c * 2.5 / on
-        yield f"off,{c},{off:.3f},{tpot_off:.4f},{1.2 * tpot_off:.4f},{20 + c / 10:.3f},{200 * tpot_off:.3f},\n"
-        yield f"on,{c},{on:.3f},{tpot_on:.4f},{1.3 * tpot_on:.4f},{22 + c / 9:.3f},{200 * tpot_on:.3f},2.5\n"
+        yield from rows_at(c)
 
 
 def write_levels(path: Path, levels: int) -> None:
@@ -39,76 +52,114 @@ def write_levels(path: Path, levels: int) -> None:
         f.writelines(rows(levels))
 
 
-def write_mb(path: Path, mb: float) -> None:
-    """About `mb` MB of rows: levels repeat with distinct loads (fractional concurrency)."""
-    target = int(mb * 1e6)
+def write_mb(path: Path, mb: float, levels: int | None = 1000) -> int:
+    """About `mb` MB of rows; returns the number of rows. `levels`: the rows cycle through this many
+    levels, each measured again and again with a few % of run-to-run noise; None: every row pair is a
+    level of its own (fractional concurrency)."""
+    target, n = int(mb * 1e6), 0
     with path.open("w") as f:
         f.write(HEADER)
-        size, c = len(HEADER), 0
+        size, i = len(HEADER), 0
         while size < target:
-            c += 1
-            chunk = "".join(r.replace(f",{c},", f",{c}.5,", 1) for r in rows_at(c))
-            f.write(chunk)
-            size += len(chunk)
+            chunk = []
+            for _ in range(1000):
+                i += 1
+                if levels is None:
+                    pair = rows_at(i + 0.5)
+                else:
+                    pair = rows_at((i - 1) % levels + 1, 1.0 + 0.03 * (((i * 7919) % 101) / 50.0 - 1.0))
+                chunk.extend(pair)
+            text = "".join(chunk)
+            f.write(text)
+            size += len(text)
+            n += len(chunk)
+    return n
 
 
-def rows_at(c: int):
-    off = 140.0 * c / (1 + c / 400)
-    on = 290.0 * c / (1 + c / 60)
-    tpot_off, tpot_on = 1000.0 * c / off, 1000.0 * c * 2.5 / on
-    yield f"off,{c},{off:.3f},{tpot_off:.4f},{1.2 * tpot_off:.4f},{20 + c / 10:.3f},{200 * tpot_off:.3f},\n"
-    yield f"on,{c},{on:.3f},{tpot_on:.4f},{1.3 * tpot_on:.4f},{22 + c / 9:.3f},{200 * tpot_on:.3f},2.5\n"
+def run_child(argv: list[str]) -> tuple[float, float, float, int, str]:
+    """(wall s, CPU s (user + system), peak RSS in bytes, exit status, stderr) of one command,
+    measured on that child alone (os.wait4)."""
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        p = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024.0, p.returncode, text
+
+
+def command(path: Path, model: bool) -> list[str]:
+    return [sys.executable, "-m", "crossover", "measured", "--files", str(path), "--json",
+            *(MODEL_FLAGS if model else [])]
+
+
+def median_run(argv: list[str], repeats: int) -> tuple[float, float, float]:
+    """Median wall and CPU seconds and the largest peak RSS over `repeats` runs (one warm-up run first)."""
+    runs = [run_child(argv) for _ in range(repeats + 1)][1:]
+    for r in runs:
+        if r[3] != 0:
+            sys.exit(f"{' '.join(argv)}: exit {r[3]}: {r[4].strip()}")
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), max(r[2] for r in runs)
 
 
 def time_in_process(path: Path, repeats: int, **kw) -> float:
-    """Median seconds of crossover.measured(files=[path], ...) in this process."""
+    """Median seconds of what the command does after its imports: crossover.measured(files=[path],
+    ...), its to_dict() and the JSON text."""
     import crossover
+    from crossover.cli.common import dumps_indented
 
-    crossover.measured(files=[str(path)], **kw)  # warm: imports, compiled op lists
-    times = []
-    for _ in range(repeats):
+    def once() -> float:
         t = time.perf_counter()
-        crossover.measured(files=[str(path)], **kw)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        dumps_indented(crossover.measured(files=[str(path)], **kw).to_dict())
+        return time.perf_counter() - t
+
+    once()  # warm: imports, compiled op lists
+    return statistics.median(once() for _ in range(repeats))
 
 
-def peak_rss_of_cli(path: Path) -> tuple[float, float, int]:
-    """(peak RSS in bytes, wall seconds, exit status) of `crossover measured --files PATH --json` in a child."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "crossover", "measured", "--files", str(path), "--json"],
-                       cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
-    wall = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if r.returncode != 0:
-        print(r.stderr.strip(), file=sys.stderr)
-    # ru_maxrss of children is the largest child so far (KiB on Linux); the first child here is the largest
-    return max(peak, before) * 1024.0, wall, r.returncode
+def load() -> str:
+    return "load average " + " / ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", type=int, default=10_000)
-    ap.add_argument("--mb", type=float, default=200.0)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--mb", default="20,200", help="sizes of the large CSVs, comma-separated (0: none)")
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
+    print(load())
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
+        start = median_run([sys.executable, "-c", "pass"], args.repeats)
+        print(f"interpreter start (python -c pass): {start[0]:.3f} s wall, {start[1]:.3f} s CPU")
         sweep = d / "sweep.csv"
         write_levels(sweep, args.levels)
-        plain = time_in_process(sweep, args.repeats)
-        model = time_in_process(sweep, args.repeats, model="llama-3.1-8b", hardware="h100-sxm", tp=1, k=3)
-        print(f"measured, {args.levels} levels x 2 arms: {plain:.3f} s; with --model: {model:.3f} s (median of "
-              f"{args.repeats}; goal <= 1 s)")
-        if args.mb > 0:
-            big = d / "big.csv"
-            write_mb(big, args.mb)
-            size = big.stat().st_size
-            peak, wall, rc = peak_rss_of_cli(big)
-            print(f"measured --files {size / 1e6:.0f} MB CSV: exit {rc}, {wall:.1f} s, peak RSS {peak / 1e6:.0f} MB "
-                  f"= {peak / size:.2f} x the file (goal <= 3 x)")
+        for model in (False, True):
+            wall, cpu, peak = median_run(command(sweep, model), args.repeats)
+            inproc = time_in_process(sweep, args.repeats, **(dict(model="llama-3.1-8b", hardware="h100-sxm", tp=1, k=3)
+                                                              if model else {}))
+            print(f"measured --json, {args.levels} levels x 2 arms{' with --model' if model else ''}: command "
+                  f"{wall:.3f} s wall, {cpu:.3f} s CPU, peak RSS {peak / 1e6:.0f} MB; in-process {inproc:.3f} s "
+                  f"(medians of {args.repeats}; goal <= 1 s)")
+        print(load())
+        for mb in (float(x) for x in args.mb.split(",") if float(x) > 0):
+            for levels in (1000, None):
+                if levels is None and mb > 50:
+                    continue  # its output alone is about the file's size: see the module docstring
+                big = d / "big.csv"
+                n = write_mb(big, mb, levels)
+                size = big.stat().st_size
+                wall, cpu, peak, rc, err = run_child(command(big, False))
+                if rc != 0:
+                    sys.exit(f"measured on {size / 1e6:.0f} MB: exit {rc}: {err.strip()}")
+                shape = f"{levels} levels, repeated runs" if levels else "every row pair its own level"
+                print(f"measured --json on a {size / 1e6:.0f} MB CSV ({n} rows, {shape}): {wall:.1f} s wall, "
+                      f"{cpu:.1f} s CPU, peak RSS {peak / 1e6:.0f} MB = {peak / size:.2f} x the file (goal <= 3 x)")
+                big.unlink()
+        print(load())
 
 
 if __name__ == "__main__":

@@ -5,10 +5,49 @@
     print(crossover.predict(sc).crossover_batch)
 """
 
-from .api import calibrate, measured, plan, policy, predict, simulate, whatif
-from .build import inputs, scenario
+from __future__ import annotations
+
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from .errors import CrossoverError
+
+if TYPE_CHECKING:  # the API, imported on first use (a command imports only what its verb needs)
+    from .api import calibrate, measured, plan, policy, predict, simulate, whatif
+    from .build import inputs, scenario
 
 __version__ = "0.1.0"
 
 __all__ = ["CrossoverError", "calibrate", "inputs", "measured", "plan", "policy", "predict", "scenario", "simulate", "whatif"]
+
+_LAZY = {"calibrate": "api", "measured": "api", "plan": "api", "policy": "api", "predict": "api", "simulate": "api",
+         "whatif": "api", "inputs": "build", "scenario": "build"}
+
+
+class _Package(types.ModuleType):
+    """`crossover.measured` and `crossover.plan` are API verbs that share their names with modules:
+    importing the module must not replace the verb (as the eager `from .api import ...` ensured)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    """The API verbs, imported on first use: `import crossover` stays light, `crossover.predict` works."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'crossover' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from .errors import CrossoverError
 
@@ -61,6 +61,12 @@ def _kind(mode: int) -> str:
 
 def read_bytes(path: str | Path, expected: str) -> bytes:
     """A regular file's bytes, at most max_input_bytes() of them; one line otherwise."""
+    return b"".join(read_chunks(path, expected))
+
+
+def read_chunks(path: str | Path, expected: str, size: int = 1 << 24) -> Iterator[bytes]:
+    """A regular file's bytes in pieces of at most `size` (a large file is never held whole), with
+    read_bytes' checks: a regular file, at most max_input_bytes() of it; one line otherwise."""
     path = Path(path)
     limit = max_input_bytes()
     try:
@@ -83,16 +89,15 @@ def read_bytes(path: str | Path, expected: str) -> bytes:
             os.set_blocking(fd, True)
         except OSError:
             pass
-        chunks, total = [], 0
+        total = 0
         while True:  # read to the end, never past the limit (a file may grow while it is read)
-            chunk = os.read(fd, min(1 << 24, limit + 1 - total))
+            chunk = os.read(fd, min(size, limit + 1 - total))
             if not chunk:
                 break
-            chunks.append(chunk)
             total += len(chunk)
             if total > limit:
                 raise CrossoverError(_too_big(path, total, limit))
-        return b"".join(chunks)
+            yield chunk
     except OSError as exc:
         raise CrossoverError(f"{path}: cannot read ({exc.strerror or exc}); expected {expected}") from None
     finally:
@@ -107,7 +112,24 @@ def _too_big(path: Path, size: int, limit: int) -> str:
 def read_text(path: Path, expected: str, errors: str = "strict") -> str:
     """A UTF-8 text file's contents (input files are only ever read); a leading BOM is kept for
     the caller to strip (readers that detect formats by content skip it)."""
-    data = read_bytes(path, expected)
+    return _decode(path, read_bytes(path, expected), expected, errors)
+
+
+def read_text_chunks(path: Path, expected: str, size: int = 1 << 20) -> Iterator[str]:
+    """read_text's text in pieces of whole lines, about `size` bytes each (a large file is never
+    held whole, as bytes or as text); the same one-line errors."""
+    carry = b""
+    for chunk in read_chunks(path, expected, size):
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1  # a line ends at a newline, never inside a UTF-8 sequence
+        carry = data[cut:]
+        if cut:
+            yield _decode(path, data[:cut], expected)
+    if carry:
+        yield _decode(path, carry, expected)
+
+
+def _decode(path: Path, data: bytes, expected: str, errors: str = "strict") -> str:
     try:
         text = data.decode("utf-8", errors=errors)
     except UnicodeDecodeError:

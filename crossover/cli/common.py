@@ -68,7 +68,7 @@ def print_result(args: argparse.Namespace, result) -> None:
     print(dumps_indented(result.to_dict()) if getattr(args, "json", False) else result.to_text())
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 _ENCODERS: dict[str, object] = {}
 
 
@@ -104,7 +104,7 @@ def dumps_indented(obj, indent: str = "  ", _pad: str = "") -> str:
     if not obj:
         return "{}" if isinstance(obj, dict) else "[]"
     inner = _pad + indent
-    if all(isinstance(v, _SCALARS) for v in values):
+    if all(map(_SCALAR_TYPES.__contains__, map(type, values))):  # exact types: a subclass takes the long way
         body = _flat_encoder(",\n" + inner)(obj)
     elif isinstance(obj, dict):
         body = "{" + (",\n" + inner).join(f"{json.dumps(k) if isinstance(k, str) else json.dumps({k: 0})[1:-4]}: "

@@ -2,29 +2,31 @@
 
 from __future__ import annotations
 
+import importlib
 import errno
 import os
 import sys
 from typing import Sequence
 
-from pydantic import ValidationError
-
 from ..errors import CrossoverError
 from ..files import set_max_input_mb
-from .measured_verbs import cmd_calibrate, cmd_measured
-from .model_verbs import (
-    cmd_plan,
-    cmd_policy,
-    cmd_predict,
-    cmd_report,
-    cmd_simulate,
-    cmd_whatif,
-)
 from .outputs import check_outputs
 from .parser import build_parser
 from .scenario import warnings_as_lines
-from .serve_verb import cmd_serve
-from .spec_verbs import cmd_hardware, cmd_models
+
+# verb -> (module of crossover.cli, function): imported when that verb runs, so a command loads only
+# what it needs (`measured` never imports the serving simulator, the planner or the web server)
+VERBS = {"predict": ("model_verbs", "cmd_predict"), "simulate": ("model_verbs", "cmd_simulate"),
+         "policy": ("model_verbs", "cmd_policy"), "whatif": ("model_verbs", "cmd_whatif"),
+         "plan": ("model_verbs", "cmd_plan"), "report": ("model_verbs", "cmd_report"),
+         "measured": ("measured_verbs", "cmd_measured"), "calibrate": ("measured_verbs", "cmd_calibrate"),
+         "hardware": ("spec_verbs", "cmd_hardware"), "models": ("spec_verbs", "cmd_models"),
+         "serve": ("serve_verb", "cmd_serve")}
+
+
+def _verb(name: str):
+    module, function = VERBS[name]
+    return getattr(importlib.import_module(f".{module}", __package__), function)
 
 
 def _validation_line(exc) -> str:
@@ -58,20 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verb is None:
             parser.print_help()
             return 2
-        verb = {"predict": cmd_predict, "simulate": cmd_simulate, "policy": cmd_policy, "whatif": cmd_whatif,
-                "plan": cmd_plan, "report": cmd_report,
-                "measured": cmd_measured,
-                "calibrate": cmd_calibrate, "hardware": cmd_hardware, "models": cmd_models,
-                "serve": cmd_serve}[args.verb]
+        verb = _verb(args.verb)
         set_max_input_mb(getattr(args, "max_input_mb", None))  # None: CROSSOVER_MAX_INPUT_MB or 512
         check_outputs(args)  # before any work: never an input, never an existing file without --force
         with warnings_as_lines():  # the library's warnings, one stderr line each
             return verb(args)
     except CrossoverError as exc:
         print(f"crossover: error: {exc}", file=sys.stderr)
-        return 2
-    except ValidationError as exc:
-        print(f"crossover: error: {_validation_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
@@ -87,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # pydantic's ValidationError (a spec was read, so pydantic is loaded)
+        pydantic = sys.modules.get("pydantic")
+        if pydantic is None or not isinstance(exc, pydantic.ValidationError):
+            raise
+        print(f"crossover: error: {_validation_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -25,12 +25,12 @@ from .fields import (
     _tau,
     _whole,
 )
-from .table import ARMS, LOAD_AXES, ColumnBuilder, Columns, MeasuredPoint
+from .table import ARMS, LOAD_AXES, ColumnBuilder, Columns, MeasuredPoint, constant
 
 CSV_DOC = "docs/measured_csv.md"
 _CSV_KNOWN = frozenset({"arm", "output_throughput", "model_id", *LOAD_AXES})
 
-CHUNK_CHARS = 1 << 20  # a CSV is parsed in chunks of about this many characters (whole lines)
+CHUNK_CHARS = 1 << 18  # a CSV is parsed in chunks of about this many characters (whole lines)
 
 
 def _lines(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
@@ -94,6 +94,17 @@ def _chunks(text: str, start: int, lineno: int) -> Iterator[tuple[int, str]]:
         start = end
 
 
+def _pieces(text: str, start: int, lineno: int, more: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """`_chunks` of `text` from `start`, then of every piece of whole lines in `more`, numbered on."""
+    for first, chunk in _chunks(text, start, lineno):
+        yield first, chunk
+        lineno = first + chunk.count("\n")
+    for piece in more:
+        for first, chunk in _chunks(piece, 0, lineno):
+            yield first, chunk
+            lineno = first + chunk.count("\n")
+
+
 class _CsvLayout:
     """What a CSV's header says: its columns, the load axis and the arm flag, for every chunk."""
 
@@ -103,7 +114,10 @@ class _CsvLayout:
         self.metrics = [n for n in names if n not in own and n not in LOAD_AXES]
 
 
-def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None) -> Columns:
+def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None,
+              more: Iterable[str] = (), size_hint: int | None = None) -> Columns:
+    """The CSV whose text starts with `text` (the header included) and goes on with the pieces of
+    whole lines in `more`, read as they come: the file (of about `size_hint` bytes) is never held whole."""
     header_line, header, body = _header(path, text)
     names = [h.lower() for h in header]
     for i, name in enumerate(names):
@@ -127,15 +141,17 @@ def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None
     else:
         axis = axes[0]
     layout = _CsvLayout(path, names, axis, arm_flag)
-    blocks = ColumnBuilder()
-    for lineno, chunk in _chunks(text, body, header_line + 1):
+    blocks = None
+    for lineno, chunk in _pieces(text, body, header_line + 1, more):
         block = _csv_block(layout, chunk, lineno)
         if block is None:  # quotes, blank or comment lines, spaces, or a cell at fault: line by line
             block = _csv_rows(layout, chunk, lineno, header_line)
-        if len(block):
-            blocks.add_block(block)
+        if blocks is None:  # room for the rows the file's size suggests, at this chunk's bytes per row
+            rows = len(block) * (size_hint or len(chunk)) // max(len(chunk.encode()), 1)
+            blocks = ColumnBuilder(capacity=int(1.25 * rows) + 1024)
+        blocks.add_block(block)
     del text
-    out = blocks.build()
+    out = blocks.build() if blocks is not None else Columns(0)
     if not len(out):
         raise CrossoverError(f"{path}: no data rows under the header")
     return out
@@ -165,7 +181,7 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
     cols = {name: flat[j::width] for j, name in enumerate(layout.names)}
     del flat
     c = Columns(n)
-    c.bases, c.base[:], c.line[:] = [f"{layout.path}:"], 0, np.arange(lineno, lineno + n)
+    c.bases, c.base, c.line[:] = [f"{layout.path}:"], constant(0, n, np.int32), np.arange(lineno, lineno + n)
     flag = layout.arm_flag
     if "arm" in cols:
         words = {}
@@ -184,7 +200,7 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
         known: dict[str, int] = {}
         c.model[:] = [_intern_cell(known, c.model_ids, cell) for cell in cols.pop("model_id")]
     else:
-        c.model[:] = -1
+        c.model = constant(-1, n, np.int32)
     try:
         values = {name: _floats(cells) for name, cells in cols.items()}
         k_given = np.array([cell != "" for cell in cols["k"]], bool) if "k" in cols else None
@@ -197,17 +213,17 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
     if _implausible(tput, THROUGHPUT_RANGE):  # the row path names the row (fields.implausible)
         return None
     c.load[:], c.output_throughput[:] = load, tput
-    c.axis[:] = LOAD_AXES.index(layout.axis)
+    c.axis = constant(LOAD_AXES.index(layout.axis), n, np.int8)
     tau = values.get("acceptance_length")
     if tau is not None:
         tau = np.where(np.isfinite(tau), tau, np.nan)
         if (tau < 1).any():
             return None
-    c.acceptance_length[:] = np.nan if tau is None else tau
+    c.acceptance_length = constant(np.nan, n) if tau is None else tau
     rate = values.get("acceptance_rate")
     if rate is not None and ((rate < 0) | (rate > 1)).any():  # NaN: not reported
         return None
-    c.acceptance_rate[:] = np.nan if rate is None else rate
+    c.acceptance_rate = constant(np.nan, n) if rate is None else rate
     k = values.get("k")
     if k is not None:
         given = k[k_given]
@@ -215,7 +231,7 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
             return None
         c.k[:] = np.where(k_given, np.nan_to_num(k), -1)
     else:
-        c.k[:] = -1
+        c.k = constant(-1, n, np.int64)
     for name in layout.metrics:
         v = values[name]
         v[~np.isfinite(v)] = np.nan
@@ -263,7 +279,7 @@ def _csv_rows(layout: _CsvLayout, chunk: str, lineno: int, header_line: int) -> 
         lines.append(line)
     c = Columns.of_points(points)
     if len(c):
-        c.bases, c.base[:], c.line[:] = [f"{layout.path}:"], 0, lines
+        c.bases, c.base, c.line[:] = [f"{layout.path}:"], constant(0, len(c), np.int32), lines
     return c
 
 

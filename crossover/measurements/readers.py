@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from ..errors import CrossoverError
-from ..files import read_text, too_deep
+from ..files import read_text, read_text_chunks, too_deep
 from .csv_table import CSV_DOC, _looks_like_csv, _read_csv
 from .fields import (
     _describe,
@@ -98,8 +98,11 @@ def _starts_with(path: Path, char: str) -> bool:
     return _read_text(path).lstrip("\ufeff \t\r\n").startswith(char)
 
 
+_EXPECTED = "a vLLM/SGLang result or a CSV"
+
+
 def _read_text(path: Path) -> str:
-    return read_text(path, "a vLLM/SGLang result or a CSV")
+    return read_text(path, _EXPECTED)
 
 
 def read_file(path: Path, arm: str | None = None, load_axis: str | None = None) -> list[MeasuredPoint]:
@@ -108,23 +111,44 @@ def read_file(path: Path, arm: str | None = None, load_axis: str | None = None) 
 
 
 def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns:
-    text = _read_text(path)
-    if "\r" in text:  # universal newlines: \r\n and a lone \r end a line
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    """One file's points as columns: a CSV is read a piece of lines at a time, never held whole."""
+    pieces = read_text_chunks(path, _EXPECTED)  # whole lines, universal newlines, UTF-8 checked
+    text = ""
+    for piece in pieces:  # enough of the file to tell its format: the first non-blank character
+        text += piece
+        if _BLANK.match(text).end() < len(text):
+            break
     body_at = _BLANK.match(text).end()
     if body_at == len(text):
         raise CrossoverError(f"{path}: empty file; expected a vLLM/SGLang result or a measured CSV")
     if text[body_at] in "{[":
+        text += "".join(pieces)  # a JSON value is parsed from the whole text
         rows = ColumnBuilder()
         for src, obj in _json_records(path, text):
             rows.add_point(_from_record(src, obj, arm, load_axis))
         del text
         return rows.build()
+    while not _has_data_line(text):  # comments or blank lines before the header: read on
+        piece = next(pieces, None)
+        if piece is None:
+            break
+        text += piece
     if _looks_like_csv(text):
-        return _read_csv(path, text, arm, load_axis)
+        return _read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
     raise CrossoverError(
         f"{path}: unknown format: expected a vLLM bench serve result (JSON or JSONL), an SGLang "
         f"bench_serving JSONL or a measured CSV ({CSV_DOC})")
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _has_data_line(text: str) -> bool:
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.split("\n"))
 
 
 # --------------------------------------------------------------------------- JSON / JSONL

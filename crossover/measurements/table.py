@@ -3,271 +3,19 @@ held as column arrays (numpy), one row per measured run; `MeasuredPoint`s are ma
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Iterator, Literal, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import CrossoverError
-from .fields import implausible
-
-Arm = Literal["on", "off"]
-LoadAxis = Literal["concurrency", "request_rate", "batch"]
-ARMS: tuple[str, ...] = ("on", "off")
-LOAD_AXES: tuple[str, ...] = ("concurrency", "request_rate", "batch")
-# Two loads are the same level when they differ by at most this fraction of the larger one.
-LOAD_RTOL = 1e-9
-
-
-@dataclass(frozen=True)
-class MeasuredPoint:
-    """One measured run: its arm, its load level and what it measured (vLLM metric names and units)."""
-
-    source: str                   # the file (plus ":line" for JSONL/CSV rows, "[i]" for JSON list items)
-    arm: Arm                      # speculation on or off
-    load_axis: LoadAxis           # what `load` counts
-    load: float                   # requests in flight, requests/s, or sequences per step
-    output_throughput: float      # output tokens/s
-    metrics: dict[str, float]     # every other numeric metric, vLLM names and units (ms, s, tok/s, counts)
-    acceptance_length: float | None = None       # tau: tokens per verify step, bonus token included
-    acceptance_rate: float | None = None         # accepted / drafted tokens, a fraction 0-1
-    per_position: tuple[float, ...] | None = None  # acceptance rate at draft position 1..k, fractions
-    k: int | None = None                         # draft tokens per step, when the file says
-    warnings: tuple[str, ...] = ()               # e.g. "failed=3 > 0"
-    model_id: str | None = None                  # the served model as the file names it (vLLM `model_id`)
-
-    def __post_init__(self) -> None:
-        src = self.source
-        if self.arm not in ARMS:
-            raise CrossoverError(f"{src}: arm must be 'on' or 'off', got {self.arm!r}")
-        if self.load_axis not in LOAD_AXES:
-            raise CrossoverError(f"{src}: load_axis must be one of {', '.join(LOAD_AXES)}, got {self.load_axis!r}")
-        if not (math.isfinite(self.load) and self.load > 0):
-            raise CrossoverError(f"{src}: {self.load_axis} must be a finite number > 0, got {self.load!r}")
-        if not (math.isfinite(self.output_throughput) and self.output_throughput >= 0):
-            raise CrossoverError(
-                f"{src}: output_throughput must be a finite number >= 0 tokens/s, got {self.output_throughput!r}")
-        for name, v in self.metrics.items():
-            if name.endswith("_ms") and v < 0:
-                raise CrossoverError(f"{src}: {name} must be >= 0 ms (a latency), got {v:g}")
-            if name.endswith("_ms") and (why := implausible(name, v)):
-                raise CrossoverError(f"{src}: {why}")
-        if self.acceptance_length is not None and not self.acceptance_length >= 1:
-            raise CrossoverError(
-                f"{src}: acceptance_length must be >= 1 (it counts the bonus token), got {self.acceptance_length!r}")
-        if self.acceptance_rate is not None and not 0 <= self.acceptance_rate <= 1:
-            raise CrossoverError(f"{src}: acceptance_rate must be a fraction 0-1, got {self.acceptance_rate!r}")
-        if self.k is not None and not (isinstance(self.k, int) and self.k >= 0):
-            raise CrossoverError(f"{src}: k must be a whole number >= 0, got {self.k!r}")
-
-    @property
-    def mean_input_len(self) -> float | None:
-        """Mean prompt length in tokens (total_input_tokens / completed), or None if not measured."""
-        return self._per_request("total_input_tokens")
-
-    @property
-    def mean_output_len(self) -> float | None:
-        """Mean output length in tokens (total_output_tokens / completed), or None if not measured."""
-        return self._per_request("total_output_tokens")
-
-    def _per_request(self, key: str) -> float | None:
-        total, completed = self.metrics.get(key), self.metrics.get("completed")
-        if total is None or not completed:
-            return None
-        return total / completed
-
-
-def same_load(a: float, b: float) -> bool:
-    """Whether two load levels are the same (within LOAD_RTOL of the larger)."""
-    return abs(a - b) <= LOAD_RTOL * max(abs(a), abs(b))
+from .columns import ColumnBuilder, Columns, constant  # noqa: F401 - the readers' interface
+from .point import ARMS, LOAD_AXES, LOAD_RTOL, Arm, LoadAxis, MeasuredPoint, same_load  # noqa: F401
 
 
 def _same_loads(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`same_load` element by element."""
     return np.abs(a - b) <= LOAD_RTOL * np.maximum(np.abs(a), np.abs(b))
 
-
-# --------------------------------------------------------------------------- columns
-
-_NAN = float("nan")
-
-
-class Columns:
-    """Measured runs as arrays, one row per run (what the readers build, what the table holds).
-
-    load, output_throughput, acceptance_length, acceptance_rate: float64 (NaN: not reported);
-    on: bool (speculation on); axis: index into LOAD_AXES; k: int64 (-1: not reported); metrics:
-    name -> float64 (NaN: not measured); model: index into `model_ids` (-1: none); a row's source
-    is `bases[base[i]]` followed by its line number `line[i]` when that is >= 0. Per-position
-    rates and warnings are rare: dicts by row."""
-
-    ARRAYS = ("load", "output_throughput", "acceptance_length", "acceptance_rate", "on", "axis", "k", "model",
-              "base", "line")
-    DTYPES = {"on": bool, "axis": np.int8, "k": np.int64, "model": np.int32, "base": np.int32, "line": np.int32}
-
-    def __init__(self, n: int = 0) -> None:
-        for name in self.ARRAYS:
-            setattr(self, name, np.empty(n, self.DTYPES.get(name, np.float64)))
-        self.metrics: dict[str, np.ndarray] = {}
-        self.bases: list[str] = []
-        self.model_ids: list[str] = []
-        self.per_position: dict[int, tuple[float, ...]] = {}
-        self.warnings: dict[int, tuple[str, ...]] = {}
-
-    def __len__(self) -> int:
-        return len(self.load)
-
-    def source(self, i: int) -> str:
-        line = int(self.line[i])
-        base = self.bases[int(self.base[i])]
-        return base if line < 0 else f"{base}{line}"
-
-    def sources(self, rows: np.ndarray) -> list[str]:
-        return [self.source(int(i)) for i in rows]
-
-    def metric(self, name: str) -> np.ndarray:
-        """A metric's column (NaN where a run does not report it; all NaN when none does)."""
-        col = self.metrics.get(name)
-        return col if col is not None else np.full(len(self), _NAN)
-
-    def point(self, i: int) -> MeasuredPoint:
-        """Row i as a MeasuredPoint (validated when it was read: not checked again)."""
-        return self.points_at([i])[0]
-
-    def points_at(self, rows) -> list[MeasuredPoint]:
-        """The given rows as MeasuredPoints, in that order (validated when read: not checked again)."""
-        rows = np.asarray(rows, np.int64)
-        lists = {name: getattr(self, name)[rows].tolist() for name in self.ARRAYS}
-        metrics = [(name, col[rows].tolist()) for name, col in self.metrics.items()]
-        bases, models, per_position, warnings = self.bases, self.model_ids, self.per_position, self.warnings
-        new, out = object.__new__, []
-        for j, i in enumerate(rows.tolist()):
-            tau, rate, k, model, line = (lists["acceptance_length"][j], lists["acceptance_rate"][j], lists["k"][j],
-                                         lists["model"][j], lists["line"][j])
-            base = bases[lists["base"][j]]
-            p = new(MeasuredPoint)
-            p.__dict__.update(
-                source=base if line < 0 else f"{base}{line}", arm="on" if lists["on"][j] else "off",
-                load_axis=LOAD_AXES[lists["axis"][j]], load=lists["load"][j],
-                output_throughput=lists["output_throughput"][j],
-                metrics={name: col[j] for name, col in metrics if col[j] == col[j]},
-                acceptance_length=None if tau != tau else tau, acceptance_rate=None if rate != rate else rate,
-                per_position=per_position.get(i), k=None if k < 0 else k, warnings=warnings.get(i, ()),
-                model_id=None if model < 0 else models[model])
-            out.append(p)
-        return out
-
-    def points(self) -> list[MeasuredPoint]:
-        return self.points_at(np.arange(len(self)))
-
-    @classmethod
-    def concat(cls, parts: Sequence[Columns]) -> Columns:
-        """Rows of every part in order, one array at a time: the parts are used up (their arrays
-        are dropped as they are copied, so a large table is never held twice)."""
-        parts = [p for p in parts if len(p)]
-        if len(parts) <= 1:
-            return parts[0] if parts else cls(0)
-        out = cls(0)
-        sizes = [len(p) for p in parts]
-        bases: dict[str, int] = {}
-        models: dict[str, int] = {}
-        for name in cls.ARRAYS:
-            arrays = []
-            for p in parts:
-                a = getattr(p, name)
-                if name in ("base", "model"):
-                    own, known, names = ((p.bases, bases, out.bases) if name == "base"
-                                         else (p.model_ids, models, out.model_ids))
-                    remap = np.array([_intern(known, names, s) for s in own] + [-1], np.int32)
-                    a = remap[a]  # -1 (no model) indexes the last entry, -1
-                arrays.append(a)
-                setattr(p, name, None)
-            setattr(out, name, np.concatenate(arrays))
-            del arrays
-        for name in dict.fromkeys(n for p in parts for n in p.metrics):
-            out.metrics[name] = np.concatenate([p.metrics.pop(name, None) if name in p.metrics else np.full(n, _NAN)
-                                                for p, n in zip(parts, sizes)])
-        offset = 0
-        for p, n in zip(parts, sizes):
-            out.per_position.update({offset + i: v for i, v in p.per_position.items()})
-            out.warnings.update({offset + i: v for i, v in p.warnings.items()})
-            offset += n
-        return out
-
-    @classmethod
-    def of_points(cls, points: Sequence[MeasuredPoint]) -> Columns:
-        """Columns of already validated points, each keeping its source and fields."""
-        b = ColumnBuilder()
-        for p in points:
-            b.add_point(p)
-        return b.build()
-
-
-def _intern(known: dict[str, int], names: list[str], name: str) -> int:
-    """The index of `name` in `names` (appended when new); `known` maps names to indices."""
-    i = known.get(name)
-    if i is None:
-        i = known[name] = len(names)
-        names.append(name)
-    return i
-
-
-class ColumnBuilder:
-    """Rows appended one point at a time (JSON records, odd CSV lines) or as array blocks (plain CSV
-    chunks), in order; `build()` concatenates them into one Columns."""
-
-    FLUSH = 4096
-
-    def __init__(self) -> None:
-        self.parts: list[Columns] = []
-        self._rows: list[MeasuredPoint] = []
-
-    def add_point(self, p: MeasuredPoint) -> None:
-        self._rows.append(p)
-        if len(self._rows) >= self.FLUSH:
-            self._flush()
-
-    def add_block(self, block: Columns) -> None:
-        self._flush()
-        self.parts.append(block)
-
-    def _flush(self) -> None:
-        rows, self._rows = self._rows, []
-        if not rows:
-            return
-        c = Columns(len(rows))
-        c.load[:] = [p.load for p in rows]
-        c.output_throughput[:] = [p.output_throughput for p in rows]
-        c.acceptance_length[:] = [_NAN if p.acceptance_length is None else p.acceptance_length for p in rows]
-        c.acceptance_rate[:] = [_NAN if p.acceptance_rate is None else p.acceptance_rate for p in rows]
-        c.on[:] = [p.arm == "on" for p in rows]
-        c.axis[:] = [LOAD_AXES.index(p.load_axis) for p in rows]
-        c.k[:] = [-1 if p.k is None else p.k for p in rows]
-        models: dict[str, int] = {}
-        c.model[:] = [-1 if p.model_id is None else _intern(models, c.model_ids, p.model_id) for p in rows]
-        c.base[:] = range(len(rows))
-        c.bases = [p.source for p in rows]
-        c.line[:] = -1
-        for i, p in enumerate(rows):
-            for name, v in p.metrics.items():
-                col = c.metrics.get(name)
-                if col is None:
-                    col = c.metrics[name] = np.full(len(rows), _NAN)
-                col[i] = v
-            if p.per_position is not None:
-                c.per_position[i] = p.per_position
-            if p.warnings:
-                c.warnings[i] = p.warnings
-        self.parts.append(c)
-
-    def build(self) -> Columns:
-        self._flush()
-        parts, self.parts = self.parts, []
-        return Columns.concat(parts) if parts else Columns(0)
-
-
-# --------------------------------------------------------------------------- the table
 
 class MeasuredTable:
     """Measured points from any number of files, with helpers to split and pair them by arm.
@@ -390,16 +138,22 @@ class MeasuredTable:
         return list(self._pairs)
 
     def _one_per_load(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(load, row) per level of one arm: the group's first load, its median-throughput run."""
+        """(load, row) per level of one arm: the group's first load, its median-throughput run.
+        A few arrays of the arm's length at a time (loads are > 0 and sorted here)."""
         rows = self._arm_rows(name)
         loads = self.columns.load[rows]
         if not len(rows):
             return loads, rows
-        new = np.ones(len(rows), bool)
-        new[1:] = ~_same_loads(loads[1:], loads[:-1])
-        group = np.cumsum(new) - 1
+        new = np.empty(len(rows), bool)
+        new[0] = True
+        new[1:] = np.diff(loads) > LOAD_RTOL * loads[1:]  # not the same load as the previous row
         starts = np.flatnonzero(new)
-        if not _same_loads(loads[starts][group], loads).all():  # a chain of near-equal loads: as before, one by one
+        del new
+        ends = np.append(starts[1:], len(rows)) - 1
+        # every run within the tolerance of its group's first: sure when the whole group is within it
+        # of the first (the stricter bound); otherwise as before, one by one
+        if not (loads[ends] - loads[starts] <= LOAD_RTOL * loads[starts]).all() and not _same_loads(
+                np.repeat(loads[starts], ends - starts + 1), loads).all():
             group = np.empty(len(rows), np.int64)
             g, first = -1, None
             for i, x in enumerate(loads.tolist()):
@@ -407,9 +161,11 @@ class MeasuredTable:
                     g, first = g + 1, x
                 group[i] = g
             starts = np.flatnonzero(np.diff(group, prepend=-1))
-        counts = np.diff(np.append(starts, len(rows)))
+            ends = np.append(starts[1:], len(rows)) - 1
+        counts = ends - starts + 1
+        group = np.repeat(np.arange(len(starts), dtype=np.int32), counts)
         # within each group by throughput (stable: ties keep load order), then the (n - 1) // 2-th
-        order = np.argsort(self.columns.output_throughput[rows], kind="stable")
-        order = order[np.argsort(group[order], kind="stable")]
+        order = np.lexsort((self.columns.output_throughput[rows], group))
+        del group
         pick = order[starts + (counts - 1) // 2]
         return loads[starts], rows[pick]
