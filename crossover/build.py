@@ -238,7 +238,8 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
              step_overhead_ms: float | None = None, transition: str | None = None,
              calibration: str | Path | None = None, workload: str | Workload | None = None,
              allow_vocab_mismatch: bool = False, force_calibration: bool = False,
-             engine: str | EngineProfile = DEFAULT_ENGINE, cost: str = DEFAULT_COST) -> Scenario:
+             engine: str | EngineProfile = DEFAULT_ENGINE, cost: str = DEFAULT_COST,
+             distilled: bool = True) -> Scenario:
     """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
     4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
     per_position; else a calibration's, else the workload's, else 0.7), the context (default 2048,
@@ -246,7 +247,9 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     and output lengths (unless given) make the curves carry the prefill share. A separate draft must
     share the target's vocabulary unless `allow_vocab_mismatch`. `engine` names the engine profile
     (engines/*.yaml: vllm = V1, vllm-v0, sglang, trtllm, hf) whose overheads, verify layout and
-    CUDA-graph limits the step model applies; `cost` how a forward is priced (roofline or kernels).
+    CUDA-graph limits the step model applies; `cost` how a forward is priced (roofline or kernels);
+    `distilled` = False keeps the generic efficiency defaults instead of the GPU's parameters
+    distilled from measured kernel tables (hardware YAML `distilled:`).
 
     Refused in one line: a tp no engine accepts for the model (heads, KV heads, MLP widths, experts
     under expert parallelism, GPUs per NVLink box), a context beyond the model's
@@ -269,6 +272,8 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     calibrated = load_calibration(calibration) if calibration is not None else {}
     eff = _efficiency(calibrated, bandwidth_fraction=bandwidth_fraction, flops_fraction=flops_fraction,
                       step_overhead_ms=step_overhead_ms, transition=transition)
+    if not distilled:
+        eff = eff.model_copy(update={"distilled": False})
     profile = load_engine(engine)
     if cost not in COST_MODES:
         raise CrossoverError(f"unknown cost mode {cost!r} (--cost); choose from {', '.join(COST_MODES)}")

@@ -177,7 +177,7 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
              model: str | None = None, hardware: str | None = None, tp: int | None = None,
              method: str = DEFAULT_METHOD, draft: str | None = None, k: int | None = None,
              calibration: str | Path | None = None, force: bool = False,
-             engine: str | None = None) -> MeasuredResult:
+             engine: str | None = None, distilled: bool = True) -> MeasuredResult:
     """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
     that name it), every point checked against the speed of light and the model beside each level.
     `force`: apply a calibration fitted on another model, hardware or TP (build.scenario checks)."""
@@ -195,7 +195,7 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     p_len, o_len = table.mean_lengths()
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=files_tau(table),
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
-                  **({} if engine is None else {"engine": engine}))
+                  distilled=distilled, **({} if engine is None else {"engine": engine}))
     predicted = predicted_at_levels(table, sc)
     if predicted is None:
         notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "

@@ -17,7 +17,8 @@ HERE = FIXTURES / "calibrate"
 
 def _saved(tmp_path):
     res = calibrate_sweep(on=[MEASURED / "vllm_on"], off=[MEASURED / "vllm_off"], model="llama-3.1-8b",
-                          hardware="h100-sxm", tp=1, method="eagle3", bootstrap=0)
+                          hardware="h100-sxm", tp=1, method="eagle3", bootstrap=0,
+                          distilled=False)  # the fixture sweep was written against the generic defaults
     path = tmp_path / "fit.yaml"
     path.write_text(yaml.safe_dump(res.to_yaml_dict()))
     return path

@@ -100,7 +100,8 @@ def test_physics_check_flags_points_that_beat_the_roofline():
 
 
 def test_measured_and_calibrate_cli(tmp_path):
-    base = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3"]
+    # the fixture sweeps were written against the generic efficiency defaults (not the distilled ones)
+    base = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3", "--no-distilled"]
     m = run_cli("measured", "--files", str(MEASURED / "sweep.csv"), "--json")
     assert m.returncode == 0, m.stderr
     d = json.loads(m.stdout)
@@ -254,7 +255,7 @@ def test_calibrate_a_request_rate_sweep_on_tpot_at_the_requests_in_flight(tmp_pa
 
 
 def test_measured_checks_a_saved_calibration_against_another_sweep(tmp_path):
-    base = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3"]
+    base = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3", "--no-distilled"]
     fit = tmp_path / "fit.yaml"
     c = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *base,
                 "--out", str(fit), "--bootstrap", "0")

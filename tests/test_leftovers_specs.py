@@ -44,6 +44,7 @@ def test_import_takes_the_alternative_field_names():
 
 def test_fallback_fractions_are_named_and_apply_only_without_a_figure():
     hw = load_hardware("h100-sxm")
+    hw = hw.model_copy(update={"distilled": None})  # the generic fallbacks: no kernel-table fit either
     bare = hw.model_copy(update={"achieved_bandwidth_fraction": None, "achieved_flops_fraction": None})
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=bare)
     assert dep.bandwidth == bare.bandwidth_bytes_s * deployment_mod.DEFAULT_BANDWIDTH_FRACTION

@@ -10,6 +10,8 @@ from crossover.step import step_time
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
 
 SOL = Efficiency.speed_of_light()
+# The generic defaults (not a GPU's kernel-table-distilled parameters): the formulas these tests check by hand.
+GENERIC = Efficiency(distilled=False)
 
 
 def dep(model="llama-3.1-8b", hw="h100-sxm", tp=1, eff=SOL, **kw):
@@ -77,11 +79,11 @@ def test_tensor_parallel_shards_weights_and_adds_allreduce():
 
 
 def test_allreduce_latency_grows_with_ring_hops():
-    d8 = dep(tp=8, eff=Efficiency())
-    d2 = dep(tp=2, eff=Efficiency())
+    d8 = dep(tp=8, eff=GENERIC)
+    d2 = dep(tp=2, eff=GENERIC)
     assert d8.allreduce_latency == pytest.approx(5e-6 + 14 * 2e-6)
     assert d2.allreduce_latency == pytest.approx(5e-6 + 2 * 2e-6)
-    pcie = dep(hw="l40s", tp=4, eff=Efficiency())
+    pcie = dep(hw="l40s", tp=4, eff=GENERIC)
     assert pcie.allreduce_latency == pytest.approx(5e-6 + 6 * 8e-6)
 
 
@@ -135,7 +137,7 @@ def test_combine_modes():
 
 
 def test_overheads_add_per_layer_and_per_step():
-    eff = Efficiency(layer_overhead_s=10e-6, step_overhead_s=1e-3, bandwidth_fraction=1, flops_fraction=1,
+    eff = Efficiency(layer_overhead_s=10e-6, step_overhead_s=1e-3, bandwidth_fraction=1, flops_fraction=1, distilled=False,
                      transition="max")
     base = float(step_time(dep(eff=SOL), [1], 1, 0).total[0])
     t = float(step_time(dep(eff=eff), [1], 1, 0).total[0])
@@ -143,7 +145,7 @@ def test_overheads_add_per_layer_and_per_step():
 
 
 def test_memory_limit_70b_tp4_h100():
-    d = dep("llama-3.1-70b", tp=4, eff=Efficiency())
+    d = dep("llama-3.1-70b", tp=4, eff=GENERIC)
     w = weight_bytes_per_gpu(d)
     # all 70.55 B params (norms aside) in bf16, split over 4 GPUs
     assert w == pytest.approx(70.55e9 * 2 / 4, rel=2e-3)
@@ -158,7 +160,7 @@ def test_draft_weights_by_hand():
 
     # EAGLE on Llama-3.1-8B: one 4096-wide layer (qkv 4096 x 6144, o 4096 x 4096, mlp 3 x 4096 x 14336)
     # and fc 8192 -> 4096, bf16; the LM head is the target's
-    d = dep("llama-3.1-8b", eff=Efficiency())
+    d = dep("llama-3.1-8b", eff=GENERIC)
     w, _ = draft_memory(Scenario(d, Speculation("eagle", 3, Acceptance.rate(0.7)), 1000))
     assert w == (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336 + 8192 * 4096) * 2
     # DeepSeek-V3's MTP layer is fp8 like the rest: its 256 routed experts (3 x 7168 x 2048 each)
@@ -170,7 +172,7 @@ def test_draft_weights_by_hand():
 
 
 def test_batch_arrays_broadcast_with_context_arrays():
-    d = dep(eff=Efficiency())
+    d = dep(eff=GENERIC)
     t = step_time(d, np.array([1, 8, 64]), 1, np.array([100, 1000, 10000])).total
     assert t.shape == (3,) and np.all(np.diff(t) > 0)
 
@@ -189,8 +191,8 @@ def test_fp8_weights_on_a_chip_without_fp8_run_weight_only():
 
 def test_expert_parallel_replaces_moe_allreduces_by_dispatch_and_combine():
     m = "qwen3-235b-a22b"  # 94 layers, all MoE, top-8
-    tp_ = dep(m, "h200", tp=8, eff=Efficiency())
-    ep = dep(m, "h200", tp=8, eff=Efficiency(), expert_parallel=True)
+    tp_ = dep(m, "h200", tp=8, eff=GENERIC)
+    ep = dep(m, "h200", tp=8, eff=GENERIC, expert_parallel=True)
     lat = tp_.allreduce_latency
     t_tp = float(step_time(tp_, [1], 1, 0).ops["allreduce"].time[0])
     t_ep = float(step_time(ep, [1], 1, 0).ops["allreduce"].time[0])

@@ -59,7 +59,8 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
               step_overhead_ms=_opt(args, "step_overhead_ms", "--step-overhead-ms", positive=False),
               transition=getattr(args, "transition", None), calibration=getattr(args, "calibration", None),
               force_calibration=bool(getattr(args, "force_calibration", False)),
-              engine=getattr(args, "engine", None), cost=getattr(args, "cost", None))
+              engine=getattr(args, "engine", None), cost=getattr(args, "cost", None),
+              distilled=False if getattr(args, "no_distilled", False) else None)
     return {k: v for k, v in kw.items() if v is not None or k in ("tp",)}
 
 
