@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the checkout's crossover, installed or not
 HEADER = "arm,concurrency,output_throughput,median_tpot_ms,p99_tpot_ms,median_ttft_ms,mean_e2el_ms,acceptance_length\n"
 MODEL_FLAGS = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--k", "3"]
 
