@@ -14,7 +14,7 @@ from .compare import predicted_at_levels
 from .curves import Scenario
 from .errors import CrossoverError
 from .measured_report import (
-    _measured_ratio as _ratio,
+    _levels,
     calibration_dict,
     calibration_table,
     measured_dict,
@@ -126,9 +126,9 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
 
     if predicted is None:
         return None
+    lv, _ = _levels(table)  # per level, from the column arrays (no point objects)
     worst = None
-    for i, (load, off, on) in enumerate(table.pairs()):
-        ratio = _ratio(table, off, on)
+    for i, (load, ratio) in enumerate(zip(lv["load"], lv["ratio"])):
         ps = predicted["speedup"][i]
         if not (math.isfinite(ratio) and 0 < ratio < 1.0 and ps > 0):
             continue
