@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from .build import DEFAULT_K, DEFAULT_METHOD, inputs, scenario
 from .calibration import TPOT_MS_RANGE, Observation, calibrate
 from .compare import predicted_at_levels
@@ -45,6 +47,22 @@ def files_tau(table: MeasuredTable) -> float | None:
     """The mean acceptance length (tau) the on-arm files report, if any."""
     taus = table.on_taus()[1].tolist()  # by load, as the on-arm points
     return sum(taus) / len(taus) if taus else None
+
+
+def files_match_rate(table: MeasuredTable) -> float | None:
+    """n-gram: the share of request steps that carried a draft, from the on-arm files' counters
+    (vllm bench serve's spec_decode_num_drafts, spec_decode_accepted_tokens, total_output_tokens and
+    completed): each request's first token comes from its prefill and every later step emits 1 + its
+    accepted drafts, so steps = output tokens - completed - accepted and the rate = drafts / steps
+    (summed over the on-arm runs). None where the files do not report all four."""
+    c = table.columns
+    drafts, accepted = c.metric("spec_decode_num_drafts"), c.metric("spec_decode_accepted_tokens")
+    out, done = c.metric("total_output_tokens"), c.metric("completed")
+    rows = c.on & ~np.isnan(drafts) & ~np.isnan(accepted) & ~np.isnan(out) & ~np.isnan(done)
+    steps = float((out[rows] - done[rows] - accepted[rows]).sum())
+    if not rows.any() or steps <= 0:
+        return None
+    return float(min(max(drafts[rows].sum() / steps, 0.0), 1.0))
 
 
 def check_file_taus(table: MeasuredTable, k: int | None) -> None:
@@ -193,7 +211,13 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
         raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
     check_file_taus(table, k)
     p_len, o_len = table.mean_lengths()
-    sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=files_tau(table),
+    if p_len is None or o_len is None:  # the prefill mix needs both lengths: pure decode otherwise
+        p_len = o_len = None
+    match = files_match_rate(table) if method == "ngram" else None
+    if match is not None:
+        notes.append(f"note: n-gram match rate {match:.3f} from the files' counters (drafts per request step); "
+                     "the crossover moves with it")
+    sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=files_tau(table), match_rate=match,
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
                   distilled=distilled, **({} if engine is None else {"engine": engine}))
     predicted = predicted_at_levels(table, sc)

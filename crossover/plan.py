@@ -20,12 +20,12 @@ from .errors import CrossoverError
 from .fleet import (SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, family, replicas_for, screen,
                     slo_label)
 from .pricing import HOURS_PER_MONTH, Costs
-from .serving.engine import EngineLimits
+from .serving.engine import MAX_NUM_SEQS, EngineLimits
 from .serving.sweep import run_level
 from .specs.deployment import Deployment, tp_problem
 from .specs.hardware import Hardware
 from .specs.model import Model
-from .speculation import Speculation
+from .speculation import MAX_K, Speculation
 from .traffic import Traffic
 from .units import DTYPE_BYTES
 from .workload import Workload
@@ -279,11 +279,11 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
     what)` follows the screening and each round of simulations."""
     slo = check_slo(slo)
     k_max = int(k_max or spec.k)
-    if k_max < 1:
-        raise CrossoverError(f"--k-max must be >= 1 (got {k_max})")
+    if not 1 <= k_max <= MAX_K:
+        raise CrossoverError(f"--k-max must be in 1..{MAX_K} (got {k_max})")
     for n in max_num_seqs:
-        if int(n) < 1:
-            raise CrossoverError(f"--max-num-seqs must be >= 1 (got {n})")
+        if not 1 <= int(n) <= MAX_NUM_SEQS:
+            raise CrossoverError(f"--max-num-seqs must be in 1..{MAX_NUM_SEQS} (got {n})")
     if verify < 0:
         raise CrossoverError(f"--verify must be >= 0 (got {verify})")
     if isinstance(retry_replicas, bool) or int(retry_replicas) != retry_replicas or retry_replicas < 0:

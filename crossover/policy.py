@@ -8,6 +8,7 @@ import numpy as np
 
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
+from .speculation import MAX_K
 from .step import Mix, StepModel, prompts
 
 
@@ -56,8 +57,8 @@ class Policy:
 
 def best_k_policy(sc: Scenario, b_max: int, k_max: int) -> Policy:
     """Throughput of k = 0..k_max at every integer batch 1..b_max; the schedule of the best k."""
-    if k_max < 1:
-        raise CrossoverError(f"--k-max must be >= 1 (got {k_max})")
+    if not 1 <= k_max <= MAX_K:
+        raise CrossoverError(f"--k-max must be in 1..{MAX_K} (got {k_max})")
     if b_max < 1:
         raise CrossoverError(f"the batch range must reach at least 1 (got {b_max})")
     acc = sc.speculation.acceptance

@@ -20,6 +20,8 @@ from .specs.deployment import Deployment
 from .specs.model import Model
 
 Method = Literal["draft", "eagle", "eagle3", "medusa", "ngram", "mtp"]
+MAX_K = 128  # draft tokens per step; engines use a handful (a larger k only sizes arrays by it)
+
 METHODS: tuple[str, ...] = ("draft", "eagle", "eagle3", "medusa", "ngram", "mtp")
 
 
@@ -121,8 +123,8 @@ class Speculation:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise CrossoverError(f"unknown method {self.method!r}; expected one of {', '.join(METHODS)}")
-        if not isinstance(self.k, (int, np.integer)) or self.k < 1:
-            raise CrossoverError(f"k must be an integer >= 1 (got {self.k!r})")
+        if not isinstance(self.k, (int, np.integer)) or not 1 <= self.k <= MAX_K:
+            raise CrossoverError(f"k must be an integer in 1..{MAX_K} (got {self.k!r}); engines draft a few tokens per step")
         if self.method == "draft" and self.draft is None:
             raise CrossoverError("method 'draft' needs a draft model (--draft NAME, e.g. llama-3.2-1b)")
         if self.draft_kv_budget is not None and self.draft_kv_budget < 1:

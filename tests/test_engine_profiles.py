@@ -253,3 +253,22 @@ def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_
     again = dep.model_copy(update={"tp": 1})
     assert again.efficiency.layer_overhead_s == dep.efficiency.layer_overhead_s  # applied once
     assert crossover.predict(crossover.scenario()).inputs["distilled_from"].startswith("aiconfigurator-core")
+
+
+def test_ngram_match_rate_comes_from_the_files_counters(tmp_path, capsys):
+    """On arm at concurrency 8: 1,000 requests, 101,000 output tokens, 60,000 accepted drafts:
+    request steps = 101,000 - 1,000 - 60,000 = 40,000, of which 22,000 drafted: match rate 0.55."""
+    from crossover.measured import files_match_rate, read_arms
+
+    f = tmp_path / "ngram.csv"
+    f.write_text("arm,concurrency,output_throughput,total_output_tokens,completed,spec_decode_num_drafts,"
+                 "spec_decode_accepted_tokens,median_tpot_ms\n"
+                 "off,8,900,101000,1000,,,8.0\n"
+                 "on,8,1500,101000,1000,22000,60000,5.0\n")
+    table = read_arms(files=[f])
+    assert files_match_rate(table) == pytest.approx(22000 / 40000)
+    res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4)
+    assert res.scenario.speculation.acceptance.match_rate == pytest.approx(0.55)
+    assert any("match rate 0.550" in n for n in res.notes)
+    eagle = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=4)
+    assert eagle.scenario.speculation.acceptance.match_rate == 1.0

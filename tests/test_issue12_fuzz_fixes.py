@@ -276,3 +276,24 @@ def test_stdout_on_a_full_disk_is_one_line(json_flag, cli_env):
         r = subprocess.run([sys.executable, "-m", "crossover", "predict", *json_flag], stdout=full,
                            stderr=subprocess.PIPE, text=True, env=cli_env(), timeout=300)
     assert r.returncode == 2 and r.stderr == "crossover: error: cannot write the output: No space left on device\n", r.stderr
+
+
+# --------------------------------------------------------------------------- k, k-max, max-num-seqs beyond any engine
+
+HUGE = "9" * 40
+
+
+@pytest.mark.parametrize("argv", [
+    ["predict", "--k", HUGE],  # ValueError: Maximum allowed size exceeded (np.arange(1, k + 1))
+    ["predict", "--k", "129"],
+    ["policy", "--k-max", "100000"],
+    ["plan", "--workload", "sharegpt", "--peak-rps", "10", "--slo-tpot-ms", "50", "--verify", "0", "--jobs", "1",
+     "--k-max", HUGE],  # OverflowError: Python int too large to convert to C ssize_t
+    ["plan", "--workload", "sharegpt", "--peak-rps", "10", "--slo-tpot-ms", "50", "--verify", "0", "--jobs", "1",
+     "--max-num-seqs", HUGE],  # ValueError: Maximum allowed dimension exceeded
+    ["simulate", "--workload", "sharegpt", "--concurrency", "1", "--max-num-seqs", HUGE],
+])
+def test_k_k_max_and_max_num_seqs_have_upper_bounds(argv, capsys):
+    rc, _, err = cli(capsys, *argv)
+    one_line(rc, err, "must be")
+    assert "1..128" in err or "65536" in err, err

@@ -11,6 +11,9 @@ from ..ops import model_ops
 from ..specs.deployment import Deployment
 
 
+MAX_NUM_SEQS = 1 << 16  # engines run hundreds to a few thousand sequences at once
+
+
 @dataclass(frozen=True)
 class EngineLimits:
     """Scheduler limits (vLLM names): at most `max_num_seqs` running, `max_num_batched_tokens` per step."""
@@ -21,6 +24,8 @@ class EngineLimits:
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise CrossoverError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if self.max_num_seqs > MAX_NUM_SEQS:  # per-sequence arrays are sized by it
+            raise CrossoverError(f"--max-num-seqs must be <= {MAX_NUM_SEQS} (got {self.max_num_seqs})")
 
 
 def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
