@@ -21,6 +21,7 @@ from .fleet import (SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, f
                     slo_label)
 from .pricing import HOURS_PER_MONTH, Costs
 from .serving.engine import MAX_NUM_SEQS, EngineLimits
+from .serving.simulator import load_compiled
 from .serving.sweep import run_level
 from .specs.deployment import Deployment, tp_problem
 from .specs.hardware import Hardware
@@ -221,6 +222,8 @@ def _pool_map(tasks: list[tuple], jobs: int, tick: Callable[[int, int], None] | 
             tick(len(out), len(tasks))
         return out
     ctx = get_context("fork") if "fork" in __import__("multiprocessing").get_all_start_methods() else None
+    if ctx is not None:
+        load_compiled()  # forked workers inherit the simulator's compiled loop
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
         futures = [pool.submit(_simulate, t) for t in tasks]
         for done, _ in enumerate(as_completed(futures), 1):

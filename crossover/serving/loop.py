@@ -1,15 +1,16 @@
 """The serving simulator's compiled loop (numba): admission, block scheduling, acceptance draws, the
-work of each step (a `Forward`'s sums) and what clients see, in step indices. It never prices: the
-loop stops whenever it needs a step's seconds (to admit a request that arrives at a given time, or
-to cut a block where one arrives) and `simulator._Engine` prices every step recorded since the last
-stop through `StepModel.price`, then resumes it; a closed-loop run stops only while its clients'
-first requests arrive. Step times become seconds at the end (arrivals, first tokens, finishes and
-inter-token gaps are recorded as step indices).
+work of each step (records.py) and what clients see, in step indices. It never prices: whenever a
+decision needs the seconds of steps not yet priced (a timed arrival - the closed-loop clients' first
+requests, open-loop arrivals - against the clock, or the step a block is cut at), it takes the decision
+on estimated times and goes on (see _verify), and stops when too many are in flight; `simulator._Engine`
+then prices every recorded step through `StepModel.price` and resumes it, which checks the decisions on
+the true times and replays from the first wrong one. Step times become seconds at the end (arrivals,
+first tokens, finishes and inter-token gaps are recorded as step indices).
 
-It replays `simulator`'s semantics operation for operation, so the numbers equal those of the
-numpy blocks it replaced: the random stream is drawn in the same order, and sums over a step's
-sequences add in numpy's pairwise order (`_psum`). Imported by the simulator on first use only (a
-plain `predict` never loads numba); compiled code is cached next to the source.
+It replays the numpy simulator's semantics operation for operation, so the numbers equal its: the
+random stream is drawn in the same order, and sums over a step's sequences add in numpy's pairwise
+order. Imported by the simulator on first use only (a plain `predict` never loads numba); compiled code
+is cached next to the source.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .records import (_colsum, _psum, _record, DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW, M, NEXT, ISSUED,
+from .records import (_colsum, _draws, _psum, _record, DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW, M, NEXT, ISSUED,
                       NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR, KV_USED, NOW,
+                      NSPEC, FORCE, PFROM, TKNOWN, MODE, PRE, TOK,
                       MAX_SEQS, MEASURE_FROM, SEGMENT, ROUTE_K, LOW, HIGH, CLOSED, MAX_TOKENS, KV_CAP, DT, ENDS,
                       V_DEC, V_CHUNK, V_FIRST, V_PRE, X_CTX, X_LEFT, X_REM, XI_RID, XI_LAST, R_PROMPT, R_OUTPUT,
                       R_NEED, R_ARR, RI_ARR, RI_FIRST, RI_FIN)
@@ -42,19 +44,32 @@ def _ends(ST, SF0, SF, BS, BB):
             SF[ENDS, i] = base + s
     ST[BENDED] = nb
     if ST[NSTEPS] > 0:
-        SF0[NOW] = SF[ENDS, ST[NSTEPS] - 1]
+        SF0[NOW] = SF0[TKNOWN] = SF[ENDS, ST[NSTEPS] - 1]
 
 
 @numba.njit(cache=True)
-def _admit(ST, SF0, IP, FP, R, RI, X, XI):
-    """FIFO admission while seats, the KV cache and arrivals allow; True when an arrival time must be
-    compared with a clock that has unpriced steps."""
+def _admit(ST, SF0, IP, FP, R, RI, X, XI, rstate, SP):
+    """FIFO admission while seats, the KV cache and arrivals allow. A timed arrival against a clock
+    with unpriced steps is decided on their estimated times (a speculation, logged; see _verify); True
+    when it cannot be (the driver prices first)."""
     while ST[NEXT] < ST[ISSUED]:
         nx = ST[NEXT]
         if not (ST[M] < IP[MAX_SEQS] and SF0[KV_USED] + R[R_NEED, nx] <= FP[KV_CAP]):
             return False
-        if RI[RI_ARR, nx] < 0 and not (R[R_ARR, nx] <= SF0[NOW] + 1e-15):  # a timed arrival not yet passed
-            return ST[NPRICED] < ST[NSTEPS]  # NOW is exact once every step is priced
+        t = R[R_ARR, nx]
+        if RI[RI_ARR, nx] < 0 and not (t <= SF0[TKNOWN] + 1e-15):  # a timed arrival not certainly passed
+            arrived = t <= SF0[NOW] + 1e-15
+            if ST[NPRICED] == ST[NSTEPS]:  # exact
+                pass
+            elif _can_speculate(ST, SP[5]):
+                d = _snapshot(ST, SF0, X, XI, rstate, SP)
+                SP[5][d, 0], SP[5][d, 1], SP[5][d, 2], SP[5][d, 3] = 0.0, t, ST[NSTEPS] - 1, arrived
+                ST[NSPEC] = d + 1
+            else:  # priced first, then decided exactly
+                ST[FORCE] = 0
+                return True
+            if not arrived:
+                return False
         SF0[KV_USED] += R[R_NEED, nx]
         ST[NEXT] += 1
         j = ST[M]
@@ -67,38 +82,83 @@ def _admit(ST, SF0, IP, FP, R, RI, X, XI):
     return False
 
 
+# ------------------------------------------------------------------ speculation on step times
+# Where a decision needs the time of steps not yet priced (a timed arrival against the clock, or the
+# step a block is cut at), the loop takes it on estimated times (each step: the last priced step of its
+# mode with or without prefill) and goes on; after the driver prices the steps, _verify checks every
+# such decision on the true times in order and, at the first that differs, restores the state saved
+# before it and decides it exactly (pricing first). The numbers are those of an exact run.
+SPEC_DECISIONS = 16  # decisions in flight (SP arrays' first axis)
+SPEC_STEPS = 256  # most unpriced steps to speculate over
+
+
 @numba.njit(cache=True)
-def _draws(U, ST, on, k, nsurv, surv, match, width, horizon, m, Q, E):
-    """(verify width, tokens emitted) per step and sequence: drafts accepted = how many survival
-    probabilities (decreasing) exceed one uniform draw (U: the generator's stream, in order; as
-    rng.random((horizon, m))); an n-gram miss verifies its bonus only."""
-    u0 = ST[UCUR]
-    for i in range(horizon):
-        for j in range(m):
-            if not on:
-                Q[i, j] = 1.0
-                E[i, j] = 1.0
-                continue
-            u = U[u0]
-            u0 += 1
-            below = 0
-            for t in range(nsurv):
-                if surv[t] <= u:
-                    below += 1
-            E[i, j] = float(k - below)
-    if on and match < 1.0:
-        for i in range(horizon):
-            for j in range(m):
-                hit = U[u0] < match
-                u0 += 1
-                Q[i, j] = 1.0 + (k if hit else 0)
-                E[i, j] = 1.0 + (E[i, j] if hit else 0.0)
-    elif on:
-        for i in range(horizon):
-            for j in range(m):
-                Q[i, j] = width
-                E[i, j] = 1.0 + E[i, j]
-    ST[UCUR] = u0
+def _can_speculate(ST, DEC):
+    return ST[FORCE] == 0 and ST[NSPEC] < DEC.shape[0] and ST[NSTEPS] - ST[NPRICED] < SPEC_STEPS
+
+
+@numba.njit(cache=True)
+def _snapshot(ST, SF0, X, XI, rstate, SP):
+    """Save the state before a speculative decision (SP: ints, floats, X, XI, route state, log, estimates)."""
+    d, m = ST[NSPEC], ST[M]
+    SP[0][d, :] = ST
+    SP[1][d, :] = SF0
+    SP[2][d, :, :m] = X[:, :m]
+    SP[3][d, :, :m] = XI[:, :m]
+    SP[4][d] = rstate[0]
+    return d
+
+
+@numba.njit(cache=True)
+def _verify(ST, SF0, X, XI, SF, SI, rstate, SP):
+    """After pricing: update the estimates, check the decisions in order on the true step ends and roll
+    back to the state before the first wrong one (the next decision is then taken exactly)."""
+    EST = SP[6]
+    for s in range(ST[PFROM], ST[NSTEPS]):  # the last two priced steps per mode, with or without prefill
+        e = EST[SI[MODE, s], 1 if SF[PRE, s] > 0 else 0]
+        if SI[TOK, s] != e[2]:
+            e[0], e[1] = e[2], e[3]
+        e[2], e[3] = SI[TOK, s], SF[DT, s]
+    ST[PFROM] = ST[NSTEPS]
+    DEC, ends = SP[5], SF[ENDS]
+    for d in range(ST[NSPEC]):
+        t, a, b = DEC[d, 1], int(DEC[d, 2]), int(DEC[d, 3])
+        if DEC[d, 0] == 0.0:  # admission: arrived by the end of step a
+            ok = (t <= ends[a] + 1e-15) == (b == 1)
+        elif b == int(DEC[d, 4]):  # a block of H steps from a, kept whole
+            ok = ends[a + b - 1] <= t or ends[a + b - 2] < t
+        else:  # ... cut after b steps (a tie at the cut counts as wrong: decided again exactly)
+            ok = ends[a + b - 1] > t and (b == 1 or ends[a + b - 2] < t)
+        if not ok:
+            m = SP[0][d, M]
+            ST[:] = SP[0][d]
+            SF0[:] = SP[1][d]
+            X[:, :m] = SP[2][d, :, :m]
+            XI[:, :m] = SP[3][d, :, :m]
+            rstate[0] = SP[4][d]
+            if ST[NPRICED] < ST[NSTEPS]:  # (a state saved exact keeps its clock: it may follow an idle wait)
+                SF0[NOW] = SF0[TKNOWN] = ends[ST[NSTEPS] - 1]
+            ST[NPRICED] = ST[PFROM] = ST[NSTEPS]
+            ST[BENDED] = ST[NBLOCKS]
+            ST[FORCE] = 1
+            break
+    ST[NSPEC] = 0
+
+
+@numba.njit(cache=True)
+def _estimate(ST, SF0, SF, SI, BS, BB, EST):
+    """Estimated seconds and ends of the last block's (unpriced) steps."""
+    b = ST[NBLOCKS] - 1
+    start = BS[b]
+    base = BB[b] if not np.isnan(BB[b]) else SF[ENDS, start - 1]
+    s = 0.0
+    for i in range(start, ST[NSTEPS]):  # the secant through the last two priced steps of its kind, in tokens
+        e = EST[SI[MODE, i], 1 if SF[PRE, i] > 0 else 0]
+        slope = (e[3] - e[1]) / (e[2] - e[0]) if e[2] != e[0] and e[0] > 0 else 0.0
+        SF[DT, i] = max(e[3] + slope * (SI[TOK, i] - e[2]), 0.0)
+        s = SF[DT, i] if i == start else s + SF[DT, i]
+        SF[ENDS, i] = base + s
+    SF0[NOW] = SF[ENDS, ST[NSTEPS] - 1]
 
 
 @numba.njit(cache=True)
@@ -205,10 +265,11 @@ def _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf):
                     break
             if cut < steps:
                 steps = cut
-                ST[NSTEPS] = ST[NPRICED] = start + steps
-                SF0[NOW] = SF[ENDS, start + steps - 1]
+                ST[NSTEPS] = ST[NPRICED] = ST[PFROM] = start + steps
+                SF0[NOW] = SF0[TKNOWN] = SF[ENDS, start + steps - 1]
         ST[BSTEPS] = steps
         ST[PHASE] = 2
+        ST[FORCE] = 0
     if ST[NITL] + steps + m + (steps - 1) * m > len(IW):
         return GROW_ITL
     n = ST[NITL]
@@ -269,12 +330,14 @@ def _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf):
 
 @numba.njit(cache=True)
 def run(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, R, RI, X, XI, SF, SI, L, BS, BB, II, IW,
-        Q, E, A, V):
+        Q, E, A, V, SP):
     """Steps until every request completes (DONE) or the driver must act: price the recorded steps
     (PRICE), grow the step or gap records (GROW_STEPS, GROW_ITL), draw more uniforms (DRAW); STALL if
     nothing can run."""
     buf = np.empty((5, max(X.shape[1], Q.shape[0]) + 1))
-    _ends(ST, SF0, SF, BS, BB)
+    if ST[NPRICED] == ST[NSTEPS]:  # priced: true ends, then the speculative decisions checked
+        _ends(ST, SF0, SF, BS, BB)
+        _verify(ST, SF0, X, XI, SF, SI, rstate, SP)
     while True:
         if ST[PHASE] != 0:
             if _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf) == GROW_ITL:
@@ -282,7 +345,9 @@ def run(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, R, RI, X
             continue
         if ST[NDONE] >= ST[NREQ]:
             return DONE
-        if _admit(ST, SF0, IP, FP, R, RI, X, XI):
+        if ST[NSPEC] and ST[NSTEPS] - ST[NPRICED] >= SPEC_STEPS:  # check the decisions before going on
+            return PRICE
+        if _admit(ST, SF0, IP, FP, R, RI, X, XI, rstate, SP):
             return PRICE
         nx = ST[NEXT]
         if ST[M] == 0:  # idle until the next request arrives
@@ -290,16 +355,33 @@ def run(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, R, RI, X
                 return STALL
             if ST[NPRICED] < ST[NSTEPS]:
                 return PRICE
-            SF0[NOW] = max(SF0[NOW], R[R_ARR, nx])
+            SF0[NOW] = SF0[TKNOWN] = max(SF0[NOW], R[R_ARR, nx])
             continue
         admissible = nx < ST[ISSUED] and ST[M] < IP[MAX_SEQS] and SF0[KV_USED] + R[R_NEED, nx] <= FP[KV_CAP]
         if ST[NSTEPS] + IP[SEGMENT] > SF.shape[1] or ST[NBLOCKS] + 1 > len(BS):
             return GROW_STEPS
         if len(U) and ST[UCUR] + 2 * IP[SEGMENT] * ST[M] > len(U):  # (an arm that never drafts draws none)
             return DRAW
+        timed = admissible and RI[RI_ARR, nx] < 0  # a timed arrival may cut the block
+        spec = timed and _can_speculate(ST, SP[5])
+        d = _snapshot(ST, SF0, X, XI, rstate, SP) if spec else 0
         _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X, XI, SF, SI, L, BS, BB,
                   Q, E, A, V, buf)
-        if admissible and ST[BSTEPS] > 1 and RI[RI_ARR, nx] < 0:  # a timed arrival may cut the block
+        if timed and ST[BSTEPS] > 1 and not spec:
             ST[PHASE] = 1
             return PRICE
+        _estimate(ST, SF0, SF, SI, BS, BB, SP[6])
+        if timed and ST[BSTEPS] > 1:  # cut where the arrival falls on the estimated ends
+            h, t, ends = ST[BSTEPS], R[R_ARR, nx], SF[ENDS]
+            s0, kept = ST[NSTEPS] - h, h
+            if ends[ST[NSTEPS] - 1] > t:
+                for i in range(h):
+                    if ends[s0 + i] >= t:
+                        kept = min(i + 1, h)
+                        break
+            SP[5][d, 0], SP[5][d, 1], SP[5][d, 2], SP[5][d, 3], SP[5][d, 4] = 1.0, t, s0, kept, h
+            ST[NSPEC] = d + 1
+            ST[NSTEPS] = s0 + kept
+            ST[BSTEPS] = kept
+            SF0[NOW] = ends[s0 + kept - 1]
         ST[PHASE] = 2

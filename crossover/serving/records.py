@@ -16,9 +16,9 @@ _terms = numba.njit(cache=True)(window_terms)
 # status returned to the driver
 DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW = 0, 1, 2, 3, 4, 5
 # integer state ST
-M, NEXT, ISSUED, NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR = range(13)
+M, NEXT, ISSUED, NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR, NSPEC, FORCE, PFROM = range(16)
 # float state SF0
-KV_USED, NOW, PROPOSED, ACCEPTED, VERIFY = range(5)
+KV_USED, NOW, PROPOSED, ACCEPTED, VERIFY, TKNOWN = range(6)
 # integer parameters IP
 MAX_SEQS, MEASURE_FROM, SEGMENT, DRAFT_PREFILL, EXPANSION, ROUTE_K, LOW, HIGH, CLOSED = range(9)
 # float parameters FP
@@ -198,3 +198,37 @@ def _record(ST, SF0, IP, FP, MI, MW, tw, dw, X, SF, SI, L, Q, E, A, V, buf, s0, 
                         n += 1
             SF[L[L_PKV] + w, s] = _psum(bt, n)
             SF[L[L_PQK] + w, s] = _psum(bu, n)
+
+
+@numba.njit(cache=True)
+def _draws(U, ST, on, k, nsurv, surv, match, width, horizon, m, Q, E):
+    """(verify width, tokens emitted) per step and sequence: drafts accepted = how many survival
+    probabilities (decreasing) exceed one uniform draw (U: the generator's stream, in order; as
+    rng.random((horizon, m))); an n-gram miss verifies its bonus only."""
+    u0 = ST[UCUR]
+    for i in range(horizon):
+        for j in range(m):
+            if not on:
+                Q[i, j] = 1.0
+                E[i, j] = 1.0
+                continue
+            u = U[u0]
+            u0 += 1
+            below = 0
+            for t in range(nsurv):
+                if surv[t] <= u:
+                    below += 1
+            E[i, j] = float(k - below)
+    if on and match < 1.0:
+        for i in range(horizon):
+            for j in range(m):
+                hit = U[u0] < match
+                u0 += 1
+                Q[i, j] = 1.0 + (k if hit else 0)
+                E[i, j] = 1.0 + (E[i, j] if hit else 0.0)
+    elif on:
+        for i in range(horizon):
+            for j in range(m):
+                Q[i, j] = width
+                E[i, j] = 1.0 + E[i, j]
+    ST[UCUR] = u0

@@ -8,9 +8,10 @@ Sequences accept a random number of drafts per step (seeded numpy Generator), so
 ragged across the batch. Admission reserves a request's whole KV footprint (prompt + output), so
 the engine never preempts; a request waits while the KV cache or max_num_seqs is full.
 
-Steps where nothing but decoding can happen (no prefill pending, nothing admissible before the next
-arrival or completion) are simulated as one vectorised segment: acceptance draws, contexts and step
-times for up to SEGMENT steps at once. That keeps a 1,000-request level at well under a second.
+The engine runs in blocks: a step with every prefill chunk, then up to SEGMENT decode steps until the
+first completion, cut at the step where an admissible request arrives. A compiled loop (loop.py,
+numba) schedules the blocks, draws acceptance and records each step's work; `_Engine.price` prices the
+recorded steps through `StepModel.price` (one Mix per mode) whenever the loop needs their seconds.
 """
 
 from __future__ import annotations
@@ -169,10 +170,10 @@ class _Engine:
         self.X, self.XI = np.zeros((3, cap_m)), np.zeros((2, cap_m), np.int64)
         self.Q, self.E, self.A = (np.zeros((seg, cap_m)) for _ in range(3))
         self.V = np.zeros((4, cap_m))
-        self.ST = np.zeros(13, np.int64)
+        self.ST = np.zeros(16, np.int64)
         self.ST[11] = n  # NREQ
         self.ST[2] = min(concurrency, n) if closed else n  # ISSUED  # type: ignore[type-var]
-        self.SF0 = np.zeros(5)
+        self.SF0 = np.zeros(6)
         # records sized for every step emitting one token (grown if prompt-only steps exceed that); np.empty
         # commits only the pages a run writes
         cap = int(output.sum()) + n + 4 * seg
@@ -196,20 +197,26 @@ class _Engine:
     def run(self) -> RunLog:
         """Runs the compiled loop, pricing its steps whenever it asks, until every request completes."""
         from . import loop  # numba: imported by the first simulation only
-        from .records import NPRICED, NSTEPS, UCUR
+        from .records import NPRICED, NSPEC, NSTEPS, UCUR
+
+        k, cap_m = loop.SPEC_DECISIONS, self.X.shape[1]  # speculation: saved states, decisions, estimates
+        sp = (np.zeros((k, len(self.ST)), np.int64), np.zeros((k, len(self.SF0))), np.zeros((k, 3, cap_m)),
+              np.zeros((k, 2, cap_m), np.int64), np.zeros(k, np.int64), np.zeros((k, 5)), np.zeros((len(self.order), 2, 4)))
 
         while True:
             status = loop.run(self.U, self.ST, self.SF0, self.IP, self.FP, self.route.schedule, self.route.state,
                               *self.modes_arrays, self.tw, self.dw, self.R, self.RI,
                               self.X, self.XI, self.SF, self.SI, self.L, self.BS, self.BB, self.II, self.IW,
-                              self.Q, self.E, self.A, self.V)
+                              self.Q, self.E, self.A, self.V, sp)
             if status == loop.PRICE or (status == loop.DONE and self.ST[NPRICED] < self.ST[NSTEPS]):
                 self.price()
             elif status == loop.GROW_STEPS:
                 self.SF, self.SI, self.BS, self.BB = map(_doubled, (self.SF, self.SI, self.BS, self.BB))
             elif status == loop.DRAW:  # the random stream, drawn ahead in bulk (the same numbers in order)
-                self.U = np.concatenate([self.U[self.ST[UCUR]:], self.rng.random(len(self.U))])
-                self.ST[UCUR] = 0
+                used = int(min(self.ST[UCUR], sp[0][:self.ST[NSPEC], UCUR].min(initial=self.ST[UCUR])))  # saved states go back
+                self.U = np.concatenate([self.U[used:], self.rng.random(len(self.U))])
+                self.ST[UCUR] -= used
+                sp[0][:self.ST[NSPEC], UCUR] -= used
             elif status == loop.GROW_ITL:
                 self.II, self.IW = map(_doubled, (self.II, self.IW))
             elif status == loop.STALL:
@@ -260,6 +267,12 @@ class _Engine:
                       [self.SF[r.EMIT, :ns].copy()], [self.SF[r.PRE, :ns].copy()], [gaps],
                       [self.IW[:ni].copy()], float(self.SF0[r.PROPOSED]), float(self.SF0[r.ACCEPTED]),
                       float(self.SF0[r.VERIFY]))
+
+
+def load_compiled() -> None:
+    """Load the compiled loop now (numba's import and its cached code, ~1 s): forked workers then
+    inherit it instead of each loading it again."""
+    from . import loop  # noqa: F401
 
 
 def _doubled(a: np.ndarray) -> np.ndarray:
