@@ -11,15 +11,19 @@ PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 def weighted_percentile(values: np.ndarray, weights: np.ndarray, pct: float) -> float:
     """The `pct` percentile (0-100) of values with integer-like weights (inverted CDF)."""
+    return weighted_percentiles(values, weights, (pct,))[0]
+
+
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, pcts) -> list[float]:
+    """`weighted_percentile` at each of `pcts`, sorting once."""
     keep = weights > 0
     values, weights = values[keep], weights[keep]
     if values.size == 0:
-        return float("nan")
+        return [float("nan")] * len(pcts)
     order = np.argsort(values, kind="stable")
     v, w = values[order], weights[order]
     cum = np.cumsum(w)
-    idx = int(np.searchsorted(cum, pct / 100.0 * cum[-1], side="left"))
-    return float(v[min(idx, len(v) - 1)])
+    return [float(v[min(int(np.searchsorted(cum, pct / 100.0 * cum[-1], side="left")), len(v) - 1)]) for pct in pcts]
 
 
 def _stats(name: str, values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
@@ -29,11 +33,12 @@ def _stats(name: str, values: np.ndarray, weights: np.ndarray | None = None) -> 
         return {f"mean_{name}_ms": nan, f"median_{name}_ms": nan, f"std_{name}_ms": nan, f"p99_{name}_ms": nan}
     mean = float(np.average(values, weights=w))
     std = float(np.sqrt(np.average((values - mean) ** 2, weights=w)))
+    median, p99 = weighted_percentiles(values, w, (50, 99))
     return {
         f"mean_{name}_ms": mean * 1e3,
-        f"median_{name}_ms": weighted_percentile(values, w, 50) * 1e3,
+        f"median_{name}_ms": median * 1e3,
         f"std_{name}_ms": std * 1e3,
-        f"p99_{name}_ms": weighted_percentile(values, w, 99) * 1e3,
+        f"p99_{name}_ms": p99 * 1e3,
     }
 
 
