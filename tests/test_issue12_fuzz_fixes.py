@@ -124,7 +124,7 @@ def test_deeply_nested_json_result_is_one_line(tmp_path, capsys):
 
 def test_deeply_nested_yaml_spec_is_one_line(tmp_path, capsys):
     f = tmp_path / "hw.yaml"
-    f.write_text("[" * 5000 + "]" * 5000)
+    f.write_text("[" * 1200 + "]" * 1200)
     rc, _, err = cli(capsys, "hardware", "show", str(f))
     one_line(rc, err, "nested too deeply")
     rc, _, err = cli(capsys, "predict", "--calibration", str(f))
@@ -142,7 +142,7 @@ def test_deeply_nested_config_json_and_tree_are_one_line(tmp_path, capsys):
 
 def test_deeply_nested_price_file_is_one_line(tmp_path, capsys):
     f = tmp_path / "prices.yaml"
-    f.write_text("[" * 5000 + "]" * 5000)
+    f.write_text("[" * 1200 + "]" * 1200)
     rc, _, err = cli(capsys, "plan", "--workload", "sharegpt", "--peak-rps", "1", "--slo-tpot-ms", "50",
                      "--price-file", str(f))
     one_line(rc, err, "nested too deeply")
