@@ -19,7 +19,7 @@ from .errors import CrossoverError
 from .memory import batch_ceiling, check_batches  # noqa: F401 - part of this module's interface
 from .ops import total_params
 from .specs import Deployment, Efficiency, Hardware, Model, load_hardware, load_model
-from .specs.deployment import MIN_FRACTION, tp_problem
+from .specs.deployment import ENGINE_OVERHEADS, MIN_FRACTION, tp_problem
 from .specs.engine import DEFAULT_ENGINE, EngineProfile
 from .specs.loader import available, load_engine
 from .kernels import cost_mode as kernel_cost_mode
@@ -362,7 +362,6 @@ def _cost_source(dep: Deployment) -> str:
 def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
     """The efficiency dials with the engine profile's overheads filled in where no override is set."""
     out = dep.efficiency.model_dump()
-    for name in ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "draft_step_overhead_s",
-                 "eager_layer_s", "ngram_lookup_per_seq_s", "ragged_per_seq_s"):
+    for name in ENGINE_OVERHEADS:
         out[name] = getattr(dep, name)
     return out

@@ -4,6 +4,7 @@ verbs `crossover.measured` and `crossover.calibrate` (and the CLI's) are built f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -140,8 +141,6 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     predicted) < -0.15), the engine effects that can cause it, each checked against the model where
     it can be (the vllm-v0 profile re-predicts the levels; graph limits and batch caps from the
     deployment's engine profile)."""
-    import math
-
     if predicted is None:
         return None
     lv, _ = _levels(table)  # per level, from the column arrays (no point objects)
@@ -168,7 +167,7 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
                                  "re-read the KV cache (vLLM before 0.10, or V0 forced)", "check": check0})
     width = spec.verify_width
     key = load if engine.graph_capture_unit == "requests" else load * width
-    unit = {"tokens": "tokens", "sequences": "sequences", "requests": "requests"}[engine.graph_capture_unit]
+    unit = engine.graph_capture_unit
     if engine.graph_capture_limit and key > engine.graph_capture_limit:
         causes.append({"effect": f"verify steps of {key:.0f} {unit} run without CUDA graphs beyond {engine.label}'s "
                                  f"capture limit of {engine.graph_capture_limit} {unit} (vLLM: max_cudagraph_capture_"

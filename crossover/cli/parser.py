@@ -18,6 +18,9 @@ from .common import _Parser
 from .serve_verb import add_serve_parser
 
 
+NO_DISTILLED_HELP = "the generic efficiency defaults, not the GPU's parameters distilled from measured kernel tables"
+
+
 def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("speculation")
     s.add_argument("--method", default=DEFAULT_METHOD, help="draft, eagle, eagle3, medusa, ngram, mtp (default eagle)")
@@ -60,8 +63,7 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     e.add_argument("--flops-fraction", help="achieved fraction of peak dense FLOP/s")
     e.add_argument("--step-overhead-ms", help="fixed time per engine step")
     e.add_argument("--transition", choices=["smooth", "max", "sum"], help="memory/compute transition model")
-    e.add_argument("--no-distilled", action="store_true", help="the generic efficiency defaults, not the GPU's "
-                                                                 "parameters distilled from measured kernel tables")
+    e.add_argument("--no-distilled", action="store_true", help=NO_DISTILLED_HELP)
     e.add_argument("--expert-parallel", action="store_true", help="MoE: experts split whole over the TP group")
     e.add_argument("--calibration", help="apply a fit saved by `crossover calibrate` (flags set here still win)")
     e.add_argument("--force-calibration", action="store_true", help="apply a --calibration fitted on another model, "
@@ -248,8 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--k", default=str(DEFAULT_K), help="draft tokens per step")
     me.add_argument("--engine", help="engine profile of the measurement: vllm (V1, default), vllm-v0, sglang, trtllm, "
                                      "hf (engines/*.yaml)")
-    me.add_argument("--no-distilled", action="store_true", help="the generic efficiency defaults, not the GPU's "
-                                                                 "parameters distilled from measured kernel tables")
+    me.add_argument("--no-distilled", action="store_true", help=NO_DISTILLED_HELP)
     me.add_argument("--force-calibration", action="store_true", help="apply a --calibration fitted on another "
                                                                        "model, hardware or TP")
     me.add_argument("--calibration", help="predict beside the measurement with a fit saved by `crossover calibrate` "

@@ -34,6 +34,12 @@ DEFAULT_FLOPS_FRACTION = 0.75
 MIN_FRACTION = 1e-3
 
 
+# Efficiency fields whose None means "the engine profile's value" (Deployment has a property of the
+# same name giving the value in effect).
+ENGINE_OVERHEADS = ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "draft_step_overhead_s",
+                    "eager_layer_s", "ngram_lookup_per_seq_s", "ragged_per_seq_s")
+
+
 class Efficiency(Spec):
     """Achieved fractions of peak and fixed overheads (seconds). None means 'the hardware's figure'.
     Every value is finite (no inf or NaN), and fractions lie in [MIN_FRACTION, 1]."""
