@@ -272,3 +272,19 @@ def test_ngram_match_rate_comes_from_the_files_counters(tmp_path, capsys):
     assert any("match rate 0.550" in n for n in res.notes)
     eagle = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=4)
     assert eagle.scenario.speculation.acceptance.match_rate == 1.0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["predict", "--breakdown", "0"], "--breakdown must be > 0 (got 0)"),
+    (["predict", "--breakdown", "1e9"], "--breakdown batch 1e+09 is no load"),
+    (["predict", "--cost", "bogus"], "--cost"),
+    (["measured", "--files", "tests/fixtures/measured/sweep.csv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+      "--engine", "nope"], "unknown engine 'nope'"),
+])
+def test_bad_engine_cost_and_breakdown_inputs_are_one_line(argv, needle, capsys, monkeypatch):
+    from conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
