@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -40,6 +40,9 @@ class Scenario:
         if self.prompt_len is not None and (self.prompt_len < 1 or self.output_len < 1):  # type: ignore[operator]
             raise CrossoverError(f"prompt and output lengths must be >= 1 token (got {self.prompt_len:g}, "
                                  f"{self.output_len:g})")
+        pads = self.speculation.method == "ngram" and self.deployment.engine.ngram_miss == "padded"
+        if self.speculation.pad_misses != pads:  # the engine decides how n-gram misses are verified
+            object.__setattr__(self, "speculation", replace(self.speculation, pad_misses=pads))
 
     @property
     def held_tokens(self) -> float:

@@ -119,6 +119,10 @@ class Speculation:
     # each depth, e.g. (0, 1) = the second candidate under the top first-depth candidate. Must be
     # closed under prefixes. Sets `tree` (nodes per depth).
     tree_paths: tuple[tuple[int, ...], ...] | None = None
+    # n-gram only: the engine pads a sequence without a match to k placeholder drafts (SGLang,
+    # TensorRT-LLM), so every sequence verifies k+1 positions; False: it verifies its bonus position
+    # only (vLLM). A Scenario sets it from its engine profile (`ngram_miss`).
+    pad_misses: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -176,9 +180,12 @@ class Speculation:
 
     @property
     def verify_width(self) -> float:
-        """Mean positions verified per sequence: k+1 (1 + all tree nodes), or 1 + match_rate k for n-gram."""
+        """Mean positions verified per sequence: k+1 (1 + all tree nodes), or 1 + match_rate k for n-gram
+        (k+1 where the engine pads the drafts of sequences without a match)."""
         if self.tree is not None:
             return 1.0 + float(sum(self.tree))
+        if self.pad_misses:
+            return 1.0 + self.k
         return 1.0 + self.acceptance.match_rate * self.k
 
     @property

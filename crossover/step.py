@@ -343,7 +343,7 @@ class StepModel:
         width, unless n-gram sequences without a match verify only their bonus position beside
         those with one (an engine that pads their drafts keeps it uniform)."""
         m = spec.acceptance.match_rate
-        return not (spec.method == "ngram" and 0.0 < m < 1.0 and self.deployment.engine.ngram_miss == "bonus_only")
+        return not (spec.method == "ngram" and 0.0 < m < 1.0 and not spec.pad_misses)
 
     def with_prompts(self, decoding, count, prompt_len: float, context: float,
                      spec: Speculation | None = None) -> Mix:

@@ -4,6 +4,8 @@ profile prices a step below the roofline's speed of light."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,6 +15,7 @@ import crossover
 from crossover.acceptance import Acceptance
 from crossover.build import ENGINES, engines
 from crossover.cli import main
+from crossover.curves import Scenario
 from crossover.errors import CrossoverError
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
 from crossover.specs.loader import load_engine
@@ -211,80 +214,39 @@ def test_a_ragged_step_pays_attention_outside_the_graph_per_sequence():
     assert np.all(me.price(me.decode(b, 1000.0, eagle)).term("ragged_attention") == 0.0)
     mixed = me.price(me.with_prompts(np.array([30.0]), np.array([2.0]), 100.0, 1000.0))  # off arm, 230 tokens
     assert float(mixed.term("ragged_attention")[0]) == pytest.approx(32 * 40e-6)
-    sg = StepModel.of(_dep("sglang"), ngram)
-    assert np.all(sg.price(sg.decode(b, 1000.0, ngram)).term("ragged_attention") == 0.0)
+    padded = replace(ngram, pad_misses=True)
+    sg = StepModel.of(_dep("sglang"), padded)
+    assert np.all(sg.price(sg.decode(b, 1000.0, padded)).term("ragged_attention") == 0.0)
 
 
-def test_measured_names_engine_effects_for_a_slowdown_deeper_than_the_model(capsys):
-    """The fixture's EAGLE-3 sweep measures 0.926 at concurrency 128 where V1's profile predicts
-    ~1.5: the note names batch expansion with the vllm-v0 profile's own prediction there (below 1),
-    the CUDA-graph coverage and SGLang's 48-request cap; with --engine vllm-v0 the model already
-    predicts a slowdown that deep, so nothing is named."""
-    from conftest import REPO
-
-    f = str(REPO / "tests" / "fixtures" / "measured" / "sweep.csv")
-    res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm")
-    e = res.engine_effects
-    assert e is not None and e["level"] == 128 and e["measured_speedup"] < 1 < e["predicted_speedup"]
-    v0 = e["causes"][0]
-    assert "batch expansion" in v0["effect"] and float(v0["check"].split("predicts ")[1].split()[0]) < 1.0
-    assert any("48" in c["effect"] for c in e["causes"])
-    assert crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0").engine_effects is None
-    assert main(["measured", "--files", f, "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
-    assert "slowdown deeper than the model allows at concurrency 128" in capsys.readouterr().out
-
-
-def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_them():
-    """hardware/h100-sxm.yaml carries parameters distilled from measured kernel tables: without the
-    extra, the roofline takes them for every dial the user leaves alone (not the transition
-    exponent); a flag the user sets wins; Efficiency(distilled=False) keeps the generic defaults;
-    the speed of light stays the speed of light."""
-    hw = load_hardware("h100-sxm")
-    g = hw.distilled.gemm_bf16
-    dep = Deployment(model=L8B, hardware=hw)
-    assert dep.efficiency.bandwidth_fraction == g.bandwidth_fraction
-    assert dep.efficiency.transition_p == 1.5
-    want_layer = 15e-6 + (4 * g.floor_us + hw.distilled.decode_attention.floor_us) * 1e-6
-    assert dep.efficiency.layer_overhead_s == pytest.approx(want_layer)
-    assert Deployment(model=L8B, hardware=hw, efficiency=Efficiency(bandwidth_fraction=0.5)).efficiency.bandwidth_fraction == 0.5
-    assert Deployment(model=L8B, hardware=hw, efficiency=Efficiency(distilled=False)).efficiency.bandwidth_fraction is None
-    light = Deployment(model=L8B, hardware=hw, efficiency=Efficiency.speed_of_light()).efficiency
-    assert light.bandwidth_fraction == 1.0 and light.layer_overhead_s == 0.0
-    again = dep.model_copy(update={"tp": 1})
-    assert again.efficiency.layer_overhead_s == dep.efficiency.layer_overhead_s  # applied once
-    assert crossover.predict(crossover.scenario()).inputs["distilled_from"].startswith("aiconfigurator-core")
+def test_an_engine_that_pads_ngram_drafts_verifies_k_plus_1_positions_on_a_miss():
+    """SGLang and TensorRT-LLM pad a sequence without an n-gram match to k drafts: at match rate
+    0.55 and k = 4 every sequence verifies 5 positions (vLLM: 1 + 0.55 x 4 = 3.2), tau is the same
+    (1 + 0.55 x sum of survival), and the step's target forward prices 5 query tokens per sequence."""
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4, acceptance=0.6, match_rate=0.55)
+    v1 = crossover.scenario(engine="vllm", **kw)
+    sg = crossover.scenario(engine="sglang", **kw)
+    trt = crossover.scenario(engine="trtllm", **kw)
+    assert v1.speculation.verify_width == pytest.approx(1 + 0.55 * 4)
+    assert sg.speculation.verify_width == trt.speculation.verify_width == 5.0
+    surv = 0.6 + 0.36 + 0.216 + 0.1296
+    assert sg.speculation.tau == pytest.approx(v1.speculation.tau) == pytest.approx(1 + 0.55 * surv)
+    # a Scenario takes the engine's rule even from a hand-built speculation
+    again = Scenario(sg.deployment, replace(sg.speculation, pad_misses=False))
+    assert again.speculation.pad_misses
+    m = StepModel.of(sg.deployment, sg.speculation)
+    mix = m.decode(np.array([8.0]), 1000.0, sg.speculation)
+    assert mix.uniform is True or bool(np.all(mix.uniform))
+    np.testing.assert_allclose(np.asarray(mix.target.tokens, float), [40.0], rtol=1e-12)  # 8 sequences x 5
 
 
-def test_ngram_match_rate_comes_from_the_files_counters(tmp_path, capsys):
-    """On arm at concurrency 8: 1,000 requests, 101,000 output tokens, 60,000 accepted drafts:
-    request steps = 101,000 - 1,000 - 60,000 = 40,000, of which 22,000 drafted: match rate 0.55."""
-    from crossover.measured import files_match_rate, read_arms
-
-    f = tmp_path / "ngram.csv"
-    f.write_text("arm,concurrency,output_throughput,total_output_tokens,completed,spec_decode_num_drafts,"
-                 "spec_decode_accepted_tokens,median_tpot_ms\n"
-                 "off,8,900,101000,1000,,,8.0\n"
-                 "on,8,1500,101000,1000,22000,60000,5.0\n")
-    table = read_arms(files=[f])
-    assert files_match_rate(table) == pytest.approx(22000 / 40000)
-    res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4)
-    assert res.scenario.speculation.acceptance.match_rate == pytest.approx(0.55)
-    assert any("match rate 0.550" in n for n in res.notes)
-    eagle = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=4)
-    assert eagle.scenario.speculation.acceptance.match_rate == 1.0
-
-
-@pytest.mark.parametrize("argv,needle", [
-    (["predict", "--breakdown", "0"], "--breakdown must be > 0 (got 0)"),
-    (["predict", "--breakdown", "1e9"], "--breakdown batch 1e+09 is no load"),
-    (["predict", "--cost", "bogus"], "--cost"),
-    (["measured", "--files", "tests/fixtures/measured/sweep.csv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
-      "--engine", "nope"], "unknown engine 'nope'"),
-])
-def test_bad_engine_cost_and_breakdown_inputs_are_one_line(argv, needle, capsys, monkeypatch):
-    from conftest import REPO
-
-    monkeypatch.chdir(REPO)
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+def test_the_simulator_verifies_padded_ngram_misses_at_full_width():
+    """In the serving simulator every verify of a padding engine is k+1 wide (padded drafts count as
+    verified drafts, acceptance rate over them), while vLLM's misses verify their bonus only: mean
+    width 1 + match x k. Verified drafts per verify step = (acceptance length - 1) / acceptance rate."""
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4, acceptance=0.6, match_rate=0.5)
+    for engine, width, tol in (("sglang", 5.0, 1e-3), ("vllm", 3.0, 0.05)):
+        r = crossover.simulate("sharegpt", concurrency=[8], num_prompts=100, seed=3, engine=engine, **kw)
+        on = r.to_dict()["levels"][0]["on"]
+        drafts = (on["spec_decode_acceptance_length"] - 1.0) / (on["spec_decode_acceptance_rate"] / 100.0)
+        assert 1.0 + drafts == pytest.approx(width, rel=tol)

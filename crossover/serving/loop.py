@@ -174,7 +174,7 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
         nd += 1 if X[X_LEFT, j] == 0 else 0
     mi = k2m[_route(m, IP[ROUTE_K], sched, IP[LOW], IP[HIGH], rstate)]
     on, k, nsurv, ngroups = MI[mi, 0], MI[mi, 1], MI[mi, 2], MI[mi, 3]
-    width, match = MF[mi, 0], MF[mi, 1]
+    width, match, miss = MF[mi, 0], MF[mi, 1], MF[mi, 2]
     budget = max(FP[MAX_TOKENS] - nd * width, 0.0)
     npre = m - nd
     c = 0.0
@@ -214,7 +214,7 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
         horizon = int(min(float(IP[SEGMENT]), rem_min))
     if npre:
         horizon = max(horizon, 1)
-    _draws(U, ST, on, k, nsurv, MS[mi], match, width, horizon, m, Q, E)
+    _draws(U, ST, on, k, nsurv, MS[mi], match, width, miss, horizon, m, Q, E)
     for i in range(horizon):
         for j in range(m):
             A[i, j] = E[i, j]

@@ -201,10 +201,11 @@ def _record(ST, SF0, IP, FP, MI, MW, tw, dw, X, SF, SI, L, Q, E, A, V, buf, s0, 
 
 
 @numba.njit(cache=True)
-def _draws(U, ST, on, k, nsurv, surv, match, width, horizon, m, Q, E):
+def _draws(U, ST, on, k, nsurv, surv, match, width, miss, horizon, m, Q, E):
     """(verify width, tokens emitted) per step and sequence: drafts accepted = how many survival
     probabilities (decreasing) exceed one uniform draw (U: the generator's stream, in order; as
-    rng.random((horizon, m))); an n-gram miss verifies its bonus only."""
+    rng.random((horizon, m))); an n-gram miss verifies `miss` positions (its bonus only, or k+1
+    where the engine pads its drafts) and emits the bonus token."""
     u0 = ST[UCUR]
     for i in range(horizon):
         for j in range(m):
@@ -224,7 +225,7 @@ def _draws(U, ST, on, k, nsurv, surv, match, width, horizon, m, Q, E):
             for j in range(m):
                 hit = U[u0] < match
                 u0 += 1
-                Q[i, j] = 1.0 + (k if hit else 0)
+                Q[i, j] = 1.0 + k if hit else miss
                 E[i, j] = 1.0 + (E[i, j] if hit else 0.0)
     elif on:
         for i in range(horizon):

@@ -61,6 +61,7 @@ class _Mode:
     width: float
     draft_forwards: int
     pass_widths: tuple[int, ...]
+    padded: bool = False  # n-gram misses verify k+1 padded positions (else the bonus only)
 
     @property
     def surv_ascending(self) -> np.ndarray:
@@ -74,7 +75,7 @@ def _mode(dep, spec, k: int) -> _Mode:
     if k != spec.k:
         spec = spec.with_k(k)
     return _Mode(True, k, StepModel.of(dep, spec), spec.survival, spec.acceptance.match_rate, spec.verify_width, spec.draft_forwards,
-                 spec.draft_pass_widths)
+                 spec.draft_pass_widths, spec.pad_misses)
 
 
 @dataclass
@@ -155,7 +156,7 @@ class _Engine:
         ns = max(1, max(len(md.surv) for md in self.order))
         self.modes_arrays = (
             k2m, np.array([[md.on, md.k, len(md.surv), len(g)] for md, g in zip(self.order, groups)], np.int64),
-            np.array([[md.width, md.match] for md in self.order], float),
+            np.array([[md.width, md.match, md.width if md.on and md.padded else 1.0] for md in self.order], float),
             np.array([np.pad(md.surv_ascending, (0, ns - len(md.surv))) for md in self.order], float).reshape(-1, ns),
             np.array([[w for w, _ in g] + [0.0] * (G - len(g)) for g in groups], float).reshape(-1, G))
         self.groups = groups
