@@ -9,7 +9,6 @@ import numpy as np
 from .curves import Scenario, evaluate
 from .errors import CrossoverError
 from .speculation import MAX_K
-from .step import Mix, StepModel, prompts
 
 
 @dataclass
@@ -102,44 +101,18 @@ def running_context(prompt: np.ndarray, output: np.ndarray) -> float:
     return float(np.mean((p + o / 2.0) * o) / np.mean(o))
 
 
-class _DraftKeptWarm:
-    """The step model of a routed server at k = 0: it decodes without drafting, but its draft keeps
-    reading every new prompt (its KV cache / hidden states), as the simulator's routed arm does, so
-    that it can draft for that request when the load falls. Plain decode is priced as before."""
-
-    def __init__(self, model: StepModel) -> None:
-        self.model = model
-
-    def with_prompts(self, decoding, count, prompt_len: float, context: float, spec=None) -> Mix:
-        mix = self.model.with_prompts(decoding, count, prompt_len, context, spec)
-        if spec is None and self.model.draft is not None:
-            pre = prompts(self.model.draft, count, prompt_len, float(self.model.draft_context(prompt_len)))
-            mix = Mix(mix.target, mix.verifying, mix.draft_passes, pre, mix.uniform, mix.sequences)
-        return mix
-
-    def price(self, mix: Mix, detail: bool = False):
-        return self.model.price(mix, detail)
-
-
 def routing_policy(sc: Scenario, prompt: np.ndarray, output: np.ndarray, b_max: int, k_max: int | None = None) -> Policy:
     """The best-k schedule a serving engine routes by, as the simulator runs one: `batch` is the
-    running batch (requests in flight, prefilling ones included), decodes are priced at the running
-    batch's mean context (`running_context` of the requests' lengths), and k = 0 is priced with the
-    draft still reading new prompts when the method's draft does (the routed server keeps it warm).
+    running batch (requests in flight, prefilling ones included) and decodes are priced at the running
+    batch's mean context (`running_context` of the requests' lengths). k = 0 is plain decode: a routed
+    server's draft reads nothing while it is off and catches up on its sequences' new tokens when
+    speculation resumes (the simulator prices that read; the closed form leaves it out, a cost paid
+    only at switches).
 
-    Without these two, the closed form at sharegpt's mean lengths switched an EAGLE arm off at batch
-    117 while the simulator's steady state still measured speculation ahead up to ~135, and a routed
-    arm with a separate draft model was priced as if k = 0 cost what a server without a draft costs.
+    Without the running context, the closed form at sharegpt's mean lengths switched an EAGLE arm off
+    at batch 117 while the simulator's steady state still measured speculation ahead up to ~135.
     """
     k_max = sc.speculation.k if k_max is None else k_max
     if not sc.mixed:
         return best_k_policy(sc, b_max, k_max)
-    routed = replace(sc, context=running_context(prompt, output))
-    pol = best_k_policy(routed, b_max, k_max)
-    spec = routed.speculation
-    if spec.draft_reads_prompts:
-        model = StepModel.of(sc.deployment, spec)
-        if model.draft is not None:
-            pol.tput[0] = evaluate(routed, pol.batches.astype(float), _DraftKeptWarm(model)).tokens_per_s_off  # type: ignore[arg-type]
-            pol.schedule = ranges(pol.batches, pol.best_k)
-    return pol
+    return best_k_policy(replace(sc, context=running_context(prompt, output)), b_max, k_max)

@@ -20,9 +20,9 @@ import numpy as np
 
 from .records import (_colsum, _draws, _psum, _record, DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW, M, NEXT, ISSUED,
                       NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR, KV_USED, NOW,
-                      NSPEC, FORCE, PFROM, TKNOWN, MODE, PRE, TOK,
+                      NSPEC, FORCE, PFROM, ONBLOCK, TKNOWN, MODE, PRE, TOK,
                       MAX_SEQS, MEASURE_FROM, SEGMENT, ROUTE_K, LOW, HIGH, CLOSED, MAX_TOKENS, KV_CAP, DT, ENDS,
-                      V_DEC, V_CHUNK, V_FIRST, V_PRE, X_CTX, X_LEFT, X_REM, XI_RID, XI_LAST, R_PROMPT, R_OUTPUT,
+                      V_DEC, V_CHUNK, V_FIRST, V_PRE, X_CTX, X_LEFT, X_REM, X_DREAD, XI_RID, XI_LAST, R_PROMPT, R_OUTPUT,
                       R_NEED, R_ARR, RI_ARR, RI_FIRST, RI_FIN)
 from .routing import route_k
 
@@ -75,6 +75,7 @@ def _admit(ST, SF0, IP, FP, R, RI, X, XI, rstate, SP):
         j = ST[M]
         XI[XI_RID, j] = nx
         X[X_CTX, j] = 0.0
+        X[X_DREAD, j] = 0.0
         X[X_LEFT, j] = R[R_PROMPT, nx]
         X[X_REM, j] = R[R_OUTPUT, nx]
         XI[XI_LAST, j] = -1
@@ -175,6 +176,7 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
     mi = k2m[_route(m, IP[ROUTE_K], sched, IP[LOW], IP[HIGH], rstate)]
     on, k, nsurv, ngroups = MI[mi, 0], MI[mi, 1], MI[mi, 2], MI[mi, 3]
     width, match, miss = MF[mi, 0], MF[mi, 1], MF[mi, 2]
+    ST[ONBLOCK] = on
     budget = max(FP[MAX_TOKENS] - nd * width, 0.0)
     npre = m - nd
     c = 0.0
@@ -297,6 +299,8 @@ def _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf):
         if V[V_FIRST, j] == 1.0:
             RI[RI_FIRST, XI[XI_RID, j]] = start
         X[X_CTX, j] = X[X_CTX, j] + _colsum(A, j, steps, m, buf[0])
+        if ST[ONBLOCK] == 1:  # a speculating block: the draft has read the whole context
+            X[X_DREAD, j] = X[X_CTX, j]
         if V[V_PRE, j] == 1.0:
             X[X_LEFT, j] -= V[V_CHUNK, j]
         X[X_REM, j] = X[X_REM, j] - _colsum(E, j, steps, m, buf[0])
@@ -315,6 +319,7 @@ def _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf):
                 RI[RI_FIN, XI[XI_RID, j]] = last
                 continue
             X[X_CTX, keep], X[X_LEFT, keep], X[X_REM, keep] = X[X_CTX, j], X[X_LEFT, j], X[X_REM, j]
+            X[X_DREAD, keep] = X[X_DREAD, j]
             XI[XI_RID, keep], XI[XI_LAST, keep] = XI[XI_RID, j], XI[XI_LAST, j]
             keep += 1
         ST[M] = keep

@@ -16,7 +16,8 @@ _terms = numba.njit(cache=True)(window_terms)
 # status returned to the driver
 DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW = 0, 1, 2, 3, 4, 5
 # integer state ST
-M, NEXT, ISSUED, NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR, NSPEC, FORCE, PFROM = range(16)
+(M, NEXT, ISSUED, NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR, NSPEC, FORCE, PFROM,
+ ONBLOCK) = range(17)
 # float state SF0
 KV_USED, NOW, PROPOSED, ACCEPTED, VERIFY, TKNOWN = range(6)
 # integer parameters IP
@@ -29,8 +30,8 @@ MODE, TOK, SMP, PTOK, PSMP, UNIF = range(6)
 L_KV, L_QK, L_EXP, L_PKV, L_PQK, L_DKV, L_DQK, L_DTOK, L_W, L_WD, L_G = range(11)
 # per-sequence block vectors V: decoding, prompt chunk, first token, prefilling
 V_DEC, V_CHUNK, V_FIRST, V_PRE = range(4)
-# running sequences: floats X, integers XI
-X_CTX, X_LEFT, X_REM = range(3)
+# running sequences: floats X (X_DREAD: tokens of its context the draft has read), integers XI
+X_CTX, X_LEFT, X_REM, X_DREAD = range(4)
 XI_RID, XI_LAST = range(2)
 # requests: floats R, integers RI
 R_PROMPT, R_OUTPUT, R_NEED, R_ARR = range(4)
@@ -186,16 +187,24 @@ def _record(ST, SF0, IP, FP, MI, MW, tw, dw, X, SF, SI, L, Q, E, A, V, buf, s0, 
                         bt[j], bu[j] = _terms(wg if dec else 0.0, min(ctx, dbudget) if dec else 0.0, dw[w])
                     SF[L[L_DKV] + g * Wd + w, s] = _psum(bt, m)
                     SF[L[L_DQK] + g * Wd + w, s] = _psum(bu, m)
-        prefill = i == 0 and IP[DRAFT_PREFILL] == 1 and npre > 0 and csum != 0
-        SI[PTOK, s] = np.int64(csum) if prefill else 0
-        SI[PSMP, s] = nfirst if prefill else 0
-        for w in range(Wd):  # the draft reading this step's prompt chunks
+        # the draft reads this step's prompt chunks, and catches up on the tokens its sequences took
+        # while the step ran without speculation (a routed server's draft reads nothing then)
+        reads = i == 0 and IP[DRAFT_PREFILL] == 1 and on
+        nread = 0
+        if reads:
+            for j in range(m):
+                bs[j] = X[X_CTX, j] - X[X_DREAD, j] + (V[V_CHUNK, j] if V[V_PRE, j] == 1.0 else 0.0)
+                if bs[j] > 0:
+                    bq[nread] = bs[j]
+                    nread += 1
+        SI[PTOK, s] = np.int64(_psum(bq, nread)) if nread else 0
+        SI[PSMP, s] = nfirst if reads and npre > 0 and csum != 0 else 0
+        for w in range(Wd):
             n = 0
-            if prefill:
-                for j in range(m):
-                    if V[V_PRE, j] == 1.0:
-                        bt[n], bu[n] = _terms(V[V_CHUNK, j], min(X[X_CTX, j], dbudget), dw[w])
-                        n += 1
+            for j in range(m if nread else 0):
+                if bs[j] > 0:
+                    bt[n], bu[n] = _terms(bs[j], min(X[X_DREAD, j], dbudget), dw[w])
+                    n += 1
             SF[L[L_PKV] + w, s] = _psum(bt, n)
             SF[L[L_PQK] + w, s] = _psum(bu, n)
 

@@ -168,10 +168,10 @@ class _Engine:
         self.R = np.array([prompt, output, need, arr], float)
         self.RI = np.full((3, n), -1, np.int64)
         cap_m = max(1, min(limits.max_num_seqs, n))
-        self.X, self.XI = np.zeros((3, cap_m)), np.zeros((2, cap_m), np.int64)
+        self.X, self.XI = np.zeros((4, cap_m)), np.zeros((2, cap_m), np.int64)
         self.Q, self.E, self.A = (np.zeros((seg, cap_m)) for _ in range(3))
         self.V = np.zeros((4, cap_m))
-        self.ST = np.zeros(16, np.int64)
+        self.ST = np.zeros(17, np.int64)
         self.ST[11] = n  # NREQ
         self.ST[2] = min(concurrency, n) if closed else n  # ISSUED  # type: ignore[type-var]
         self.SF0 = np.zeros(6)
@@ -201,7 +201,7 @@ class _Engine:
         from .records import NPRICED, NSPEC, NSTEPS, UCUR
 
         k, cap_m = loop.SPEC_DECISIONS, self.X.shape[1]  # speculation: saved states, decisions, estimates
-        sp = (np.zeros((k, len(self.ST)), np.int64), np.zeros((k, len(self.SF0))), np.zeros((k, 3, cap_m)),
+        sp = (np.zeros((k, len(self.ST)), np.int64), np.zeros((k, len(self.SF0))), np.zeros((k, 4, cap_m)),
               np.zeros((k, 2, cap_m), np.int64), np.zeros(k, np.int64), np.zeros((k, 5)), np.zeros((len(self.order), 2, 4)))
 
         while True:
