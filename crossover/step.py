@@ -254,7 +254,7 @@ class StepModel:
                  "spec_overhead": gate(dep.spec_overhead_s) if any_draft else 0.0,
                  "spec_overhead_per_seq": gate(verifying * dep.spec_overhead_per_seq_s) if any_draft else 0.0,
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
-                 "ragged_attention": self._ragged(mix, eager)}
+                 "ragged_attention": self._ragged(mix)}
         drafts = []
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
@@ -274,16 +274,16 @@ class StepModel:
         total = np.asarray(total)
         return StepBreakdown(terms, total, target if detail else None, drafts)
 
-    def _ragged(self, mix: Mix, eager: np.ndarray | None) -> np.ndarray | float:
-        """Host time of a ragged step whose attention runs outside the full CUDA graph (the engine's
-        piecewise mode), per sequence; 0 for uniform steps and for steps that run eagerly anyway."""
+    def _ragged(self, mix: Mix) -> np.ndarray | float:
+        """Host time of a ragged step, whose attention runs outside a full CUDA graph, per sequence;
+        0 for uniform steps. It holds beyond the graph capture limit too: an eager step builds the
+        same per-sequence attention metadata (its launch floor is a separate, overlapped cost)."""
         per_seq = self.deployment.ragged_per_seq_s
         uniform = np.asarray(mix.uniform, bool)
         if per_seq == 0.0 or uniform.all():
             return 0.0
         seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
-        cost = np.where(uniform, 0.0, seqs * per_seq)
-        return cost if eager is None else np.where(eager, 0.0, cost)
+        return np.where(uniform, 0.0, seqs * per_seq)
 
     def _eager(self, tokens, verifying: np.ndarray) -> np.ndarray | None:
         """Where the target forward runs outside a captured CUDA graph (None: nowhere). The graph key

@@ -214,6 +214,8 @@ def test_a_ragged_step_pays_attention_outside_the_graph_per_sequence():
     assert np.all(me.price(me.decode(b, 1000.0, eagle)).term("ragged_attention") == 0.0)
     mixed = me.price(me.with_prompts(np.array([30.0]), np.array([2.0]), 100.0, 1000.0))  # off arm, 230 tokens
     assert float(mixed.term("ragged_attention")[0]) == pytest.approx(32 * 40e-6)
+    big = np.array([300.0])  # 300 x 3.2 = 960 tokens: beyond V1's 512-token capture, eager, still ragged
+    np.testing.assert_allclose(m.price(m.decode(big, 1000.0, ngram)).term("ragged_attention"), big * 40e-6)
     padded = replace(ngram, pad_misses=True)
     sg = StepModel.of(_dep("sglang"), padded)
     assert np.all(sg.price(sg.decode(b, 1000.0, padded)).term("ragged_attention") == 0.0)
