@@ -105,7 +105,9 @@ class Mix:
     # Whether every sequence of the step has the same query length (a 'uniform' batch: pure decode,
     # or verify at one width), which engines replay as one full CUDA graph; a ragged step (n-gram
     # misses beside matches, prompt chunks beside decodes) runs its attention outside the graph.
-    uniform: np.ndarray | bool = True
+    # A number in [0, 1]: the share of the steps it stands for that are uniform (a mean step whose
+    # prompts arrive in some steps only).
+    uniform: np.ndarray | bool | float = True
     sequences: np.ndarray | float | None = None  # sequences in the step (None: one per target token)
 
 
@@ -279,11 +281,11 @@ class StepModel:
         0 for uniform steps. It holds beyond the graph capture limit too: an eager step builds the
         same per-sequence attention metadata (its launch floor is a separate, overlapped cost)."""
         per_seq = self.deployment.ragged_per_seq_s
-        uniform = np.asarray(mix.uniform, bool)
-        if per_seq == 0.0 or uniform.all():
+        ragged = 1.0 - np.asarray(mix.uniform, float)  # share of the steps that are ragged
+        if per_seq == 0.0 or not ragged.any():
             return 0.0
         seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
-        return np.where(uniform, 0.0, seqs * per_seq)
+        return ragged * seqs * per_seq
 
     def _eager(self, tokens, verifying: np.ndarray) -> np.ndarray | None:
         """Where the target forward runs outside a captured CUDA graph (None: nowhere). The graph key
@@ -348,18 +350,19 @@ class StepModel:
     def with_prompts(self, decoding, count, prompt_len: float, context: float,
                      spec: Speculation | None = None) -> Mix:
         """`decoding` sequences over `context` (verifying with `spec`) and `count` whole prompts of
-        `prompt_len` tokens prefilled in the same step."""
+        `prompt_len` tokens prefilled in the same step (a mean step: prompts arrive independently,
+        so a share 1 - exp(-count) of the steps carries one, and those are ragged)."""
         target_pre = prompts(self.target, count, prompt_len, prompt_len)
         seqs = np.asarray(decoding, float) + np.asarray(count, float)
-        mixed = np.asarray(count, float) > 0  # prompt chunks beside decodes: a ragged step
+        flat = np.exp(-np.maximum(np.asarray(count, float), 0.0))  # share of steps without a prompt chunk
         if spec is None:
-            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=~mixed, sequences=seqs)
+            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=flat, sequences=seqs)
         target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
         passes = self.draft_passes(decoding, context, spec.draft_pass_widths)
         pre = None
         if self.draft is not None and spec.draft_reads_prompts:
             pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
-        return Mix(target, np.asarray(decoding, float), passes, pre, uniform=~mixed & self.uniform_verify(spec),
+        return Mix(target, np.asarray(decoding, float), passes, pre, uniform=flat * self.uniform_verify(spec),
                    sequences=seqs)
 
 

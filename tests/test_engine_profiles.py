@@ -213,7 +213,8 @@ def test_a_ragged_step_pays_attention_outside_the_graph_per_sequence():
     me = StepModel.of(dep, eagle)
     assert np.all(me.price(me.decode(b, 1000.0, eagle)).term("ragged_attention") == 0.0)
     mixed = me.price(me.with_prompts(np.array([30.0]), np.array([2.0]), 100.0, 1000.0))  # off arm, 230 tokens
-    assert float(mixed.term("ragged_attention")[0]) == pytest.approx(32 * 40e-6)
+    # a mean step with 2 prompts: prompts arrive independently, so 1 - e^-2 of the steps carry one
+    assert float(mixed.term("ragged_attention")[0]) == pytest.approx(32 * 40e-6 * (1 - np.exp(-2.0)))
     big = np.array([300.0])  # 300 x 3.2 = 960 tokens: beyond V1's 512-token capture, eager, still ragged
     np.testing.assert_allclose(m.price(m.decode(big, 1000.0, ngram)).term("ragged_attention"), big * 40e-6)
     padded = replace(ngram, pad_misses=True)
@@ -252,3 +253,29 @@ def test_the_simulator_verifies_padded_ngram_misses_at_full_width():
         on = r.to_dict()["levels"][0]["on"]
         drafts = (on["spec_decode_acceptance_length"] - 1.0) / (on["spec_decode_acceptance_rate"] / 100.0)
         assert 1.0 + drafts == pytest.approx(width, rel=tol)
+
+
+def test_vllm_v0_runs_prompts_in_steps_of_their_own_that_do_not_speculate():
+    """V0 without chunked prefill: a step with prompts prefills only (running sequences wait, nothing
+    speculates); V1 mixes prompt chunks with decodes and verifies in the same step."""
+    from crossover.serving import records as r
+    from crossover.serving.engine import EngineLimits
+    from crossover.serving.simulator import Arm, _Engine
+
+    out = {}
+    for engine in ("vllm-v0", "vllm"):
+        sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4, acceptance=0.7,
+                                prompt_len=500, output_len=60, engine=engine)
+        n = 40
+        e = _Engine(Arm(sc, True), np.full(n, 500.0), 30.0 + (np.arange(n) * 7) % 50, np.random.default_rng(0), 8,
+                    None, EngineLimits(256, 8192), np.inf, 0, 0.0)
+        e.run()
+        ns = int(e.ST[r.NSTEPS])
+        pre = e.SF[r.PRE, :ns] > 0
+        on_mode = np.array([md.on for md in e.order])[e.SI[r.MODE, :ns]]
+        # tokens emitted in prefill steps: first tokens only (V0), or decodes too (V1)
+        out[engine] = (pre.sum(), on_mode[pre].any(), (e.SF[r.EMIT, :ns][pre] > e.SF[r.SEQS, :ns][pre]).any(),
+                       (e.SF[r.NDEC, :ns][pre] > 0).any())
+    v0, v1 = out["vllm-v0"], out["vllm"]
+    assert v0[0] > 0 and not v0[1] and not v0[2] and not v0[3]
+    assert v1[0] > 0 and v1[1] and v1[3]

@@ -21,7 +21,7 @@ import numpy as np
 from .records import (_colsum, _draws, _psum, _record, DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW, M, NEXT, ISSUED,
                       NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR, KV_USED, NOW,
                       NSPEC, FORCE, PFROM, ONBLOCK, TKNOWN, MODE, PRE, TOK,
-                      MAX_SEQS, MEASURE_FROM, SEGMENT, ROUTE_K, LOW, HIGH, CLOSED, MAX_TOKENS, KV_CAP, DT, ENDS,
+                      MAX_SEQS, MEASURE_FROM, SEGMENT, ROUTE_K, LOW, HIGH, CLOSED, CHUNKED, MAX_TOKENS, KV_CAP, DT, ENDS,
                       V_DEC, V_CHUNK, V_FIRST, V_PRE, X_CTX, X_LEFT, X_REM, X_DREAD, XI_RID, XI_LAST, R_PROMPT, R_OUTPUT,
                       R_NEED, R_ARR, RI_ARR, RI_FIRST, RI_FIN)
 from .routing import route_k
@@ -174,10 +174,13 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
         V[V_DEC, j] = 1.0 if X[X_LEFT, j] == 0 else 0.0
         nd += 1 if X[X_LEFT, j] == 0 else 0
     mi = k2m[_route(m, IP[ROUTE_K], sched, IP[LOW], IP[HIGH], rstate)]
+    alone = IP[CHUNKED] == 0 and nd < m  # without chunked prefill, prompts run in a step of their own
+    if alone:
+        mi = k2m[0]  # ... which does not speculate
     on, k, nsurv, ngroups = MI[mi, 0], MI[mi, 1], MI[mi, 2], MI[mi, 3]
     width, match, miss = MF[mi, 0], MF[mi, 1], MF[mi, 2]
     ST[ONBLOCK] = on
-    budget = max(FP[MAX_TOKENS] - nd * width, 0.0)
+    budget = FP[MAX_TOKENS] if alone else max(FP[MAX_TOKENS] - nd * width, 0.0)
     npre = m - nd
     c = 0.0
     p = 0
@@ -215,7 +218,7 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
             rem_min = min(rem_min, X[X_REM, j])
         horizon = int(min(float(IP[SEGMENT]), rem_min))
     if npre:
-        horizon = max(horizon, 1)
+        horizon = 1 if alone else max(horizon, 1)
     _draws(U, ST, on, k, nsurv, MS[mi], match, width, miss, horizon, m, Q, E)
     for i in range(horizon):
         for j in range(m):
@@ -226,6 +229,10 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
                 Q[0, j] = V[V_CHUNK, j]
                 E[0, j] = V[V_FIRST, j]
                 A[0, j] = V[V_CHUNK, j]
+            elif alone:  # running sequences wait out a prefill-only step
+                Q[0, j] = 0.0
+                E[0, j] = 0.0
+                A[0, j] = 0.0
     # steps: up to the first completion; tokens past an output's end are not emitted
     cum = buf[1]
     steps = horizon

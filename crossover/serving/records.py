@@ -21,7 +21,7 @@ DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW = 0, 1, 2, 3, 4, 5
 # float state SF0
 KV_USED, NOW, PROPOSED, ACCEPTED, VERIFY, TKNOWN = range(6)
 # integer parameters IP
-MAX_SEQS, MEASURE_FROM, SEGMENT, DRAFT_PREFILL, EXPANSION, ROUTE_K, LOW, HIGH, CLOSED = range(9)
+MAX_SEQS, MEASURE_FROM, SEGMENT, DRAFT_PREFILL, EXPANSION, ROUTE_K, LOW, HIGH, CLOSED, CHUNKED = range(10)
 # float parameters FP
 MAX_TOKENS, KV_CAP, DRAFT_BUDGET = range(3)
 # step record rows: floats SF, integers SI; L holds the offsets of the per-window blocks

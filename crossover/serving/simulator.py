@@ -133,7 +133,9 @@ class _Engine:
                 f"a request of {int(need.max())} tokens does not fit in the KV cache ({int(kv_capacity)} tokens); "
                 f"use a larger --tp or shorter lengths")
         self.base = StepModel.of(self.dep, self.spec)
-        self.modes = {k: _mode(self.dep, self.spec, k) for k in self.route.ks}
+        # without chunked prefill, prompts run in steps of their own that do not speculate (k = 0)
+        ks = sorted(set(self.route.ks) | (set() if self.dep.engine.chunked_prefill else {0}))
+        self.modes = {k: _mode(self.dep, self.spec, k) for k in ks}
         self.order = list(self.modes.values())  # mode index -> mode
         self.draft_prefill = arm.speculate and self.spec.draft_reads_prompts and self.base.draft is not None
         self.expansion = self.dep.engine.verify_layout == "batch_expansion"
@@ -163,7 +165,8 @@ class _Engine:
         budget = self.spec.draft_kv_budget
         seg = SEGMENT
         self.IP = np.array([limits.max_num_seqs, measure_from, seg, self.draft_prefill, self.expansion,
-                            self.route.k, self.route.low, self.route.high, closed], np.int64)
+                            self.route.k, self.route.low, self.route.high, closed,
+                            self.dep.engine.chunked_prefill], np.int64)
         self.FP = np.array([limits.max_num_batched_tokens, kv_capacity, np.inf if budget is None else budget], float)
         self.R = np.array([prompt, output, need, arr], float)
         self.RI = np.full((3, n), -1, np.int64)

@@ -60,6 +60,9 @@ class EngineProfile(Spec):
     # beside matches, prompt chunks beside decodes) that the engine runs with attention outside the
     # full CUDA graph (vLLM V1's PIECEWISE mode).
     ragged_per_seq_us: float = Field(default=0.0, ge=0)
+    # Whether a step prefills prompt chunks beside decodes (chunked prefill). Without it a step with
+    # prompts to prefill is a prefill-only step: running sequences wait and nothing speculates.
+    chunked_prefill: bool = True
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
 
