@@ -21,8 +21,10 @@ from ..build import batch_ceiling
 from ..curves import memory_limits
 from ..errors import CrossoverError
 from ..ops import total_params
+from ..serving.sweep import check_fits
 from ..specs.loader import available, resolve
 from ..speculation import METHODS
+from ..workload import load_workload
 from . import params
 from .params import Query
 
@@ -98,7 +100,7 @@ def measured(q: Query, files: Sequence[tuple[Path, str]]) -> dict[str, Any]:
     groups: dict[str, list[Path]] = {"on": [], "off": [], "auto": []}
     for path, arm in files:
         if arm not in groups:
-            raise CrossoverError(f"arm must be on, off or auto (got {arm!r})")
+            raise CrossoverError(f"arm must be on, off or auto (got {params.shown(arm)})")
         groups[arm].append(path)
     sk = params.scenario_kwargs(q, lengths=False)
     kw = {"on": groups["on"] or None, "off": groups["off"] or None, "files": groups["auto"] or None,
@@ -123,9 +125,13 @@ def simulation_kwargs(q: Query) -> dict[str, Any]:
 
 
 def check_simulation(kw: dict[str, Any]) -> None:
-    """Build the scenario the simulation will run, so bad input is a 400 before any job starts."""
+    """Build the scenario the simulation will run (as crossover.simulate does: the workload's mean
+    lengths) and check the top concurrency fits its KV cache, so bad input is a 400 before any job starts."""
     args = {k: v for k, v in kw.items() if k not in ("workload", "concurrency", "num_prompts", "seed")}
-    crossover.scenario(workload=kw["workload"], **args)
+    wl, base = load_workload(kw["workload"])
+    p_mean, o_mean = wl.means(base=base)
+    sc = crossover.scenario(workload=wl, prompt_len=p_mean, output_len=o_mean, **args)
+    check_fits(sc, wl, max(kw["concurrency"]), base)
 
 
 def simulate(kw: dict[str, Any], progress: Callable[[int, int, float], None]) -> dict[str, Any]:

@@ -40,6 +40,12 @@ def scenario_takes(name: str) -> bool:
     return name in inspect.signature(scenario).parameters
 
 
+def shown(text: str, limit: int = 60) -> str:
+    """A value of the request as an error line echoes it: quoted, one line, at most ~`limit` characters."""
+    text = str(text)
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
 def spec_name(q: Query, key: str, kind: str, default: str | None) -> str | None:
     """A spec by its library name; paths and unknown names are refused."""
     value = q.get(key) or default
@@ -48,33 +54,35 @@ def spec_name(q: Query, key: str, kind: str, default: str | None) -> str | None:
     names = available(kind)  # type: ignore[arg-type]
     if value not in names:
         what = {"models": "model", "hardware": "hardware", "workloads": "workload"}[kind]
-        raise CrossoverError(f"unknown {what} {value!r} ({key}=): choose a name from the spec library")
+        raise CrossoverError(f"unknown {what} {shown(value)} ({key}=): choose a name from the spec library")
     return value
 
 
 def number(q: Query, key: str, default: float | None = None, *, lo: float | None = None,
            hi: float | None = None, integer: bool = False) -> float | None:
     """A finite number from the query (None or `default` when absent or empty)."""
-    text = q.get(key, "")
-    if text.strip() == "":
+    text = q.get(key, "").strip()
+    if text == "":
         return default
     try:
         v = float(text)
     except ValueError:
-        raise CrossoverError(f"{key} must be a number (got {text!r})") from None
+        raise CrossoverError(f"{key} must be a number (got {shown(text)})") from None
     if not math.isfinite(v):
-        raise CrossoverError(f"{key} must be a finite number (got {text!r})")
+        raise CrossoverError(f"{key} must be a finite number (got {shown(text)})")
     if integer and v != int(v):
-        raise CrossoverError(f"{key} must be a whole number (got {text!r})")
+        raise CrossoverError(f"{key} must be a whole number (got {shown(text)})")
     if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise CrossoverError(f"{key} must lie in [{lo:g}, {hi:g}] (got {text})")
+        bounds = (f"lie in [{lo:g}, {hi:g}]" if lo is not None and hi is not None
+                  else f"be >= {lo:g}" if lo is not None else f"be <= {hi:g}")
+        raise CrossoverError(f"{key} must {bounds} (got {shown(text)})")
     return int(v) if integer else v
 
 
 def choice(q: Query, key: str, options: tuple[str, ...], default: str) -> str:
     value = q.get(key) or default
     if value not in options:
-        raise CrossoverError(f"{key} must be one of {', '.join(options)} (got {value!r})")
+        raise CrossoverError(f"{key} must be one of {', '.join(options)} (got {shown(value)})")
     return value
 
 
@@ -112,8 +120,8 @@ def scenario_kwargs(q: Query, *, lengths: bool = True) -> dict[str, Any]:
         "tp": None if tp in ("", "auto") else number(q, "tp", None, lo=1, hi=1024, integer=True),
         **speculation_kwargs(q),
     }
-    if lengths:
-        kw["context"] = number(q, "context", build.DEFAULT_CONTEXT, lo=0)
+    if lengths:  # as the CLI: --context a whole number of tokens, the mean lengths > 0 (here >= 1)
+        kw["context"] = number(q, "context", build.DEFAULT_CONTEXT, lo=0, integer=True)
         if flag(q, "mix"):
             kw["prompt_len"] = number(q, "prompt", 1024, lo=1)
             kw["output_len"] = number(q, "output", 256, lo=1)
@@ -140,7 +148,7 @@ def levels(q: Query, key: str = "levels") -> list[int]:
             try:
                 v = int(part)
             except ValueError:
-                raise CrossoverError(f"{key}: {part!r} is no whole number; write e.g. 1,8,32,128") from None
+                raise CrossoverError(f"{key}: {shown(part)} is no whole number; write e.g. 1,8,32,128") from None
             if v < 1:
                 raise CrossoverError(f"{key}: concurrency {v} must be >= 1")
             out.append(v)

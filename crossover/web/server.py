@@ -11,8 +11,12 @@ that call the library API (endpoints.py). It reads no file but the spec librarie
     POST /api/simulate?QUERY    start a serving simulation sweep -> {id}
     GET  /api/job?id=ID         its progress and, when done, its result
 
-Bad input is HTTP 400 with {"error": one line}; POSTs need the header X-Crossover: 1 (a cross-site
-form cannot set it), and requests naming another host than this server's are refused.
+Bad input is HTTP 400 with {"error": one line} (every other refusal too: 403, 404, 405 for another
+method, 413, and the HTTP parser's own 400/414/431, all as one JSON line); POSTs need the header
+X-Crossover: 1 (a cross-site form cannot set it), and requests naming another host than this
+server's are refused. A request body no endpoint reads is read and dropped (closing the connection,
+with Connection: close, when it is large or its length unreadable), and a client that stops sending
+is dropped after REQUEST_TIMEOUT_S.
 """
 
 from __future__ import annotations
@@ -20,24 +24,30 @@ from __future__ import annotations
 import json
 import math
 import socket
+import sys
 import threading
+import time
 import warnings
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from pydantic import ValidationError
 
 from ..errors import CrossoverError
 from . import endpoints
-from .store import MAX_UPLOAD_BYTES, Jobs, TooLarge, Uploads
+from .store import MAX_UPLOAD_BYTES, MAX_UPLOADS, Jobs, TooLarge, Uploads
 
 STATIC = Path(__file__).resolve().parent / "static"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon"}
 LOCAL_NAMES = {"127.0.0.1", "localhost", "::1"}
+METHODS = ("GET", "HEAD", "POST")
+REQUEST_TIMEOUT_S = 30.0  # a client silent this long (a body shorter than its Content-Length) is dropped
+DRAIN_BYTES = 65536  # a request body no endpoint reads, up to this size, is read so the connection stays in step
+LINGER_S, LINGER_BYTES = 2.0, 64 << 20  # what a closing connection still reads of a body nobody wanted
 _LIBRARY = threading.Lock()  # library calls run one at a time, so each captures its own warnings
 
 
@@ -61,6 +71,11 @@ def one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def internal(exc: BaseException) -> str:
+    """A bug's one line (HTTP 500, or a failed job): still no traceback."""
+    return f"internal error: {type(exc).__name__}: {one_line(exc)}"
+
+
 def library_call(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     """Run one library call, its warnings returned under "warnings" as one line each."""
     with _LIBRARY, warnings.catch_warnings(record=True) as caught:
@@ -76,10 +91,38 @@ class Handler(BaseHTTPRequestHandler):
     server: "CrossoverServer"
     protocol_version = "HTTP/1.1"
     server_version = "crossover"
+    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms wait on a delayed ACK
+
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout  # the socket's, for every read of this connection
+        super().setup()
+
+    def parse_request(self) -> bool:
+        self._body_done = False  # per request: a keep-alive connection carries many
+        return super().parse_request()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         if self.server.verbose:
             super().log_message(format, *args)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a garbled request line, an unknown method, a header too long)
+        as one JSON line like every other error, not its HTML page; an unknown method is 405."""
+        extra = None
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # not parsed yet (a garbled request line): answer as HTTP/1.1,
+            self.request_version = "HTTP/1.1"  # whose status line and headers a client can read
+        if code == HTTPStatus.NOT_IMPLEMENTED:  # only for a method there is no do_<METHOD> for
+            code, extra = HTTPStatus.METHOD_NOT_ALLOWED, {"Allow": ", ".join(METHODS)}
+            message = f"method {_line(self.command or '')} is not allowed: use {', '.join(METHODS)}"
+        elif code == HTTPStatus.HTTP_VERSION_NOT_SUPPORTED:  # a request line saying HTTP/2.0 or later
+            code = HTTPStatus.BAD_REQUEST
+            message = f"{message or 'unsupported HTTP version'}: this server speaks HTTP/1.1"
+        text = " ".join(str(message or HTTPStatus(code).phrase).split())
+        try:
+            self._json(code, {"error": _line(text, 200)}, extra)
+        except OSError:  # the client has gone
+            pass
 
     # ------------------------------------------------------------------ responses
 
@@ -91,25 +134,29 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         for k, v in (extra or {}).items():
             self.send_header(k, v)
+        if self.close_connection:  # the client must not send its next request on this connection
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _json(self, status: int, obj: Any) -> None:
+    def _json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
         text = json.dumps(_finite(obj), allow_nan=False, default=_jsonable)
-        self._send(status, self.server.uploads.scrub(text).encode(), "application/json")  # uploads by name only
+        self._send(status, self.server.uploads.scrub(text).encode(), "application/json", extra)  # uploads by name only
 
     def _error(self, status: int, message: str) -> None:
         self._json(status, {"error": message})
 
     # ------------------------------------------------------------------ routing
 
-    def _host_ok(self) -> bool:
-        """The Host header names this server (a DNS-rebinding page cannot reach the API)."""
+    def _host_ok(self, url: SplitResult) -> bool:
+        """The request names this server (a DNS-rebinding page cannot reach the API): its Host header,
+        or the host of an absolute URL on the request line, which HTTP/1.1 puts before the header."""
         if self.server.any_host:
             return True
         try:
-            host = urlsplit("//" + (self.headers.get("Host") or "")).hostname or ""
+            authority = url.netloc if (url.scheme or url.netloc) else (self.headers.get("Host") or "")
+            host = urlsplit("//" + authority).hostname or ""
         except ValueError:
             return False
         return host in LOCAL_NAMES or host == self.server.bound_host.strip("[]")
@@ -124,19 +171,21 @@ class Handler(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
-        url = urlsplit(self.path)
-        q = dict(parse_qsl(url.query, keep_blank_values=True))
         try:
-            if not self._host_ok():
+            url = urlsplit(self.path)
+            q = dict(parse_qsl(url.query, keep_blank_values=True))
+            if (method, url.path) != ("POST", "/api/upload"):
+                self._drain()  # only the upload reads its body
+            if not self._host_ok(url):
+                self._drain()
                 return self._error(HTTPStatus.FORBIDDEN, "this server answers requests for its own address only")
             if method == "GET" and url.path in self.server.static:
                 return self._static(url.path)
             route = self.server.routes.get((method, url.path))
             if route is None:
                 if method == "POST" or url.path.startswith("/api/"):
-                    self._drain()
-                    return self._error(HTTPStatus.NOT_FOUND, f"no endpoint {method} {url.path}")
-                return self._error(HTTPStatus.NOT_FOUND, f"not found: {url.path}")
+                    return self._error(HTTPStatus.NOT_FOUND, f"no endpoint {method} {_line(url.path)}")
+                return self._error(HTTPStatus.NOT_FOUND, f"not found: {_line(url.path)}")
             if method == "POST" and self.headers.get("X-Crossover") != "1":
                 self._drain()
                 return self._error(HTTPStatus.FORBIDDEN, "POST requests need the header X-Crossover: 1")
@@ -149,30 +198,59 @@ class Handler(BaseHTTPRequestHandler):
         except (CrossoverError, ValidationError) as exc:
             self._error(HTTPStatus.BAD_REQUEST, one_line(exc))
         except Exception as exc:  # a bug: still one line, and the server keeps serving
-            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(exc).__name__}: {one_line(exc)}")
+            self.close_connection = True
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, internal(exc))
 
     def _static(self, path: str) -> None:
         file = self.server.static[path]
         self._send(HTTPStatus.OK, file.read_bytes(), TYPES[file.suffix])
 
+    def _length(self) -> int | None:
+        """The request's Content-Length; None when absent, -1 when no length (garbled, negative, chunked)."""
+        text = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding"):
+            return -1
+        if text is None:
+            return None
+        text = text.strip()
+        return int(text) if text.isdigit() and text.isascii() and len(text) < 19 else -1
+
     def _drain(self) -> None:
-        """Read (and drop) a small request body so the connection stays in step; close on a large one."""
-        n = int(self.headers.get("Content-Length") or 0)
-        if 0 < n <= 65536:
-            self.rfile.read(n)
-        elif n:
-            self.close_connection = True
+        """Read (and drop) a small request body so the connection stays in step; close on a large one,
+        or one whose length cannot be read. Reads a body once."""
+        if self._body_done:
+            return
+        self._body_done = True
+        n = self._length()
+        if n is None or n == 0:
+            return
+        if 0 < n <= DRAIN_BYTES:
+            try:
+                if len(self.rfile.read(n)) == n:
+                    return
+            except (TimeoutError, OSError):
+                pass
+        self.close_connection = True
 
     def body(self, limit: int) -> bytes:
-        try:
-            n = int(self.headers.get("Content-Length") or "")
-        except ValueError:
-            self.close_connection = True
-            raise CrossoverError("the request needs a Content-Length") from None
+        n = self._length()
+        if n is None or n < 0:
+            self._drain()
+            raise CrossoverError("the request needs a Content-Length (a whole number of bytes; no chunked upload)")
         if n > limit:
+            self._drain()
             self.close_connection = True
-            raise TooLarge(f"upload of {n} bytes exceeds the limit of {limit} bytes ({limit // (1024 * 1024)} MB)")
-        return self.rfile.read(n) if n > 0 else b""
+            raise TooLarge(f"upload of {n} bytes exceeds the limit of {limit} bytes ({limit / (1024 * 1024):.3g} MB)")
+        self._body_done = True
+        try:
+            data = self.rfile.read(n) if n > 0 else b""
+        except TimeoutError:
+            data = None
+        if data is None or len(data) < n:
+            self.close_connection = True
+            got = "nothing" if not data else f"{len(data)} bytes"
+            raise CrossoverError(f"the upload ended after {got} of its {n} bytes (Content-Length); send the whole file")
+        return data
 
     # ------------------------------------------------------------------ endpoints
 
@@ -190,11 +268,14 @@ class Handler(BaseHTTPRequestHandler):
         return self.server.uploads.add(q.get("name") or "upload", data)
 
     def api_measured(self, q: dict[str, str]) -> dict[str, Any]:
+        items = list(dict.fromkeys(filter(None, (q.get("files") or "").split(","))))  # a file listed twice: once
+        if len(items) > MAX_UPLOADS:
+            raise CrossoverError(f"files: at most {MAX_UPLOADS} uploads in one sweep (got {len(items)})")
         files = []
-        for item in filter(None, (q.get("files") or "").split(",")):
+        for item in items:
             uid, _, arm = item.partition(":")
             files.append((self.server.uploads.path(uid), arm or "auto"))
-        return library_call(endpoints.measured, q, files)
+        return library_call(endpoints.measured, q, list(dict.fromkeys(files)))
 
     def api_simulate(self, q: dict[str, str]) -> dict[str, Any]:
         self._drain()
@@ -207,21 +288,28 @@ class Handler(BaseHTTPRequestHandler):
         return self.server.jobs.get(q.get("id", "")).to_dict()
 
 
+def _line(text: str, limit: int = 80) -> str:
+    """A value of the request, echoed in an error line: one line, at most `limit` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _finite(x: Any) -> Any:
-    """NaN and infinities as null (JSON has no such numbers; the browser's parser refuses them)."""
+    """NaN and infinities as null (JSON has no such numbers; the browser's parser refuses them);
+    numpy scalars and arrays as the Python numbers and lists they hold."""
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     if isinstance(x, dict):
         return {k: _finite(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_finite(v) for v in x]
+    if hasattr(x, "tolist") and hasattr(x, "dtype"):  # numpy: float32 and arrays are no float / list
+        return _finite(x.tolist())
     return x
 
 
 def _jsonable(x: Any) -> Any:
-    """numpy scalars and paths in results, as JSON values."""
-    if hasattr(x, "item"):
-        return x.item()
+    """What json cannot write by itself (paths in results) as text."""
     return str(x)
 
 
@@ -229,15 +317,16 @@ class CrossoverServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False,
-                 upload_limit: int = MAX_UPLOAD_BYTES) -> None:
+                 upload_limit: int = MAX_UPLOAD_BYTES, request_timeout: float = REQUEST_TIMEOUT_S) -> None:
         if ":" in host:
             self.address_family = socket.AF_INET6
         self.verbose = verbose
+        self.request_timeout = request_timeout
         self.bound_host = host
         self.any_host = host in ("0.0.0.0", "::", "")
         self.static = static_files()
         self.uploads = Uploads(upload_limit)
-        self.jobs = Jobs(self.uploads.scrub)
+        self.jobs = Jobs(self.uploads.scrub, internal)
         super().__init__((host, port), Handler)  # closes itself (and the uploads) when it cannot bind
         h = Handler
         self.routes = {("GET", "/api/options"): h.api_options, ("GET", "/api/whatif"): h.api_whatif,
@@ -250,6 +339,29 @@ class CrossoverServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in str(host) else host)
         return f"http://{shown}:{port}/"
+
+    def shutdown_request(self, request: Any) -> None:
+        """Close a connection lingering: stop sending, then read (and drop) what the client still sends
+        until it closes, for LINGER_S at most. Closing a socket with unread bytes sends a TCP reset,
+        which can discard the answer (a 413, a 400 for a chunked body) before the client reads it."""
+        try:
+            request.shutdown(socket.SHUT_WR)
+            request.settimeout(LINGER_S)
+            end, got = time.monotonic() + LINGER_S, 0
+            while got < LINGER_BYTES and time.monotonic() < end:
+                chunk = request.recv(65536)
+                if not chunk:
+                    break
+                got += len(chunk)
+        except OSError:  # already gone, or silent for LINGER_S
+            pass
+        self.close_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request is no error worth a traceback on stderr."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
     def server_close(self) -> None:
         super().server_close()

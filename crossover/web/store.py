@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import CrossoverError
+from .params import shown
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # one result file; vLLM/SGLang results are kilobytes
 MAX_UPLOADS = 64  # kept at once; the oldest go first
@@ -62,7 +64,7 @@ class Uploads:
         with self._lock:
             path = self._files.get(uid)
         if path is None:
-            raise CrossoverError(f"no upload {uid!r} (uploads are kept while the server runs; upload it again)")
+            raise CrossoverError(f"no upload {shown(uid)} (uploads are kept while the server runs; upload it again)")
         return path
 
     def scrub(self, text: str) -> str:
@@ -71,6 +73,14 @@ class Uploads:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _bad_input(exc: BaseException) -> bool:
+    """CrossoverError or pydantic's ValidationError: the input's fault, not the program's."""
+    if isinstance(exc, CrossoverError):
+        return True
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)
 
 
 @dataclass
@@ -94,10 +104,12 @@ class Job:
 class Jobs:
     """Simulation sweeps running in threads; polled by id."""
 
-    def __init__(self, scrub: Callable[[str], str] = str) -> None:
+    def __init__(self, scrub: Callable[[str], str] = str,
+                 internal: Callable[[BaseException], str] | None = None) -> None:
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._scrub = scrub
+        self._internal = internal  # a bug's line (not bad input): the server's "internal error: ..."
 
     def start(self, total: int, work: Callable[[Callable[[int, int, float], None]], dict[str, Any]]) -> Job:
         with self._lock:
@@ -119,7 +131,11 @@ class Jobs:
                 job.result = work(progress)
                 job.state = "done"
             except Exception as exc:  # reported to the page in one line
-                job.error = self._scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                text = str(exc).strip()
+                line = text.splitlines()[0] if text else type(exc).__name__
+                if self._internal is not None and not _bad_input(exc):
+                    line = self._internal(exc)
+                job.error = self._scrub(line)
                 job.state = "failed"
             job.seconds = round(time.time() - job.started, 2)
 
@@ -130,5 +146,5 @@ class Jobs:
         with self._lock:
             job = self._jobs.get(jid)
         if job is None:
-            raise CrossoverError(f"no simulation job {jid!r}")
+            raise CrossoverError(f"no simulation job {shown(jid)}")
         return job
