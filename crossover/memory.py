@@ -62,7 +62,8 @@ def max_batch(dep: Deployment, context: float, extra_weights_per_gpu: float = 0.
     per_seq = kv_bytes_per_seq_per_gpu(dep, ops, context + slack_tokens) + extra_kv_per_seq_per_gpu
     if budget <= 0:
         return 0
-    return int(math.floor(budget / per_seq)) if per_seq > 0 else 1 << 30
+    # (a denormal per-sequence size would make the quotient overflow: no batch exceeds 2^30 anyway)
+    return int(math.floor(min(budget / per_seq, 1 << 30))) if per_seq > 0 else 1 << 30
 
 
 def batch_ceiling(dep: Deployment) -> int:

@@ -42,6 +42,8 @@ CASES = [
      "--max-num-seqs"),
     ("calibration-missing", ["predict", "--calibration", "no/such/fit.yaml"], "no such file"),
     ("calibrate-no-files", ["calibrate", "--model", "llama-3.1-8b"], "--on"),
+    # a denormal length once overflowed the KV-cache batch bound (found by tests/test_fuzz_serve.py)
+    ("denormal-lengths", ["predict", "--prompt-len", "1e-320", "--output-len", "1e-320"], ">= 1 token"),
 ]
 
 
