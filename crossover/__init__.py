@@ -21,8 +21,11 @@ __version__ = "0.1.0"
 
 __all__ = ["CrossoverError", "calibrate", "inputs", "measured", "plan", "policy", "predict", "scenario", "simulate", "whatif"]
 
-_LAZY = {"calibrate": "api", "measured": "api", "plan": "api", "policy": "api", "predict": "api", "simulate": "api",
-         "whatif": "api", "inputs": "build", "scenario": "build"}
+# name -> (module, attribute): measured and calibrate come from crossover.measured (what crossover.api
+# re-exports), so reading a sweep does not import the simulator and the planner
+_LAZY = {"calibrate": ("measured", "calibrate_sweep"), "measured": ("measured", "measured"), "plan": ("api", "plan"),
+         "policy": ("api", "policy"), "predict": ("api", "predict"), "simulate": ("api", "simulate"),
+         "whatif": ("api", "whatif"), "inputs": ("build", "inputs"), "scenario": ("build", "scenario")}
 
 
 class _Package(types.ModuleType):
@@ -44,7 +47,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'crossover' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(f".{module}", __name__), attribute)
     globals()[name] = value
     return value
 

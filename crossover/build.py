@@ -8,24 +8,17 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
-from . import memory
-from .calibration import PARAMETERS, check_transfer, load_calibration, saved_scenario
-from .curves import Scenario, evaluate
 from .errors import CrossoverError
-from .memory import batch_ceiling, check_batches  # noqa: F401 - part of this module's interface
-from .ops import total_params
-from .specs import Deployment, Efficiency, Hardware, Model, load_hardware, load_model
-from .specs.deployment import ENGINE_OVERHEADS, MIN_FRACTION, tp_problem
-from .specs.engine import DEFAULT_ENGINE, EngineProfile
-from .specs.loader import available, load_engine
-from .kernels import cost_mode as kernel_cost_mode
-from .step import COST_MODES
-from .speculation import Acceptance, Speculation, parse_tree
-from .workload import Workload, load_workload
+
+# The model stack is imported by the functions that build with it, not for the defaults (the parser)
+if TYPE_CHECKING:
+    from .curves import Scenario
+    from .specs import Deployment, Efficiency, Hardware, Model
+    from .specs.engine import EngineProfile
+    from .speculation import Acceptance, Speculation
+    from .workload import Workload
 
 DEFAULT_MODEL = "llama-3.1-70b"
 DEFAULT_HARDWARE = "h100-sxm"
@@ -53,14 +46,20 @@ ENGINES = ("vllm", "vllm-v0", "sglang", "trtllm", "hf")  # the shipped profiles 
 
 def engines() -> tuple[str, ...]:
     """Engine profile names (engines/*.yaml and the user's CROSSOVER_SPEC_PATH)."""
+    from .specs.loader import available
+
     return tuple(sorted(available("engines")))
 
 
 def _model(ref: str | Model) -> Model:
+    from .specs import Model, load_model
+
     return ref if isinstance(ref, Model) else load_model(ref)
 
 
 def _hardware(ref: str | Hardware) -> Hardware:
+    from .specs import Hardware, load_hardware
+
     return ref if isinstance(ref, Hardware) else load_hardware(ref)
 
 
@@ -70,6 +69,8 @@ def _tree(tree) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | N
     if tree is None:
         return None, None
     if isinstance(tree, str):
+        from .speculation import parse_tree
+
         return parse_tree(tree)
     items = list(tree)
     if items and all(isinstance(x, (list, tuple)) for x in items):
@@ -96,6 +97,8 @@ def acceptance_of(*, acceptance: float | None = None, tau: float | None = None,
                   workload: Workload | None = None) -> Acceptance:
     """The acceptance model, from the first source given: an explicit rate, tau or per-position
     rates; a calibrated rate; the workload's measured acceptance; else the default rate."""
+    from .speculation import Acceptance
+
     if sum(x is not None for x in (acceptance, tau, per_position)) > 1:
         raise CrossoverError("give one of acceptance, tau and per-position acceptance")
     if acceptance is not None:
@@ -136,6 +139,8 @@ def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = 
     """A speculation method for `target`: k (default 3, or the tree's depth), the draft (`"self"`:
     the target drafts for itself), the tree and the acceptance. A separate draft must share the
     target's vocabulary (unless `allow_vocab_mismatch`); one larger than the target is a warning."""
+    from .speculation import Speculation
+
     widths, paths = _tree(tree)
     depth = len(widths) if widths is not None else (max(len(p) for p in paths) if paths else None)
     if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
@@ -159,6 +164,8 @@ def _check_draft(target: Model, draft: Model, allow_vocab_mismatch: bool) -> Non
     """A separate draft proposes token ids the target verifies: vLLM, SGLang and TensorRT-LLM map
     them one to one, so the vocabularies must match. A draft with more parameters than the target
     costs more per token than it saves."""
+    from .ops import total_params
+
     if draft.vocab_size != target.vocab_size and not allow_vocab_mismatch:
         raise CrossoverError(
             f"draft {draft.name} (vocabulary {draft.vocab_size}) does not share the vocabulary of target "
@@ -172,6 +179,9 @@ def _check_draft(target: Model, draft: Model, allow_vocab_mismatch: bool) -> Non
 
 def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Efficiency:
     """Efficiency with explicit values first, then a calibration's, then the documented defaults."""
+    from .specs import Efficiency
+    from .specs.deployment import MIN_FRACTION
+
     changes: dict[str, Any] = {}
     for name in ("bandwidth_fraction", "flops_fraction"):
         v = flags[name]
@@ -189,6 +199,8 @@ def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Ef
         changes["step_overhead_s"] = v / 1e3
     if flags["transition"] is not None:
         changes["transition"] = flags["transition"]
+    if calibrated:  # a fit's values, named by calibration.PARAMETERS
+        from .calibration import PARAMETERS
     for name, value in calibrated.items():
         field = PARAMETERS[name][0]
         if field != "acceptance" and field not in changes:
@@ -203,6 +215,12 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
                 **common: Any) -> Deployment:
     """The deployment at `tp`, or at the smallest automatic TP that holds enough sequences; a
     model that does not fit is a one-line error."""
+    import numpy as np
+
+    from . import memory
+    from .specs import Deployment
+    from .specs.deployment import tp_problem
+
     ep = bool(common.get("expert_parallel", False))
     if tp is None:
         valid = [t for t in AUTO_TP if tp_problem(model, hardware, t, ep) is None]
@@ -238,7 +256,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
              step_overhead_ms: float | None = None, transition: str | None = None,
              calibration: str | Path | None = None, workload: str | Workload | None = None,
              allow_vocab_mismatch: bool = False, force_calibration: bool = False,
-             engine: str | EngineProfile = DEFAULT_ENGINE, cost: str = DEFAULT_COST,
+             engine: str | EngineProfile | None = None, cost: str = DEFAULT_COST,
              distilled: bool = True) -> Scenario:
     """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
     4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
@@ -246,15 +264,26 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
     and output lengths (unless given) make the curves carry the prefill share. A separate draft must
     share the target's vocabulary unless `allow_vocab_mismatch`. `engine` names the engine profile
-    (engines/*.yaml: vllm = V1, vllm-v0, sglang, trtllm, hf) whose overheads, verify layout and
-    CUDA-graph limits the step model applies; `cost` how a forward is priced (roofline or kernels);
-    `distilled` = False keeps the generic efficiency defaults instead of the GPU's parameters
-    distilled from measured kernel tables (hardware YAML `distilled:`).
+    (engines/*.yaml: vllm = V1, vllm-v0, sglang, trtllm, hf; None: DEFAULT_ENGINE, vllm) whose
+    overheads, verify layout and CUDA-graph limits the step model applies; `cost` how a forward is
+    priced (roofline or kernels); `distilled` = False keeps the generic efficiency defaults instead
+    of the GPU's parameters distilled from measured kernel tables (hardware YAML `distilled:`).
 
     Refused in one line: a tp no engine accepts for the model (heads, KV heads, MLP widths, experts
     under expert parallelism, GPUs per NVLink box), a context beyond the model's
     max_position_embeddings, and efficiency values that leave a step time non-finite."""
-    wl, base = load_workload(workload) if isinstance(workload, str) else (workload, None)
+    from .curves import Scenario
+    from .kernels import cost_mode as kernel_cost_mode
+    from .specs.deployment import tp_problem
+    from .specs.engine import DEFAULT_ENGINE
+    from .specs.loader import load_engine
+    from .step import COST_MODES
+
+    wl, base = workload, None
+    if isinstance(workload, str):
+        from .workload import load_workload
+
+        wl, base = load_workload(workload)
     if wl is not None and prompt_len is None and output_len is None:
         prompt_len, output_len = wl.means(base=base)
     if (prompt_len is None) != (output_len is None):
@@ -269,12 +298,16 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
             raise CrossoverError(f"{name} must be a finite number >= 0 tokens (got {v})")
     peak = context if prompt_len is None else max(context, prompt_len + output_len)  # type: ignore[operator]
     _check_positions(target, context, peak, prompt_len is not None)
-    calibrated = load_calibration(calibration) if calibration is not None else {}
+    calibrated = {}
+    if calibration is not None:
+        from .calibration import check_transfer, load_calibration, saved_scenario
+
+        calibrated = load_calibration(calibration)
     eff = _efficiency(calibrated, bandwidth_fraction=bandwidth_fraction, flops_fraction=flops_fraction,
                       step_overhead_ms=step_overhead_ms, transition=transition)
     if not distilled:
         eff = eff.model_copy(update={"distilled": False})
-    profile = load_engine(engine)
+    profile = load_engine(DEFAULT_ENGINE if engine is None else engine)
     if cost not in COST_MODES:
         raise CrossoverError(f"unknown cost mode {cost!r} (--cost); choose from {', '.join(COST_MODES)}")
     if cost == "kernels":  # the tables' package is there (else the install line), before any work
@@ -317,6 +350,12 @@ def _check_positions(model: Model, context: float, peak: float, lengths: bool) -
 def _check_finite_steps(sc: Scenario) -> None:
     """A one-line error when the efficiency values leave a step time non-finite or non-positive (e.g.
     a denormal bandwidth fraction): priced at batch 1 and at the most sequences memory could hold."""
+    import numpy as np
+
+    from .curves import evaluate
+    from .memory import batch_ceiling
+    from .specs.deployment import MIN_FRACTION
+
     top = max(1, min(batch_ceiling(sc.deployment), 1 << 20))
     with np.errstate(all="ignore"):
         c = evaluate(sc, np.array([1.0, float(top)]))
@@ -354,6 +393,8 @@ def inputs(sc: Scenario) -> dict[str, Any]:
 def _cost_source(dep: Deployment) -> str:
     """Where a forward's seconds come from: the measured tables (package, version, framework and
     table versions) or the analytical roofline."""
+    from .kernels import cost_mode as kernel_cost_mode
+
     if dep.cost == "kernels":
         return kernel_cost_mode(dep.engine.framework, dep.hardware.name).source
     return "analytical roofline (op bytes and FLOPs over achieved bandwidth and FLOP/s)"
@@ -361,7 +402,18 @@ def _cost_source(dep: Deployment) -> str:
 
 def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
     """The efficiency dials with the engine profile's overheads filled in where no override is set."""
+    from .specs.deployment import ENGINE_OVERHEADS
+
     out = dep.efficiency.model_dump()
     for name in ENGINE_OVERHEADS:
         out[name] = getattr(dep, name)
     return out
+
+
+def __getattr__(name: str) -> Any:
+    """memory's batch_ceiling and check_batches, part of this module's interface (imported on use)."""
+    if name in ("batch_ceiling", "check_batches"):
+        from . import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,25 +7,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .build import DEFAULT_K, DEFAULT_METHOD, inputs, scenario
-from .calibration import TPOT_MS_RANGE, Observation, calibrate
-from .compare import predicted_at_levels
-from .curves import Scenario
+from .build import DEFAULT_K, DEFAULT_METHOD
 from .errors import CrossoverError
-from .measured_report import (
-    _levels,
-    calibration_dict,
-    calibration_table,
-    measured_dict,
-    measured_table,
-)
 from .measurements import Columns, MeasuredTable, read_columns
-from .physics import LIKELY_CAUSES, check, files_model, in_flight
-from .specs.loader import load_engine
+from .physics import files_model
+
+# The model (specs, step model, calibration) is imported where a model is asked for: a sweep read
+# without one loads only the readers and the report.
+if TYPE_CHECKING:
+    from .calibration import Observation
+    from .curves import Scenario
 
 Paths = Sequence[str | Path] | None
 
@@ -115,12 +110,17 @@ class MeasuredResult:
         return [c for c in self.checks if c.beats_physics]
 
     def to_dict(self) -> dict[str, Any]:
+        from .measured_report import measured_dict
+
         out = measured_dict(self.table, self.checks, self.predicted)
         if self.predicted is not None:
             out["engine_effects"] = self.engine_effects
         return out
 
     def to_text(self) -> str:
+        from .measured_report import measured_table
+        from .physics import LIKELY_CAUSES
+
         text = measured_table(self.table, self.checks, LIKELY_CAUSES, self.predicted)
         e = self.engine_effects
         if not e:
@@ -143,7 +143,9 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     deployment's engine profile)."""
     if predicted is None:
         return None
-    lv, _ = _levels(table)  # per level, from the column arrays (no point objects)
+    from .measured_report import _level_values
+
+    lv = _level_values(table)  # per level, from the column arrays (no point objects)
     worst = None
     for i, (load, ratio) in enumerate(zip(lv["load"], lv["ratio"])):
         ps = predicted["speedup"][i]
@@ -159,6 +161,10 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     engine = dep.engine
     causes: list[dict[str, str]] = []
     if engine.verify_layout != "batch_expansion":
+        from .compare import predicted_at_levels
+        from .curves import Scenario
+        from .specs.loader import load_engine
+
         v0 = Scenario(dep.model_copy(update={"engine": load_engine("vllm-v0")}), spec, sc.context, sc.prompt_len,
                       sc.output_len)
         p0 = predicted_at_levels(table, v0)
@@ -208,6 +214,10 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
         return MeasuredResult(table, None, notes=notes)
     if not hardware:
         raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
+    from .build import scenario
+    from .compare import predicted_at_levels
+    from .physics import check
+
     check_file_taus(table, k)
     p_len, o_len = table.mean_lengths()
     if p_len is None or o_len is None:  # the prefill mix needs both lengths: pure decode otherwise
@@ -229,6 +239,9 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
 def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
     """A request-rate sweep as observations: each arm's requests in flight by Little's law (rate x mean
     end-to-end latency) and its mean TPOT; throughput only echoes the offered rate, so it is not fitted."""
+    from .calibration import TPOT_MS_RANGE, Observation
+    from .physics import in_flight
+
     obs = []
     for load, off, on in table.pairs():
         for p in (off, on):
@@ -254,9 +267,13 @@ class CalibrateResult:
     inputs: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
+        from .measured_report import calibration_dict
+
         return {**calibration_dict(self.fit), "inputs": self.inputs}
 
     def to_text(self) -> str:
+        from .measured_report import calibration_table
+
         return calibration_table(self.fit, self.inputs)
 
     def to_yaml_dict(self) -> dict[str, Any]:
@@ -270,6 +287,9 @@ def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None,
     """Fit efficiencies, overheads and (unless the files report tau or one is given) the acceptance
     rate to a measured sweep; the model defaults to the one the files name. `progress(done, total)`
     follows the bootstrap (calibration.calibrate)."""
+    from .build import inputs, scenario
+    from .calibration import Observation, calibrate
+
     table = read_arms(on, off, files, load_axis)
     if isinstance(bootstrap, bool) or int(bootstrap) != bootstrap or bootstrap < 0:
         raise CrossoverError(f"--bootstrap must be >= 0 refits (0: no interval), got {bootstrap}")

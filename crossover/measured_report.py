@@ -33,10 +33,29 @@ def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], Any]:
     return rows, level_crossings([r[0] for r in rows], [r[3] for r in rows])
 
 
-def _levels(table) -> tuple[dict[str, list], Any]:
+def _rounded(values: list[float], digits: int) -> list[float]:
+    """`[round(v, digits) for v in values]`, exactly, for a list of floats (10,000s of levels and
+    checks): round() gives the double nearest to k / 10**digits, k the integer nearest to the exact
+    v * 10**digits (ties to even); so does rint(v * 10**digits) / 10**digits (a correctly rounded
+    division) wherever the product's rounding (half an ulp) cannot move it across a half-integer.
+    Values near a tie, beyond 2**52 after scaling or not finite take round() itself, as does a
+    list with anything but floats (round() keeps an int an int)."""
+    if not all(type(v) is float for v in values):
+        return [round(v, digits) for v in values]
+    scale = 10.0 ** digits
+    p = np.array(values, np.float64) * scale
+    out = (np.rint(p) / scale).tolist()
+    with np.errstate(invalid="ignore"):  # NaN and infinities compare False: round() takes them
+        clear = (np.abs(p) < 2.0 ** 52) & (np.abs(p - np.floor(p) - 0.5) > 2.0 ** -50 * np.maximum(np.abs(p), 1.0))
+    for i in np.flatnonzero(~clear).tolist():
+        out[i] = round(values[i], digits)
+    return out
+
+
+def _level_values(table) -> dict[str, list]:
     """`measured_summary` on the table's column arrays (no point objects): per level by increasing
     load, lists of the load, both arms' throughput, tau and median TPOT (None where not reported)
-    and the speedup, as `_measured_ratio` computes it; and the level crossings."""
+    and the speedup, as `_measured_ratio` computes it."""
     loads, off, on = table.levels()
     c = table.columns
     t_off, t_on = c.output_throughput[off], c.output_throughput[on]
@@ -53,6 +72,12 @@ def _levels(table) -> tuple[dict[str, list], Any]:
     lv = {"load": loads.tolist(), "off": t_off.tolist(), "on": t_on.tolist(), "ratio": ratio.tolist(),
           "tau": listed(c.acceptance_length[on]), "tpot_off": listed(c.metric("median_tpot_ms")[off]),
           "tpot_on": listed(c.metric("median_tpot_ms")[on])}
+    return lv
+
+
+def _levels(table) -> tuple[dict[str, list], Any]:
+    """`_level_values` and the level crossings of the speedup."""
+    lv = _level_values(table)
     return lv, level_crossings(lv["load"], lv["ratio"])
 
 
@@ -69,14 +94,14 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
     """The JSON contract of `crossover measured --json`."""
     lv, lc = _levels(table)
     cross = lc.crossover
-    points = [{"level": load, "off_output_throughput": off, "on_output_throughput": on, "speedup": _clean(ratio),
-               "on_acceptance_length": tau, "off_median_tpot_ms": tp_off, "on_median_tpot_ms": tp_on}
-              for load, off, on, ratio, tau, tp_off, tp_on in zip(*lv.values())]
+    keys = ["level", "off_output_throughput", "on_output_throughput", "speedup", "on_acceptance_length",
+            "off_median_tpot_ms", "on_median_tpot_ms"]
+    columns = [lv["load"], lv["off"], lv["on"], list(map(_clean, lv["ratio"])), lv["tau"], lv["tpot_off"],
+               lv["tpot_on"]]
     if predicted is not None:
-        for i, point in enumerate(points):
-            point.update({"predicted_off_output_throughput": round(predicted["off"][i], 2),
-                          "predicted_on_output_throughput": round(predicted["on"][i], 2),
-                          "predicted_speedup": round(predicted["speedup"][i], 4)})
+        keys += ["predicted_off_output_throughput", "predicted_on_output_throughput", "predicted_speedup"]
+        columns += [_rounded(predicted["off"], 2), _rounded(predicted["on"], 2), _rounded(predicted["speedup"], 4)]
+    points = [dict(zip(keys, row)) for row in zip(*columns)]
     out: dict[str, Any] = {
         "load_axis": table.load_axis,
         "speedup_metric": "mean_e2el_ms off/on" if table.load_axis == "request_rate" else "output_throughput on/off",
@@ -91,10 +116,14 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
         out["predicted_crossover"] = None if predicted["crossover"] is None else round(predicted["crossover"], 4)
     if checks:
         out["crossover_on_impossible_point"] = bool(_impossible_bracket(lv["load"], cross, checks))
-        out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": round(c.bound, 2),
-                           "fraction_of_bound": round(c.fraction, 4), "beats_physics": c.beats_physics,
-                           "in_flight": None if c.batch is None else round(c.batch, 3),
-                           "source": c.source} for c in checks]
+        batches = [c.batch for c in checks]
+        in_flight = ([None if b is None else round(b, 3) for b in batches] if None in batches
+                     else _rounded(batches, 3))
+        out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": bound,
+                           "fraction_of_bound": fraction, "beats_physics": c.beats_physics, "in_flight": held,
+                           "source": c.source} for c, bound, fraction, held in zip(
+                              checks, _rounded([c.bound for c in checks], 2), _rounded([c.fraction for c in checks], 4),
+                              in_flight)]
     return out
 
 

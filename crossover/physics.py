@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .curves import Scenario, evaluate
-from .specs.deployment import Efficiency
-from .speculation import Acceptance
+# The step model and the specs are imported by the checks that price a bound: files_model and
+# BoundCheck need neither (a sweep read without a model).
+if TYPE_CHECKING:
+    from .curves import Scenario
 
 LIKELY_CAUSES = ("prefix caching (prompts' KV reused, so prefill and KV reads are skipped)",
                  "a different model, TP degree or GPU than the one checked",
@@ -40,6 +42,10 @@ class BoundCheck:
 
 def speed_of_light(sc: Scenario, tau_bound: float | None = None) -> Scenario:
     """The scenario at 100% of peak with no overheads; with speculation at its most generous tau."""
+    from .curves import Scenario
+    from .specs.deployment import Efficiency
+    from .speculation import Acceptance
+
     dep = sc.deployment.model_copy(update={"efficiency": Efficiency.speed_of_light()})
     spec = sc.speculation
     tau = tau_bound if tau_bound is not None else spec.k + 1 - 1e-9
@@ -70,6 +76,8 @@ def check(sc: Scenario, points) -> list[BoundCheck]:
     """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length;
     load_axis and metrics when the load is a request rate), or for every row of a MeasuredTable, by
     increasing load."""
+    from .curves import evaluate
+
     if hasattr(points, "columns"):
         return _check_columns(sc, points.columns)
     pts = sorted(points, key=lambda q: (q.load, q.arm != "off", q.source))  # by load, off first
@@ -95,11 +103,16 @@ def check(sc: Scenario, points) -> list[BoundCheck]:
 
 def _check_columns(sc: Scenario, c) -> list[BoundCheck]:
     """`check` on a table's column arrays (measurements.Columns): the same bounds, in the same order."""
+    from .curves import evaluate
+
     n = len(c)
     if not n:
         return []
     sources = c.sources(np.arange(n))
-    order = np.lexsort((np.array(sources), c.on, c.load))  # by load, off first, then source
+    order = np.lexsort((c.on, c.load))  # by load, off first, then source (where load and arm tie)
+    x, a = c.load[order], c.on[order]
+    if ((x[1:] == x[:-1]) & (a[1:] == a[:-1])).any():
+        order = np.lexsort((np.array(sources), c.on, c.load))
     load = c.load[order]
     batches = load.copy()
     rate = np.flatnonzero(c.axis[order] == 1)  # LOAD_AXES[1]: request_rate, where Little's law applies
@@ -139,11 +152,11 @@ def files_model(ids: list[str]) -> str | None:
     """The library model the measured files name (their `model_id`: a spec name, Hugging Face id or
     alias, exact up to case and the organisation prefix); None when they name none or one that is not
     in the library; a one-line error when the names fit several models or the files disagree."""
+    if not ids:
+        return None
     from .errors import CrossoverError
     from .specs.loader import available, load_file
 
-    if not ids:
-        return None
     models = []
     for path in available("models").values():
         try:

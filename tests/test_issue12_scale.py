@@ -4,7 +4,9 @@ memory is proportional to the file (it held one Python object per row: 35 x the 
 Times are in benchmarks/bench_measured.py; these tests count work and bytes, not seconds."""
 
 import json
+import os
 import random
+import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
@@ -20,7 +22,8 @@ from crossover.measurements import Columns, MeasuredTable, read_columns, read_me
 from crossover.measurements import csv_table, readers
 from crossover.physics import check, speed_of_light
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_measured import write_levels, write_mb  # noqa: E402
 
 MODEL = dict(model="llama-3.1-8b", hardware="h100-sxm", tp=1, k=3)
@@ -174,3 +177,71 @@ def test_dumps_indented_is_json_dumps_indent_2():
     assert dumps_indented(mixed) == json.dumps(mixed, indent=2)
     with pytest.raises(TypeError):
         dumps_indented({"a": np.int64(1)})
+    # rows of scalars (one encoder call for all of them), with braces and escapes in keys and values
+    tricky = ["}", "{", "}, {", '"', "\\", "\x00", "é", "", "a\nb"]
+    for _ in range(500):
+        keys = rng.sample(tricky + ["level", 1, 2.5, True, None], rng.randint(1, 4))
+        rows = [{k: rng.choice(leaves[:13] + tricky) for k in rng.sample(keys, rng.randint(1, len(keys)))}
+                for _ in range(rng.randint(1, 5))]
+        for obj in (rows, {"points": rows, "n": [rows, []]}):
+            assert dumps_indented(obj) == json.dumps(obj, indent=2)
+
+
+def test_rounded_columns_are_round_itself():
+    """measured_report._rounded (numpy over 10,000s of values) gives round()'s exact doubles: random
+    magnitudes, decimal ties (x.xx5 as written in a file) and their neighbours, zeros, NaN, infinities."""
+    import math
+    import struct
+
+    from crossover.measured_report import _rounded
+
+    rng = random.Random(5)
+    values = [rng.choice([1, -1]) * 10 ** rng.uniform(-8, 17) for _ in range(20000)]
+    for _ in range(5000):
+        x = float(f"{rng.randint(0, 10**6)}.{rng.randint(0, 999):03d}5")
+        values += [x, -x, math.nextafter(x, 0), math.nextafter(x, math.inf)]
+    values += [0.0, -0.0, -0.004, 0.125, 2.675, 0.5, 2.5, 1.005, 5e-324, 2.0**53, 1e300, float("nan"), float("inf"),
+               float("-inf")]
+    for digits in (2, 3, 4):
+        got = _rounded(values, digits)
+        want = [round(v, digits) for v in values]
+        assert [struct.pack("<d", x) for x in got] == [struct.pack("<d", x) for x in want]  # -0.0 and NaN too
+    assert _rounded([1, 2.5], 2) == [1, 2.5] and type(_rounded([1, 2.5], 2)[0]) is int  # round() keeps ints
+
+
+def _imported(code: str) -> set[str]:
+    """The modules a fresh interpreter has imported after running `code` (this checkout's crossover)."""
+    code += "; import sys; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    return set(out.split())
+
+
+# What a verb that reads a sweep without a model must not load: the model's specs (pydantic), the
+# step model, the calibration fit (scipy), the figures, the simulator's compiled loop, the planner.
+HEAVY = ("pydantic", "crossover.specs", "crossover.step", "crossover.calibration", "scipy", "matplotlib", "numba",
+         "crossover.serving", "crossover.plan", "crossover.api")
+
+
+def test_the_parser_loads_no_model_stack():
+    """Building the parser and parsing `measured` imports none of the model: each verb's flags are
+    added when that verb is parsed (--cost's choices come from the step model), and crossover.build's
+    defaults come without what it builds with."""
+    loaded = _imported("from crossover.cli.parser import build_parser; "
+                       "build_parser().parse_args(['measured', '--files', 'x.csv'])")
+    assert not {m for m in loaded if m.startswith(HEAVY)}, sorted(m for m in loaded if m.startswith(HEAVY))
+
+
+def test_measured_imports_only_what_it_needs(tmp_path):
+    """`crossover measured` never loads the calibration fit, the simulator, the planner, the figures
+    or the web server, with or without a model; without one, not the scenario builder's workloads."""
+    path = tmp_path / "s.csv"
+    write_levels(path, 20)
+    run = f"from crossover.cli import main; main(['measured', '--files', {str(path)!r}, '--json'%s])"
+    never = ("crossover.calibration", "crossover.workload", "crossover.serving", "crossover.plan", "crossover.api",
+             "crossover.web", "scipy", "matplotlib", "numba")
+    for flags in ("", ", " + ", ".join(repr(f) for f in ("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp",
+                                                          "1", "--k", "3"))):
+        loaded = _imported(run % flags)
+        assert "crossover.measurements" in loaded
+        assert not {m for m in loaded if m.startswith(never)}, (flags, sorted(m for m in loaded if m.startswith(never)))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import warnings
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 from ..errors import CrossoverError
 
@@ -11,7 +15,30 @@ MAX_LIST = 100_000  # values one list flag may expand to (1..N ranges)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors and exit status 2."""
+    """argparse with one-line errors and exit status 2. `flags`: functions that add the parser's
+    arguments, run when it first parses or formats its help (a verb's flags are built only when that
+    verb runs: the other verbs' flags import what their defaults and choices need)."""
+
+    def __init__(self, *args, flags: Sequence[Callable[[argparse.ArgumentParser], None]] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending_flags = list(flags)
+
+    def _add_pending_flags(self) -> None:
+        pending, self._pending_flags = self._pending_flags, []
+        for add in pending:
+            add(self)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._add_pending_flags()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self._add_pending_flags()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._add_pending_flags()
+        return super().format_help()
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise CrossoverError(f"{message} (see `{self.prog} --help`)")
@@ -91,10 +118,27 @@ def _flat_encoder(separator: str):
     return enc
 
 
+def _scalars(values) -> bool:
+    """Whether every value is a JSON scalar of an exact type (a subclass takes the long way)."""
+    return all(map(_SCALAR_TYPES.__contains__, map(type, values)))
+
+
+def _rows(rows, indent: str, inner: str, pad: str) -> str:
+    """A list of non-empty dicts of scalars (measured levels, physics checks) as json.dumps(indent)
+    writes it, in one call of the C encoder: items separated by NUL, which JSON text never holds raw
+    (strings escape it), then each NUL replaced by its newline and indentation; between two rows the
+    NUL sits between "}" and "{", inside a row after a scalar and before a key."""
+    inner2 = inner + indent
+    text = _flat_encoder("\0")(rows)[2:-2]  # "[{" ... "}]" stripped
+    text = text.replace("}\0{", f"\n{inner}}},\n{inner}{{\n{inner2}").replace("\0", ",\n" + inner2)
+    return f"[\n{inner}{{\n{inner2}{text}\n{inner}}}\n{pad}]"
+
+
 def dumps_indented(obj, indent: str = "  ", _pad: str = "") -> str:
     """Exactly `json.dumps(obj, indent=2)`, several times faster on large results: a list or dict
     of scalars (e.g. one measured level) goes through the C encoder in one call, its item separator
-    carrying the newline and indentation (scalars never contain a raw newline)."""
+    carrying the newline and indentation (scalars never contain a raw newline); so does a list of
+    dicts of scalars (every measured level), see `_rows`."""
     if isinstance(obj, dict):
         values = obj.values()
     elif isinstance(obj, (list, tuple)):
@@ -104,11 +148,28 @@ def dumps_indented(obj, indent: str = "  ", _pad: str = "") -> str:
     if not obj:
         return "{}" if isinstance(obj, dict) else "[]"
     inner = _pad + indent
-    if all(map(_SCALAR_TYPES.__contains__, map(type, values))):  # exact types: a subclass takes the long way
+    if _scalars(values):
         body = _flat_encoder(",\n" + inner)(obj)
+    elif not isinstance(obj, dict) and all(type(v) is dict and v and _scalars(v.values()) for v in obj):
+        return _rows(obj, indent, inner, _pad)
     elif isinstance(obj, dict):
         body = "{" + (",\n" + inner).join(f"{json.dumps(k) if isinstance(k, str) else json.dumps({k: 0})[1:-4]}: "
                                           f"{dumps_indented(v, indent, inner)}" for k, v in obj.items()) + "}"
     else:
         body = "[" + (",\n" + inner).join(dumps_indented(v, indent, inner) for v in obj) + "]"
     return f"{body[0]}\n{inner}{body[1:-1]}\n{_pad}{body[-1]}"
+
+
+@contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """The library's warnings (e.g. a draft larger than its target) as one stderr line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            yield
+        finally:
+            for w in caught:
+                if issubclass(w.category, UserWarning):
+                    print("crossover: warning: " + " ".join(str(w.message).split()), file=sys.stderr)
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)

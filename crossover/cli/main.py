@@ -10,9 +10,9 @@ from typing import Sequence
 
 from ..errors import CrossoverError
 from ..files import set_max_input_mb
+from .common import warnings_as_lines
 from .outputs import check_outputs
 from .parser import build_parser
-from .scenario import warnings_as_lines
 
 # verb -> (module of crossover.cli, function): imported when that verb runs, so a command loads only
 # what it needs (`measured` never imports the serving simulator, the planner or the web server)

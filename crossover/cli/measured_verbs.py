@@ -5,15 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-import yaml
-
-from ..build import inputs
 from ..errors import CrossoverError
-from ..files import write_text
-from ..measured import calibrate_sweep, measured
+from ..measured import measured
 from .common import _lengths, _number, print_result
-from .progress import progress_line
-from .scenario import scenario_kwargs
 
 
 def _files(args: argparse.Namespace) -> dict:
@@ -31,6 +25,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
     for note in res.notes[:-1] if res.notes and res.notes[-1].startswith("note: physics check skipped") else res.notes:
         print(note, file=sys.stderr)  # before the output; the skipped check is said after it
     if args.plot:
+        from ..build import inputs
         from ..plots import plot_measured
 
         plot_measured(res.table, (res.scenario, inputs(res.scenario)) if res.scenario else None, args.plot, res.predicted)
@@ -47,6 +42,8 @@ def cmd_measured(args: argparse.Namespace) -> int:
 
 def _bootstrap_progress(args: argparse.Namespace):
     """calibrate's progress line over the bootstrap refits (stderr, a terminal only, after 2 s)."""
+    from .progress import progress_line
+
     draws = args.bootstrap
     return progress_line("calibrate", lambda done, total: f"bootstrap {done / total:.0%} of {draws} refits",
                          bool(args.quiet))
@@ -54,6 +51,12 @@ def _bootstrap_progress(args: argparse.Namespace):
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """`crossover calibrate`."""
+    import yaml
+
+    from ..files import write_text
+    from ..measured import calibrate_sweep
+    from .scenario import scenario_kwargs
+
     kw = scenario_kwargs(args)
     model = kw.pop("model", None)
     p_len = o_len = None

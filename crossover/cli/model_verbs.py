@@ -15,9 +15,9 @@ from ..html_report import build as build_page
 from ..memory import batch_ceiling, check_batches
 from ..report import simulation_rows
 from ..workload import load_workload
-from .common import _lengths, _number, parse_list, print_result
+from .common import _lengths, _number, parse_list, print_result, warnings_as_lines
 from .progress import progress_line
-from .scenario import scenario_from_args, speculation_kwargs, warnings_as_lines
+from .scenario import scenario_from_args, speculation_kwargs
 
 
 def _write_csv(path: str, rows: list[list]) -> None:

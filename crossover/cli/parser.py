@@ -1,10 +1,12 @@
-"""The argument parser of the `crossover` command."""
+"""The argument parser of the `crossover` command. Each verb's flags are added when that verb is
+parsed or its help is shown (`_Parser(flags=...)`): a command builds only its own, so `measured`
+never imports the step model for --cost's choices."""
 
 from __future__ import annotations
 
 import argparse
 
-from ..build import (
+from ..build import (  # constants only: crossover.build imports the model stack when it builds
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
     DEFAULT_HARDWARE,
@@ -13,9 +15,8 @@ from ..build import (
     DEFAULT_MODEL,
     MIN_SEQUENCES_FOR_AUTO_TP,
 )
-from ..step import COST_MODES
 from .common import _Parser
-from .serve_verb import add_serve_parser
+from .serve_verb import SERVE_HELP, add_serve_flags
 
 
 NO_DISTILLED_HELP = "the generic efficiency defaults, not the GPU's parameters distilled from measured kernel tables"
@@ -44,6 +45,8 @@ def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
+    from ..step import COST_MODES
+
     g = p.add_argument_group("scenario")
     g.add_argument("--model", default=DEFAULT_MODEL, help=f"target model name or YAML path (default {DEFAULT_MODEL})")
     g.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"accelerator name or YAML path (default {DEFAULT_HARDWARE})")
@@ -79,9 +82,8 @@ def _add_measured_flags(p: argparse.ArgumentParser) -> None:
                    help="force the load axis (default: from the files)")
 
 
-def _add_list_show(sub, verb: str, what: str):
+def _add_list_show(p: argparse.ArgumentParser, what: str):
     """`crossover VERB list|show NAME`; returns the action subparsers for more actions."""
-    p = sub.add_parser(verb, help=f"list or show {what} specs")
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     actions.add_parser("list", help=f"names of all known {what}s").add_argument("--json", action="store_true")
     show = actions.add_parser("show", help=f"one {what}'s spec")
@@ -90,11 +92,7 @@ def _add_list_show(sub, verb: str, what: str):
     return actions
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the `crossover` command."""
-    p = _Parser(prog="crossover", description="Predict where speculative decoding stops paying off.")
-    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    pr = sub.add_parser("predict", help="on/off throughput over batch and the crossover batch")
+def _predict_flags(pr: argparse.ArgumentParser) -> None:
     _add_scenario_flags(pr)
     pr.add_argument("--batch", help="batch sizes, e.g. 1,8,64 or 1..64 (default 1..512 in steps)")
     pr.add_argument("--breakdown", help="per-op and per-term step times off and on at this batch, and which cost "
@@ -104,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="one JSON object on stdout")
     pr.add_argument("--force", action="store_true", help="replace an existing --plot file")
     pr.add_argument("--plot", help="write a figure (PNG or SVG) of throughput and speedup against batch")
-    sm = sub.add_parser("simulate", help="simulate a serving benchmark sweep, speculation off and on")
+
+
+def _simulate_flags(sm: argparse.ArgumentParser) -> None:
     sm.add_argument("--workload", required=True, help="workload preset or YAML path (sharegpt, cnn-dailymail, "
                                                        "gsm8k, instructcoder, long-context, random-1024-128)")
     load = sm.add_mutually_exclusive_group(required=True)
@@ -128,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--hysteresis", metavar="LOW,HIGH",
                     help="add a third arm that routes by queue length: speculate until the running batch rises "
                          "above HIGH, resume when it falls below LOW")
-    po = sub.add_parser("policy", help="the best k at each batch, as a schedule and engine configs")
+
+
+def _policy_flags(po: argparse.ArgumentParser) -> None:
     _add_scenario_flags(po)
     po.add_argument("--k-max", default="8", help="largest k considered (default 8)")
     po.add_argument("--batch-max", help="schedule up to this batch (default: the memory limit, at most 1024)")
@@ -146,7 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--json", action="store_true", help="one JSON object on stdout")
     po.add_argument("--force", action="store_true", help="replace an existing --plot file")
     po.add_argument("--plot", help="write a figure of every k's throughput and the schedule against batch")
-    rp = sub.add_parser("report", help="one self-contained HTML page of a scenario, for a design review")
+
+
+def _report_flags(rp: argparse.ArgumentParser) -> None:
     _add_scenario_flags(rp)
     rp.add_argument("--batch", help="batch sizes of the table (default 1..512 in steps)")
     rp.add_argument("--workload", help="also simulate this workload (with --concurrency)")
@@ -158,15 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--plan-slo-tpot-ms", help="--plan: median TPOT objective, ms")
     rp.add_argument("--force", action="store_true", help="replace an existing index.html in --out")
     rp.add_argument("--out", required=True, help="directory to write index.html into (created if missing)")
-    pl = sub.add_parser(
-        "plan", help="how many GPUs of which kind, deployed how, at what cost, speculation on or off",
-        description="Which accelerators to buy or rent, how many, deployed how, and whether to turn speculation on. "
-                    "Every --hardware x --tp x dtype x speculation arm (off, on at its best k, routed by load) is "
-                    "sized for the demand under the SLOs, priced and ranked; the best --verify are checked in the "
-                    "serving simulator. The first line of the output is the answer. Give a --workload, one demand and "
-                    "at least one SLO.",
-        epilog="example: crossover plan --model llama-3.1-70b --workload sharegpt --peak-rps 50 --slo-tpot-ms 50 "
-               "--hardware h100-sxm,h200,b200 --weight-dtype bf16,fp8 --price b200=5")
+
+
+def _plan_flags(pl: argparse.ArgumentParser) -> None:
     pl.add_argument("--model", default=DEFAULT_MODEL, help=f"target model (default {DEFAULT_MODEL})")
     pl.add_argument("--workload", required=True, help="prompt/output lengths: a preset (sharegpt, gsm8k, "
                                                       "cnn-dailymail, instructcoder, long-context, random-1024-128) "
@@ -229,7 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--force", action="store_true", help="replace an existing --plot file")
     pl.add_argument("--plot", metavar="FILE", help="write a figure (PNG or SVG): cost per million output tokens and "
                                                    "GPUs against the TPOT SLO, per option")
-    wi = sub.add_parser("whatif", help="speedup over two axes (batch, k, acceptance, context, hardware)")
+
+
+def _whatif_flags(wi: argparse.ArgumentParser) -> None:
     _add_scenario_flags(wi)
     wi.add_argument("--x", default="batch=1..512", help="x axis, e.g. batch=1..512 (default)")
     wi.add_argument("--y", default="k=1..8", help="y axis, e.g. k=1..8 (default), acceptance=0.4..0.9, "
@@ -239,7 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--force", action="store_true", help="replace existing --csv / --plot files")
     wi.add_argument("--plot", help="write a heatmap of the speedup with the crossover contour")
     wi.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    me = sub.add_parser("measured", help="the measured on/off table and crossover of benchmark result files")
+
+
+def _measured_flags(me: argparse.ArgumentParser) -> None:
     _add_measured_flags(me)
     me.add_argument("--model", help="with --hardware: the model's prediction beside each level, and every point "
                                     "checked against the physical bound (default: the files' model_id)")
@@ -259,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     me.add_argument("--json", action="store_true", help="one JSON object on stdout")
     me.add_argument("--force", action="store_true", help="replace an existing --plot file")
     me.add_argument("--plot", help="write a figure of the measured points (over the predicted curves with --model)")
-    ca = sub.add_parser("calibrate", help="fit efficiencies, overheads and acceptance to a measured sweep")
+
+
+def _calibrate_flags(ca: argparse.ArgumentParser) -> None:
     _add_measured_flags(ca)
     _add_scenario_flags(ca)
     ca.add_argument("--out", help="write the fit here as YAML (default: print only)")
@@ -272,15 +276,57 @@ def build_parser() -> argparse.ArgumentParser:
     model_flag = next(a for a in ca._actions if a.dest == "model")
     model_flag.help = "target model name or YAML path (default: the files' model_id)"
     ca.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    add_serve_parser(sub)
-    _add_list_show(sub, "hardware", "accelerator")
-    mds = _add_list_show(sub, "models", "model")
+
+
+def _hardware_flags(p: argparse.ArgumentParser) -> None:
+    _add_list_show(p, "accelerator")
+
+
+def _models_flags(p: argparse.ArgumentParser) -> None:
+    mds = _add_list_show(p, "model")
     im = mds.add_parser("import", help="turn a Hugging Face config.json into a model spec (offline)")
     im.add_argument("config")
     im.add_argument("--name", help="spec name (default: the config's folder name)")
     im.add_argument("--out", help="write the YAML here (default stdout)")
     im.add_argument("--force", action="store_true", help="replace an existing --out file")
-    for verb in (*sub.choices.values(), im):  # every verb reads its inputs through crossover.files
-        verb.add_argument("--max-input-mb", metavar="MB",
-                          help="largest input file read, in MB (default 512, or CROSSOVER_MAX_INPUT_MB)")
+    _add_max_input(im)
+
+
+def _add_max_input(p: argparse.ArgumentParser) -> None:
+    """Every verb reads its inputs through crossover.files."""
+    p.add_argument("--max-input-mb", metavar="MB", help="largest input file read, in MB (default 512, or "
+                                                        "CROSSOVER_MAX_INPUT_MB)")
+
+
+# The verbs in the order `crossover --help` lists them: name, keywords of add_parser, the function
+# that adds the verb's flags (run when the verb is parsed or its help shown; --max-input-mb last).
+VERBS = (
+    ("predict", dict(help="on/off throughput over batch and the crossover batch"), _predict_flags),
+    ("simulate", dict(help="simulate a serving benchmark sweep, speculation off and on"), _simulate_flags),
+    ("policy", dict(help="the best k at each batch, as a schedule and engine configs"), _policy_flags),
+    ("report", dict(help="one self-contained HTML page of a scenario, for a design review"), _report_flags),
+    ("plan", dict(
+        help="how many GPUs of which kind, deployed how, at what cost, speculation on or off",
+        description="Which accelerators to buy or rent, how many, deployed how, and whether to turn speculation on. "
+                    "Every --hardware x --tp x dtype x speculation arm (off, on at its best k, routed by load) is "
+                    "sized for the demand under the SLOs, priced and ranked; the best --verify are checked in the "
+                    "serving simulator. The first line of the output is the answer. Give a --workload, one demand "
+                    "and at least one SLO.",
+        epilog="example: crossover plan --model llama-3.1-70b --workload sharegpt --peak-rps 50 --slo-tpot-ms 50 "
+               "--hardware h100-sxm,h200,b200 --weight-dtype bf16,fp8 --price b200=5"), _plan_flags),
+    ("whatif", dict(help="speedup over two axes (batch, k, acceptance, context, hardware)"), _whatif_flags),
+    ("measured", dict(help="the measured on/off table and crossover of benchmark result files"), _measured_flags),
+    ("calibrate", dict(help="fit efficiencies, overheads and acceptance to a measured sweep"), _calibrate_flags),
+    ("serve", dict(help=SERVE_HELP), add_serve_flags),
+    ("hardware", dict(help="list or show accelerator specs"), _hardware_flags),
+    ("models", dict(help="list or show model specs"), _models_flags),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `crossover` command."""
+    p = _Parser(prog="crossover", description="Predict where speculative decoding stops paying off.")
+    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    for name, kw, flags in VERBS:
+        sub.add_parser(name, flags=(flags, _add_max_input), **kw)
     return p

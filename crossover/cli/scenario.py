@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import warnings
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from ..build import acceptance_of, inputs, scenario, speculation
 from ..errors import CrossoverError
 from ..speculation import parse_tree
-from .common import _number, parse_list
+from .common import _number, parse_list, warnings_as_lines
 
 
 def _opt(args: argparse.Namespace, name: str, flag: str, **kw: Any) -> float | None:
@@ -62,21 +59,6 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
               engine=getattr(args, "engine", None), cost=getattr(args, "cost", None),
               distilled=False if getattr(args, "no_distilled", False) else None)
     return {k: v for k, v in kw.items() if v is not None or k in ("tp",)}
-
-
-@contextmanager
-def warnings_as_lines() -> Iterator[None]:
-    """The library's warnings (e.g. a draft larger than its target) as one stderr line each."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        try:
-            yield
-        finally:
-            for w in caught:
-                if issubclass(w.category, UserWarning):
-                    print("crossover: warning: " + " ".join(str(w.message).split()), file=sys.stderr)
-                else:
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def scenario_from_args(args: argparse.Namespace, prompt_len: float | None = None, output_len: float | None = None,

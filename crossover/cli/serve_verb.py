@@ -8,9 +8,11 @@ from ..errors import CrossoverError
 from .common import _number
 
 
-def add_serve_parser(sub) -> None:
+SERVE_HELP = "an interactive what-if page in the browser (a local web server)"
+
+
+def add_serve_flags(sv: argparse.ArgumentParser) -> None:
     """The `serve` verb's flags."""
-    sv = sub.add_parser("serve", help="an interactive what-if page in the browser (a local web server)")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     sv.add_argument("--port", default="0", help="port (default 0: a free one; the URL is printed)")
     sv.add_argument("--open", action="store_true", help="open the page in the default browser")

@@ -56,12 +56,13 @@ class Columns:
         return len(self.load)
 
     def source(self, i: int) -> str:
-        line = int(self.line[i])
-        base = self.bases[int(self.base[i])]
-        return base if line < 0 else f"{base}{line}"
+        return self.sources([i])[0]
 
-    def sources(self, rows: np.ndarray) -> list[str]:
-        return [self.source(int(i)) for i in rows]
+    def sources(self, rows) -> list[str]:
+        """Each row's source: its file's base, followed by its line number when it has one."""
+        rows = np.asarray(rows, np.int64)
+        return [base if line < 0 else f"{base}{line}" for base, line in
+                zip(map(self.bases.__getitem__, self.base[rows].tolist()), self.line[rows].tolist())]
 
     def metric(self, name: str) -> np.ndarray:
         """A metric's column (NaN where a run does not report it; all NaN when none does)."""
@@ -77,9 +78,8 @@ class Columns:
         rows = np.asarray(rows, np.int64)
         if not len(rows):
             return []
-        bases, models, per_position, warnings = self.bases, self.model_ids, self.per_position, self.warnings
-        sources = [base if line < 0 else f"{base}{line}" for base, line in
-                   zip(map(bases.__getitem__, self.base[rows].tolist()), self.line[rows].tolist())]
+        models, per_position, warnings = self.model_ids, self.per_position, self.warnings
+        sources = self.sources(rows)
         names = list(self.metrics)
         values = zip(*(self.metrics[n][rows].tolist() for n in names)) if names else ((),) * len(rows)
         nan_none = lambda v: None if v != v else v  # noqa: E731
