@@ -143,20 +143,22 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     deployment's engine profile)."""
     if predicted is None:
         return None
-    from .measured_report import _level_values
+    from .measured_report import _speedups
 
-    lv = _level_values(table)  # per level, from the column arrays (no point objects)
-    worst = None
-    for i, (load, ratio) in enumerate(zip(lv["load"], lv["ratio"])):
-        ps = predicted["speedup"][i]
-        if not (math.isfinite(ratio) and 0 < ratio < 1.0 and ps > 0):
-            continue
-        gap = math.log(ratio / ps)
-        if gap < -DEEPER_THAN_MODEL and (worst is None or gap < worst[0]):
-            worst = (gap, i, load, ratio, ps)
-    if worst is None:
+    loads, _, _, ratios = _speedups(table)  # per level, from the column arrays (no point objects)
+    predicted_speedup = np.array(predicted["speedup"], float)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        rows = np.flatnonzero(np.isfinite(ratios) & (ratios > 0) & (ratios < 1.0) & (predicted_speedup > 0))
+        gaps = ratios[rows] / predicted_speedup[rows]  # measured / predicted, the same divisions as one by one
+    if not len(rows):
         return None
-    _, i, load, ratio, ps = worst
+    # the deepest gap, ln(measured / predicted), at the first level of equal ones: ln is monotone, so
+    # it lies among the ratios within rounding of the least, the only ones whose ln is taken here
+    near = rows[gaps <= gaps.min() * (1 + 1e-12)].tolist()
+    gap, i = min((math.log(float(ratios[i]) / predicted["speedup"][i]), i) for i in near)
+    if not gap < -DEEPER_THAN_MODEL:
+        return None
+    load, ratio, ps = float(loads[i]), float(ratios[i]), predicted["speedup"][i]
     dep, spec = sc.deployment, sc.speculation
     engine = dep.engine
     causes: list[dict[str, str]] = []

@@ -16,23 +16,6 @@ from .compare import (
 from .report import _clean, _other_crossings, latency_lines
 
 
-def _measured_ratio(table, off, on) -> float:
-    """Speedup of one measured level: output throughput on/off; mean e2e latency off/on for request rates."""
-    if table.load_axis == "request_rate" and off.metrics.get("mean_e2el_ms") and on.metrics.get("mean_e2el_ms"):
-        return off.metrics["mean_e2el_ms"] / on.metrics["mean_e2el_ms"]
-    if off.output_throughput <= 0:  # nothing delivered without speculation: no ratio (NaN, null in JSON)
-        return float("nan")
-    return on.output_throughput / off.output_throughput
-
-
-def measured_summary(table) -> tuple[list[tuple[float, Any, Any, float]], Any]:
-    """(load, off, on, speedup) per level by increasing load, and where the speedup crosses 1
-    (every sign change, the first sustained crossover, or the side it stayed on)."""
-    rows = sorted(((load, off, on, _measured_ratio(table, off, on)) for load, off, on in table.pairs()),
-                  key=lambda r: r[0])
-    return rows, level_crossings([r[0] for r in rows], [r[3] for r in rows])
-
-
 def _rounded(values: list[float], digits: int) -> list[float]:
     """`[round(v, digits) for v in values]`, exactly, for a list of floats (10,000s of levels and
     checks): round() gives the double nearest to k / 10**digits, k the integer nearest to the exact
@@ -52,10 +35,10 @@ def _rounded(values: list[float], digits: int) -> list[float]:
     return out
 
 
-def _level_values(table) -> dict[str, list]:
-    """`measured_summary` on the table's column arrays (no point objects): per level by increasing
-    load, lists of the load, both arms' throughput, tau and median TPOT (None where not reported)
-    and the speedup, as `_measured_ratio` computes it."""
+def _speedups(table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(load, off row, on row, speedup) of every level by increasing load, on the table's column
+    arrays: the speedup is output throughput on/off (NaN where nothing was delivered without
+    speculation), or mean e2e latency off/on for request rates where both arms report it."""
     loads, off, on = table.levels()
     c = table.columns
     t_off, t_on = c.output_throughput[off], c.output_throughput[on]
@@ -65,14 +48,21 @@ def _level_values(table) -> dict[str, list]:
             e_off, e_on = c.metric("mean_e2el_ms")[off], c.metric("mean_e2el_ms")[on]
             both = ~np.isnan(e_off) & (e_off != 0) & ~np.isnan(e_on) & (e_on != 0)
             ratio = np.where(both, e_off / e_on, ratio)
+    return loads, off, on, ratio
+
+
+def _level_values(table) -> dict[str, list]:
+    """Per level by increasing load (no point objects), lists of the load, both arms' throughput,
+    the speedup (`_speedups`), tau and median TPOT (None where not reported)."""
+    loads, off, on, ratio = _speedups(table)
+    c = table.columns
 
     def listed(values: np.ndarray) -> list:
         return [None if v != v else v for v in values.tolist()]
 
-    lv = {"load": loads.tolist(), "off": t_off.tolist(), "on": t_on.tolist(), "ratio": ratio.tolist(),
-          "tau": listed(c.acceptance_length[on]), "tpot_off": listed(c.metric("median_tpot_ms")[off]),
-          "tpot_on": listed(c.metric("median_tpot_ms")[on])}
-    return lv
+    return {"load": loads.tolist(), "off": c.output_throughput[off].tolist(), "on": c.output_throughput[on].tolist(),
+            "ratio": ratio.tolist(), "tau": listed(c.acceptance_length[on]),
+            "tpot_off": listed(c.metric("median_tpot_ms")[off]), "tpot_on": listed(c.metric("median_tpot_ms")[on])}
 
 
 def _levels(table) -> tuple[dict[str, list], Any]:
@@ -127,6 +117,17 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
     return out
 
 
+def _column(values: list, spec: str) -> list[str]:
+    """Each value formatted by `spec` (e.g. "8.3f"), or "-" in its width where None or not finite."""
+    dash = "-".rjust(int(spec.split(".")[0]))
+    return [format(v, spec) if v is not None and math.isfinite(v) else dash for v in values]
+
+
+def _ln_column(measured: list, predicted: list) -> list[str]:
+    """ln(measured / predicted) per level, or "-" where either is not positive."""
+    return [f"{math.log(m / p):+7.3f}" if m > 0 and p > 0 else "      -" for m, p in zip(measured, predicted)]
+
+
 def measured_table(table, checks, causes, predicted: dict[str, Any] | None = None) -> str:
     """The measured on/off table, the crossover, the model beside it and the physics check."""
     lv, lc = _levels(table)
@@ -134,11 +135,12 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
     axis = table.load_axis
     lines = [f"{'level':>9} ({axis}) | {'off tok/s':>10} {'on tok/s':>10} {'speedup':>8} | {'TPOT p50 off':>12} "
              f"{'on':>8} | {'tau':>5}"]
-    fmt = lambda v, d=2: f"{v:.{d}f}" if v is not None and math.isfinite(v) else "-"  # noqa: E731
-    for load, off, on, ratio, tau, tp_off, tp_on in zip(*lv.values()):
-        tau = f"{tau:.2f}" if tau else "-"
-        lines.append(f"{load:>9g} {'':>{len(axis) + 2}} | {off:>10.1f} {on:>10.1f} "
-                     f"{fmt(ratio, 3):>8} | {fmt(tp_off):>12} {fmt(tp_on):>8} | {tau:>5}")
+    pad = " " * (len(axis) + 2)
+    taus = [f"{tau:5.2f}" if tau else "    -" for tau in lv["tau"]]
+    lines += [f"{load:>9g} {pad} | {off:>10.1f} {on:>10.1f} {ratio} | {tp_off} {tp_on} | {tau}" for
+              load, off, on, ratio, tp_off, tp_on, tau in zip(
+                  lv["load"], lv["off"], lv["on"], _column(lv["ratio"], "8.3f"), _column(lv["tpot_off"], "12.2f"),
+                  _column(lv["tpot_on"], "8.2f"), taus)]
     lines.append("")
     if side == "equal":
         lines.append(f"crossover: none; the arms are equal within noise (speedup within {EQUAL_RTOL:.0%} of 1 at "
@@ -157,11 +159,11 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
     if predicted is not None:
         lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = measured / predicted):",
                   f"{'level':>9} | {'off tok/s':>10} {'ln':>7} | {'on tok/s':>10} {'ln':>7} | {'speedup':>8} {'ln':>7}"]
-        ln = lambda m, p: f"{math.log(m / p):+7.3f}" if m > 0 and p > 0 else f"{'-':>7}"  # noqa: E731
-        for i, (load, off, on, ratio) in enumerate(zip(lv["load"], lv["off"], lv["on"], lv["ratio"])):
-            po, pn, ps = predicted["off"][i], predicted["on"][i], predicted["speedup"][i]
-            lines.append(f"{load:>9g} | {po:>10.1f} {ln(off, po)} | {pn:>10.1f} "
-                         f"{ln(on, pn)} | {ps:>8.3f} {ln(ratio, ps)}")
+        lines += [f"{load:>9g} | {po:>10.1f} {ln_off} | {pn:>10.1f} {ln_on} | {ps:>8.3f} {ln_ratio}" for
+                  load, po, ln_off, pn, ln_on, ps, ln_ratio in zip(
+                      lv["load"], predicted["off"], _ln_column(lv["off"], predicted["off"]), predicted["on"],
+                      _ln_column(lv["on"], predicted["on"]), predicted["speedup"],
+                      _ln_column(lv["ratio"], predicted["speedup"]))]
         pc = predicted["crossover"]
         lines.append(f"predicted crossover: {axis} {pc:.1f}" if pc is not None else
                      f"predicted crossover: none up to {axis} {predicted['range']:g}")
@@ -171,9 +173,10 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
     if checks:
         lines.append("")
         lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")
+        rates = axis == "request_rate"
         for c in checks:
             flag = "  BEATS PHYSICS" if c.beats_physics else ""
-            held = f"  (bound at {c.batch:.1f} in flight)" if axis == "request_rate" and c.batch else ""
+            held = f"  (bound at {c.batch:.1f} in flight)" if rates and c.batch else ""
             lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / {c.bound:>10.1f} tok/s = "
                          f"{c.fraction:6.1%}{flag}{held}")
         if any(c.beats_physics for c in checks):

@@ -7,6 +7,8 @@ import json
 import sys
 import warnings
 from contextlib import contextmanager
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Callable, Iterator, Sequence
 
 from ..errors import CrossoverError
@@ -123,22 +125,33 @@ def _scalars(values) -> bool:
     return all(map(_SCALAR_TYPES.__contains__, map(type, values)))
 
 
-def _rows(rows, indent: str, inner: str, pad: str) -> str:
-    """A list of non-empty dicts of scalars (measured levels, physics checks) as json.dumps(indent)
-    writes it, in one call of the C encoder: items separated by NUL, which JSON text never holds raw
-    (strings escape it), then each NUL replaced by its newline and indentation; between two rows the
-    NUL sits between "}" and "{", inside a row after a scalar and before a key."""
+def _table(rows, indent: str, inner: str, pad: str) -> str | None:
+    """A list of dicts that all have the same keys in the same order, every value a scalar (measured
+    levels, physics checks), as json.dumps(indent) writes it: each column's values in one call of the
+    C encoder (NUL-separated: JSON text never holds a raw NUL, strings escape it), its keys written
+    once; None for any other list."""
+    if not rows or not all(type(r) is dict for r in rows):
+        return None
+    keys = tuple(rows[0])
+    if not keys or not all(tuple(r) == keys for r in rows):
+        return None
+    columns = [list(map(itemgetter(k), rows)) for k in keys]
+    if not all(map(_scalars, columns)):
+        return None
+    encode = _flat_encoder("\0")
     inner2 = inner + indent
-    text = _flat_encoder("\0")(rows)[2:-2]  # "[{" ... "}]" stripped
-    text = text.replace("}\0{", f"\n{inner}}},\n{inner}{{\n{inner2}").replace("\0", ",\n" + inner2)
-    return f"[\n{inner}{{\n{inner2}{text}\n{inner}}}\n{pad}]"
+    lead = [f",\n{inner2}{json.dumps({k: 0})[1:-4]}: " for k in keys]  # a key as json writes it, str or not
+    lead[0] = f",\n{inner}{{" + lead[0][1:]
+    parts = [piece for key, column in zip(lead, columns) for piece in (repeat(key), encode(column)[1:-1].split("\0"))]
+    text = "".join(chain.from_iterable(zip(*parts, repeat(f"\n{inner}}}"))))
+    return f"[{text[1:]}\n{pad}]"
 
 
 def dumps_indented(obj, indent: str = "  ", _pad: str = "") -> str:
     """Exactly `json.dumps(obj, indent=2)`, several times faster on large results: a list or dict
     of scalars (e.g. one measured level) goes through the C encoder in one call, its item separator
-    carrying the newline and indentation (scalars never contain a raw newline); so does a list of
-    dicts of scalars (every measured level), see `_rows`."""
+    carrying the newline and indentation (scalars never contain a raw newline); a list of dicts of
+    scalars with the same keys (every measured level) a column at a time, see `_table`."""
     if isinstance(obj, dict):
         values = obj.values()
     elif isinstance(obj, (list, tuple)):
@@ -150,8 +163,8 @@ def dumps_indented(obj, indent: str = "  ", _pad: str = "") -> str:
     inner = _pad + indent
     if _scalars(values):
         body = _flat_encoder(",\n" + inner)(obj)
-    elif not isinstance(obj, dict) and all(type(v) is dict and v and _scalars(v.values()) for v in obj):
-        return _rows(obj, indent, inner, _pad)
+    elif not isinstance(obj, dict) and (table := _table(obj, indent, inner, _pad)) is not None:
+        return table
     elif isinstance(obj, dict):
         body = "{" + (",\n" + inner).join(f"{json.dumps(k) if isinstance(k, str) else json.dumps({k: 0})[1:-4]}: "
                                           f"{dumps_indented(v, indent, inner)}" for k, v in obj.items()) + "}"
