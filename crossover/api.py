@@ -67,7 +67,7 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
 
 def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
              request_rate: Sequence[float] | None = None, num_prompts: int = 1000, seed: int = 0,
-             burstiness: float = 1.0, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+             burstiness: float = 1.0, max_num_seqs: int | None = None, max_num_batched_tokens: int = 8192,
              policy: bool = False, hysteresis: tuple[int, int] | None = None, scenario: Scenario | None = None,
              progress=None, **scenario_kwargs: Any) -> results.SimulateResult:
     """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
@@ -86,7 +86,8 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
     resolved = inputs(sc)
     axis = "concurrency" if concurrency is not None else "request_rate"
     levels = list(concurrency if concurrency is not None else request_rate)  # type: ignore[arg-type]
-    limits = EngineLimits(int(max_num_seqs), int(max_num_batched_tokens))
+    # max_num_seqs None: 256, with the engine's own cap on speculating arms (SGLang's 48)
+    limits = EngineLimits.of(sc.deployment, max_num_seqs, max_num_batched_tokens)
     schedule: Any = None
     if policy and hysteresis is not None:
         raise CrossoverError("route by the best-k schedule (policy) or by hysteresis, not both")
@@ -97,13 +98,17 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
         schedule = (low, high)
         resolved["routing"] = {"rule": "hysteresis", "speculate_below": low, "stop_above": high}
     if policy:
-        pol = routing_policy(sc, *wl.sample(np.random.default_rng(0), 20_000, base), limits.max_num_seqs)
+        pol = routing_policy(sc, *wl.sample(np.random.default_rng(0), 20_000, base), limits.seats(True))
         schedule = pol.best_k
         resolved["policy_schedule"] = pol.schedule
     res = sweep(sc, wl, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burstiness, limits=limits,
                 base=base, schedule=schedule, progress=progress)
     resolved.update({"workload": wl.name, "num_prompts": num_prompts, "seed": seed, "burstiness": burstiness,
                      "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens})
+    if limits.seats(True) != limits.max_num_seqs:
+        resolved["max_num_seqs_speculating"] = limits.seats(True)
+        resolved["max_num_seqs_note"] = (f"{sc.deployment.engine.display_name}'s own cap when speculating; "
+                                         f"--max-num-seqs sets both arms")
     return results.SimulateResult(res, resolved)
 
 

@@ -205,6 +205,8 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
         f"{inputs['num_prompts']} requests per level (at least 10 rounds of the clients), seed {inputs['seed']}",
         f"speculation: {inputs['method']}, k={inputs['k']}, tau {inputs['tau']:.3f} tokens/step",
         engine_line(inputs),
+        *([f"running requests: at most {inputs['max_num_seqs']} off, {inputs['max_num_seqs_speculating']} on "
+           f"({inputs['max_num_seqs_note']})"] if inputs.get("max_num_seqs_speculating") else []),
         "",
         f"{label:>7} | {'output tok/s':^26} | {'TTFT p50 ms':^15} | {'TPOT p50 ms':^15} | {'TPOT p99 ms':^15} "
         f"| {'E2E p99 s':^13}",

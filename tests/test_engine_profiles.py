@@ -279,3 +279,25 @@ def test_vllm_v0_runs_prompts_in_steps_of_their_own_that_do_not_speculate():
     v0, v1 = out["vllm-v0"], out["vllm"]
     assert v0[0] > 0 and not v0[1] and not v0[2] and not v0[3]
     assert v1[0] > 0 and v1[1] and v1[3]
+
+
+def test_sglang_caps_its_speculating_server_at_48_running_requests(capsys):
+    """SGLang resets max_running_requests to 48 with speculation unless it is given: the speculating
+    arm runs at most 48 requests (its TTFT grows with the queue at concurrency 96), the plain arm 256;
+    --max-num-seqs sets both; vLLM has no such cap."""
+    kw = dict(concurrency=[96], num_prompts=200, model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=3)
+    sg = crossover.simulate("sharegpt", engine="sglang", **kw)
+    assert sg.inputs["max_num_seqs"] == 256 and sg.inputs["max_num_seqs_speculating"] == 48
+    given = crossover.simulate("sharegpt", engine="sglang", max_num_seqs=256, **kw)
+    assert "max_num_seqs_speculating" not in given.inputs
+    assert "max_num_seqs_speculating" not in crossover.simulate("sharegpt", engine="vllm", **kw).inputs
+    capped, free = sg.to_dict()["levels"][0]["on"], given.to_dict()["levels"][0]["on"]
+    assert capped["median_ttft_ms"] > 5 * free["median_ttft_ms"]
+    assert capped["output_throughput"] < free["output_throughput"]
+    from crossover.serving.engine import EngineLimits
+    lim = EngineLimits.of(sg_dep := _dep("sglang"))
+    assert (lim.seats(False), lim.seats(True)) == (256, 48)
+    assert EngineLimits.of(sg_dep, 64).seats(True) == 64
+    assert main(["simulate", "--workload", "sharegpt", "--concurrency", "8", "--num-prompts", "60",
+                 "--engine", "sglang", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
+    assert "at most 256 off, 48 on" in capsys.readouterr().out

@@ -116,7 +116,8 @@ def _simulate_flags(sm: argparse.ArgumentParser) -> None:
     sm.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     sm.add_argument("--seed", default="0", help="random seed (default 0)")
     sm.add_argument("--burstiness", default="1", help="gamma shape of inter-arrival times, 1 = Poisson (default 1)")
-    sm.add_argument("--max-num-seqs", default="256", help="engine limit on running sequences (default 256)")
+    sm.add_argument("--max-num-seqs", default=None, help="engine limit on running sequences, both arms (default 256; "
+                    "SGLang caps its speculating arms at 48 unless this is given)")
     sm.add_argument("--max-num-batched-tokens", default="8192", help="engine token budget per step (default 8192)")
     out = sm.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -16,16 +16,36 @@ MAX_NUM_SEQS = 1 << 16  # engines run hundreds to a few thousand sequences at on
 
 @dataclass(frozen=True)
 class EngineLimits:
-    """Scheduler limits (vLLM names): at most `max_num_seqs` running, `max_num_batched_tokens` per step."""
+    """Scheduler limits (vLLM names): at most `max_num_seqs` running, `max_num_batched_tokens` per step;
+    `spec_max_num_seqs` caps a speculating server's running requests where its engine sets its own
+    cap (SGLang's 48) and the user set none."""
 
     max_num_seqs: int = 256  # vLLM's default
     max_num_batched_tokens: int = 8192  # vLLM V1's default for online serving on large GPUs
+    spec_max_num_seqs: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise CrossoverError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if self.spec_max_num_seqs is not None and self.spec_max_num_seqs < 1:
+            raise CrossoverError("spec_max_num_seqs must be >= 1")
         if self.max_num_seqs > MAX_NUM_SEQS:  # per-sequence arrays are sized by it
             raise CrossoverError(f"--max-num-seqs must be <= {MAX_NUM_SEQS} (got {self.max_num_seqs})")
+
+
+    def seats(self, speculate: bool) -> int:
+        """Running requests a server may hold, with or without speculation."""
+        if speculate and self.spec_max_num_seqs is not None:
+            return min(self.max_num_seqs, self.spec_max_num_seqs)
+        return self.max_num_seqs
+
+    @staticmethod
+    def of(dep: Deployment, max_num_seqs: int | None = None, max_num_batched_tokens: int = 8192) -> "EngineLimits":
+        """The limits a server of this deployment runs with: `max_num_seqs` as given (both arms), or
+        vLLM's default 256 with the engine's own cap on speculating arms (SGLang: 48)."""
+        if max_num_seqs is not None:
+            return EngineLimits(int(max_num_seqs), int(max_num_batched_tokens))
+        return EngineLimits(256, int(max_num_batched_tokens), dep.engine.spec_max_running)
 
 
 def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:

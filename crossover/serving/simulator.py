@@ -164,13 +164,14 @@ class _Engine:
         self.groups = groups
         budget = self.spec.draft_kv_budget
         seg = SEGMENT
-        self.IP = np.array([limits.max_num_seqs, measure_from, seg, self.draft_prefill, self.expansion,
+        seats = limits.seats(arm.speculate)
+        self.IP = np.array([seats, measure_from, seg, self.draft_prefill, self.expansion,
                             self.route.k, self.route.low, self.route.high, closed,
                             self.dep.engine.chunked_prefill], np.int64)
         self.FP = np.array([limits.max_num_batched_tokens, kv_capacity, np.inf if budget is None else budget], float)
         self.R = np.array([prompt, output, need, arr], float)
         self.RI = np.full((3, n), -1, np.int64)
-        cap_m = max(1, min(limits.max_num_seqs, n))
+        cap_m = max(1, min(seats, n))
         self.X, self.XI = np.zeros((4, cap_m)), np.zeros((2, cap_m), np.int64)
         self.Q, self.E, self.A = (np.zeros((seg, cap_m)) for _ in range(3))
         self.V = np.zeros((4, cap_m))

@@ -63,6 +63,9 @@ class EngineProfile(Spec):
     # Whether a step prefills prompt chunks beside decodes (chunked prefill). Without it a step with
     # prompts to prefill is a prefill-only step: running sequences wait and nothing speculates.
     chunked_prefill: bool = True
+    # The running-request cap the engine sets for itself when speculation is on and the user set
+    # none (SGLang: 48); None: the same cap as without speculation.
+    spec_max_running: int | None = Field(default=None, ge=1)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
 
