@@ -188,3 +188,11 @@ def expected_distinct_experts(tokens, num_experts, top_k) -> np.ndarray:
     """Expected distinct experts that `tokens` tokens touch, each routing uniformly to top_k of E."""
     miss = 1.0 - top_k / num_experts
     return num_experts * (1.0 - np.power(miss, tokens))
+
+
+def balanced_distinct_experts(tokens, num_experts, top_k) -> np.ndarray:
+    """Distinct experts that `tokens` tokens touch when routing is balanced (each token's top_k
+    choices spread evenly, as kernel benchmarks route them): every choice a new expert until all
+    are busy, min(E, tokens x top_k). Uniform random routing touches fewer at small token counts
+    (expected_distinct_experts: collisions)."""
+    return np.minimum(np.asarray(num_experts, float), np.asarray(tokens, float) * top_k)

@@ -29,8 +29,9 @@ DEFAULT_GPUS_PER_NODE = 8
 
 class DistilledOp(Spec):
     """Op-level roofline parameters of one op class, fitted to measured kernel tables by
-    validation/distill_kernels.py (its docstring gives each class's formula; errors in
-    validation/kernels.md). Recorded for the roofline; today's evaluator reads none of them."""
+    validation/distill_kernels.py (the formulas: crossover.roofline's op-level section, e.g.
+    gemm_seconds; errors in validation/kernels.md). Every fraction lies in (0, 1]; times and sizes
+    are non-negative. The step model reads a few of them (Distilled.efficiency_fields)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -38,21 +39,42 @@ class DistilledOp(Spec):
     bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     flops_fraction: float | None = Field(default=None, gt=0, le=1)
     transition_p: float | None = Field(default=None, ge=1)
+    # Operands that stay in L2 between the table's timed repeats stream at this multiple of DRAM's rate.
+    l2_bandwidth_ratio: float | None = Field(default=None, ge=1)
+    weights_l2_share: float | None = Field(default=None, gt=0, le=1)  # GEMM: of L2, where weights stay between repeats
     tiles_half: float | None = Field(default=None, ge=0)  # GEMM: output tiles below which fewer SMs work
+    split_k_us: float | None = Field(default=None, ge=0)  # GEMM: split-K's reduction kernel (few tiles, long k)
+    output_fraction: float | None = Field(default=None, gt=0, le=1)  # fp8 GEMM: the epilogue's output writes
+    sm_bandwidth_gb_s: float | None = Field(default=None, gt=0)  # fp8 GEMM: what one CTA streams per second
     quantise_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)  # fp8 GEMM: activation quantisation
+    quantise_row_ns: float | None = Field(default=None, ge=0)  # fp8 GEMM: the quantisation's time per token row
     head_dim_half: float | None = Field(default=None, ge=0)  # context attention: head size at half FLOP efficiency
+    head_dim_max: float | None = Field(default=None, gt=0)  # context attention: above it efficiency falls as 1/hd
+    critical_rows: float | None = Field(default=None, gt=0)  # context attention: query rows of the longest CTA
+    cta_us: float | None = Field(default=None, ge=0)  # context attention: fixed cost per CTA (query tile x head)
     kv_len_extra: float | None = Field(default=None, ge=0)  # decode attention: per-sequence work as KV tokens
+    kv_block_us: float | None = Field(default=None, ge=0)  # decode attention: per 128-token KV block on one SM
+    split_kv_us: float | None = Field(default=None, ge=0)  # decode attention: split-KV's combine pass
+    gqa_copy_us: float | None = Field(default=None, ge=0)  # decode attention: GQA query relayout (batch > 1)
+    expert_width_full: float | None = Field(default=None, gt=0)  # MoE: per-expert width below which tiles run part-empty
     base_us: float | None = Field(default=None, ge=0)  # all-reduce: per call
     hop_us: float | None = Field(default=None, ge=0)  # all-reduce: per ring step
     link_fraction: float | None = Field(default=None, gt=0, le=1)  # all-reduce: of the link's peak
+    host_fraction: float | None = Field(default=None, gt=0, le=1)  # PCIe all-reduce of > 2 GPUs: the shared host path
 
 
 class Distilled(Spec):
-    """Parameters distilled from measured kernel tables, per op class, with their source."""
+    """Parameters distilled from measured kernel tables, per op class, with their source, and the
+    chip facts the op-level formulas read beside the datasheet peaks (L2 size, SM count, the tensor
+    cores' smallest tile M), recorded with theirs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     source: str
+    l2_mib: float | None = Field(default=None, gt=0)
+    sms: PositiveInt | None = None
+    min_tile_rows: PositiveInt | None = None
+    facts_source: str = ""
     gemm_bf16: DistilledOp | None = None
     gemm_fp8: DistilledOp | None = None
     decode_attention: DistilledOp | None = None
@@ -62,18 +84,19 @@ class Distilled(Spec):
 
     def efficiency_fields(self, layer_overhead_s: float, gemms_per_layer: int = 4) -> dict[str, float]:
         """The distilled values the roofline's existing `Efficiency` dials can take, by field name
-        (opt-in: `dep.with_efficiency(**hw.distilled.efficiency_fields(dep.efficiency.layer_overhead_s))`):
-        weight streaming and FLOP fractions and the transition from bf16 GEMMs, the KV read fraction
-        from decode attention, the all-reduce's base, hop and link fraction, and the per-call floors
-        of a layer's kernels (`gemms_per_layer` GEMMs and one attention; a dense GQA layer runs 4:
-        QKV, output, gate+up, down) added to the given per-layer overhead (kernel gaps). Output-tile
-        and per-sequence terms have no dial yet and are left out. Against the kernels mode on
-        H100/H200/B200/A100 steps (batch 1-256, q 1 and 4, context 512 and 4096) this moves the
-        roofline's median |ln error| from 0.05-0.23 to 0.01-0.04 (validation/kernels.md)."""
+        (`dep.with_efficiency(**hw.distilled.efficiency_fields(dep.efficiency.layer_overhead_s))`;
+        Deployment applies them by default): weight streaming and FLOP fractions and the transition
+        from bf16 GEMMs, the KV read fraction from decode attention, the all-reduce's base, hop and
+        link fraction, and the per-call floors of a layer's kernels (`gemms_per_layer` GEMMs and one
+        attention; a dense GQA layer runs 4: QKV, output, gate+up, down) added to the given per-layer
+        overhead (kernel gaps). A serving step's calls are decode-sized: a GEMM's floor counts its
+        split-K reduction (few output tiles, long k) and an attention call's its split-KV combine
+        (context past one KV block) and GQA query relayout (batch > 1). Output-tile, per-block,
+        L2-resident and per-row terms have no dial and are left out."""
         out: dict[str, float] = {}
         g, a, c = self.gemm_bf16, self.decode_attention, self.all_reduce
-        g_floor = (g.floor_us or 0.0) if g is not None else 0.0
-        a_floor = (a.floor_us or 0.0) if a is not None else 0.0
+        g_floor = ((g.floor_us or 0.0) + (g.split_k_us or 0.0)) if g is not None else 0.0
+        a_floor = ((a.floor_us or 0.0) + (a.split_kv_us or 0.0) + (a.gqa_copy_us or 0.0)) if a is not None else 0.0
         floors = gemms_per_layer * g_floor + a_floor
         out["layer_overhead_s"] = layer_overhead_s + floors * 1e-6
         if g is not None:
