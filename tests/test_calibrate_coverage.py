@@ -27,8 +27,8 @@ def test_the_90_percent_interval_contains_the_true_crossover_in_at_least_85_perc
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1,
                      efficiency=Efficiency(distilled=False))
     spec = Speculation("eagle", 3, Acceptance.rate(0.55))  # the files report tau: acceptance is not fitted
-    truth = Scenario(dep.with_efficiency(bandwidth_fraction=0.7, step_overhead_s=2e-3), spec, 1088, 1024, 128)
-    start = Scenario(dep, spec, 1088, 1024, 128)  # the documented defaults: 0.8 / 1 ms, not the truth
+    truth = Scenario(dep.with_efficiency(bandwidth_fraction=0.7, step_overhead_s=2e-3), spec, 384, 256, 256)
+    start = Scenario(dep, spec, 384, 256, 256)  # the documented defaults: 0.8 / 1 ms, not the truth
     true = find_crossings(truth, 2 * max(LEVELS))[0].batch
     assert 100 < true < 150
     c = evaluate(truth, LEVELS)

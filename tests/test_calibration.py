@@ -20,11 +20,11 @@ MEASURED = FIXTURES / "measured"
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192]
 
 
-def truth_scenario(alpha=0.65):
+def truth_scenario(alpha=0.65, prompt=1024, output=128):
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
     dep = dep.with_efficiency(bandwidth_fraction=0.7, flops_fraction=0.6, step_overhead_s=2e-3,
                               draft_step_overhead_s=0.3e-3)
-    return Scenario(dep, Speculation("eagle", 3, Acceptance.rate(alpha)), 1088, 1024, 128)
+    return Scenario(dep, Speculation("eagle", 3, Acceptance.rate(alpha)), prompt + output / 2, prompt, output)
 
 
 def synthetic(sc, noise=0.0, seed=0):
@@ -37,7 +37,8 @@ def synthetic(sc, noise=0.0, seed=0):
 
 def default_scenario(truth):
     dep = Deployment(model=truth.deployment.model, hardware=truth.deployment.hardware, tp=1)
-    return Scenario(dep, Speculation("eagle", 3, Acceptance.rate(0.5)), 1088, 1024, 128)
+    return Scenario(dep, Speculation("eagle", 3, Acceptance.rate(0.5)), truth.context, truth.prompt_len,
+                    truth.output_len)
 
 
 def test_calibration_recovers_the_parameters_of_a_synthetic_sweep():
@@ -52,7 +53,9 @@ def test_calibration_recovers_the_parameters_of_a_synthetic_sweep():
 
 
 def test_crossover_with_bootstrap_interval_brackets_the_truth():
-    truth = truth_scenario(alpha=0.55)
+    # a mix whose speedup falls steeply through 1 (at 1024/128 the prefill share flattens the curve
+    # near 1, where 3% noise moves a crossing by tens of sequences)
+    truth = truth_scenario(alpha=0.55, prompt=256, output=256)
     true_cross = __import__("crossover.curves", fromlist=["x"]).find_crossings(truth, 400)[0].batch
     fit = calibrate(default_scenario(truth), synthetic(truth, noise=0.03), fit_acceptance=True, bootstrap=40)
     lo, hi = fit.crossover_interval
@@ -115,7 +118,7 @@ def test_measured_and_calibrate_cli(tmp_path):
     # three levels identify at most two parameters; the rest are held at their defaults, with why
     assert set(cal["parameters"]) | set(cal["fixed_at_default"]) >= {"bandwidth_fraction", "flops_fraction",
                                                                      "step_overhead_ms"}
-    assert "bandwidth_fraction" in cal["parameters"] and len(cal["parameters"]) < 3
+    assert 1 <= len(cal["parameters"]) < 3  # which one the levels identify depends on the model's shape
     assert "acceptance" not in cal["parameters"]  # the files report the acceptance length: not fitted
     assert all(set(v) >= {"value", "stderr"} for v in cal["parameters"].values())
     assert len(cal["residuals"]) == 3 and "crossover_interval" in cal
@@ -126,7 +129,9 @@ def test_measured_and_calibrate_cli(tmp_path):
     p = run_cli("predict", "--model", "llama-3.1-8b", "--calibration", str(out), "--json")
     assert p.returncode == 0, p.stderr
     eff = json.loads(p.stdout)["inputs"]["efficiency"]
-    assert eff["bandwidth_fraction"] == pytest.approx(cal["parameters"]["bandwidth_fraction"]["value"])
+    for name, v in cal["parameters"].items():  # each fitted value reaches the prediction
+        key, scale = (name[:-3] + "_s", 1e-3) if name.endswith("_ms") else (name, 1.0)
+        assert eff[key] == pytest.approx(v["value"] * scale)
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -263,9 +268,14 @@ def test_measured_checks_a_saved_calibration_against_another_sweep(tmp_path):
     plain = json.loads(run_cli("measured", "--files", str(MEASURED / "sweep.csv"), *base, "--json").stdout)
     held = json.loads(run_cli("measured", "--files", str(MEASURED / "sweep.csv"), *base, "--calibration", str(fit),
                               "--json").stdout)
-    bw = yaml.safe_load(fit.read_text())["parameters"]["bandwidth_fraction"]["value"]
+    params = yaml.safe_load(fit.read_text())["parameters"]
     off_plain = plain["points"][0]["predicted_off_output_throughput"]
     off_held = held["points"][0]["predicted_off_output_throughput"]
-    assert off_held != off_plain and (off_held > off_plain) == (bw > 0.8)  # batch 1 is bandwidth-bound
+    assert off_held != off_plain
+    # batch 1: faster with more bandwidth (default 0.8) or less step overhead (vLLM V1's 1.0 ms)
+    if "bandwidth_fraction" in params:
+        assert (off_held > off_plain) == (params["bandwidth_fraction"]["value"] > 0.8)
+    if "step_overhead_ms" in params and "bandwidth_fraction" not in params:
+        assert (off_held > off_plain) == (params["step_overhead_ms"]["value"] < 1.0)
     r = run_cli("measured", "--files", str(MEASURED / "sweep.csv"), "--calibration", str(fit))
     assert r.returncode == 2 and "--model" in r.stderr
