@@ -214,7 +214,9 @@ class Kernels:
             time[:n] = np.where(missing[:n], rows[0], time[:n])
         if missing[n].any():
             time[n] = np.where(missing[n], np.asarray(ops._allreduce(tokens), float), time[n])
-        total = ops.overhead_s + time.sum(axis=0)
+        # kernel floors: inside the tables' times; kept where a row fell back to the roofline
+        overhead = ops.overhead_s if missing[:n].any() else self._gaps(ops)
+        total = overhead + time.sum(axis=0)
         if not detail:
             return KernelStepCost(total)
         parts = [(names, (time[:n],) + tuple(np.broadcast_to(r, time[:n].shape) for r in rows[1:]))]
@@ -223,7 +225,18 @@ class Kernels:
             ar, zero = time[n], np.zeros(shape)
             parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
             priced["allreduce"] = _mark(~missing[n][None])
-        return KernelStepCost(total, parts, ops.overhead_s, priced)
+        return KernelStepCost(total, parts, overhead, priced)
+
+    @staticmethod
+    def _gaps(ops: CompiledOps) -> float:
+        """The forward's per-layer overhead without the distilled kernel floors (Efficiency.kernel_floors_s),
+        which the measured kernel times already hold (every row priced from a table)."""
+        if ops.deployment is None:
+            return ops.overhead_s
+        eff = ops.deployment.efficiency
+        if eff.kernel_floors_s <= 0.0 or eff.layer_overhead_s <= 0.0:
+            return ops.overhead_s
+        return ops.overhead_s * max(1.0 - eff.kernel_floors_s / eff.layer_overhead_s, 0.0)
 
     def _attention(self, ops: CompiledOps, i: int, entry: tuple, tokens, kv, qk) -> np.ndarray:
         """One attention row: decode table at (batch, KV length) plus the KV write and the extra

@@ -367,3 +367,22 @@ def test_more_kv_heads_than_measured_run_as_more_sequences(mode):
     assert curve.at(np.array([4.0]), np.array([1024.0]))[0] == pytest.approx(
         decode_ms(16, 8, 128, 8, 1024) * 1e-3, rel=1e-9)
     assert _attention_curve(mode, "decode_attention", (12, 128, "bfloat16"), 32.0, 1.0) is None  # 12 = no multiple of 8
+
+
+def test_the_kernels_mode_does_not_count_the_distilled_kernel_floors_twice(mode, dep):
+    """The distilled defaults add per-call kernel floors to the per-layer overhead (Efficiency.
+    kernel_floors_s); a forward priced entirely from measured tables keeps only the kernel gaps
+    (32 layers x 15 us), the floors being inside the measured times; a row off the tables keeps them."""
+    ops = compiled_target(dep)
+    eff = dep.efficiency
+    assert eff.kernel_floors_s > 0 and eff.layer_overhead_s == pytest.approx(15e-6 + eff.kernel_floors_s)
+    plain = Deployment(model=dep.model, hardware=dep.hardware, tp=1, efficiency=Efficiency(distilled=False))
+    assert plain.efficiency.kernel_floors_s == 0.0
+    work = uniform(ops, 16.0, 1.0, 100.0)
+    cost = mode.forward(ops, work)
+    assert set(cost.priced_by.values()) == {KERNELS}
+    assert cost.overhead == pytest.approx(32 * 15e-6, rel=1e-12)
+    other = mode.forward(compiled_target(plain), work)
+    assert other.overhead == pytest.approx(cost.overhead, rel=1e-12)
+    # the rest differs only by the KV write, which the roofline prices at each one's KV fraction
+    assert cost.total == pytest.approx(other.total, rel=1e-4)

@@ -69,6 +69,9 @@ class Efficiency(Spec):
     allreduce_hop_latency_s: float | None = Field(default=None, ge=0)
     # Kernel gaps inside a CUDA-graphed forward: ~10 kernels per layer x ~1.5 us each. Derived.
     layer_overhead_s: float = Field(default=15e-6, ge=0)
+    # Of layer_overhead_s, the per-call kernel floors a hardware's distilled parameters add (0: none).
+    # The kernels cost mode leaves them out: its measured kernel times already hold them.
+    kernel_floors_s: float = Field(default=0.0, ge=0)
     # Engine overheads around the kernels (seconds). None = the engine profile's value
     # (engines/*.yaml, each with its source); set here by flags, calibration or speed_of_light.
     step_overhead_s: float | None = Field(default=None, ge=0)
@@ -177,6 +180,8 @@ class Deployment(Spec):
         # The transition exponent stays the model's: chosen on the published speedups that isolate the
         # knee (roofline.py); the op-level fit's sharper knee (p ~2) made those worse.
         update = {k: v for k, v in fields.items() if k not in eff.model_fields_set and k != "transition_p"}
+        if "layer_overhead_s" in update:
+            update["kernel_floors_s"] = update["layer_overhead_s"] - eff.layer_overhead_s
         if update:  # the applied fields count as set, so a copy or re-validation applies nothing twice
             object.__setattr__(self, "efficiency", eff.model_copy(update=update))
         return self
