@@ -301,3 +301,80 @@ def test_sglang_caps_its_speculating_server_at_48_running_requests(capsys):
     assert main(["simulate", "--workload", "sharegpt", "--concurrency", "8", "--num-prompts", "60",
                  "--engine", "sglang", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
     assert "at most 256 off, 48 on" in capsys.readouterr().out
+
+
+def test_measured_names_engine_effects_for_a_slowdown_deeper_than_the_model(capsys):
+    """The fixture's EAGLE-3 sweep measures 0.926 at concurrency 128 where V1's profile predicts
+    ~1.5: the note names batch expansion with the vllm-v0 profile's own prediction there (below 1),
+    the CUDA-graph coverage and SGLang's 48-request cap; with --engine vllm-v0 the model already
+    predicts a slowdown that deep, so nothing is named."""
+    from conftest import REPO
+
+    f = str(REPO / "tests" / "fixtures" / "measured" / "sweep.csv")
+    res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm")
+    e = res.engine_effects
+    assert e is not None and e["level"] == 128 and e["measured_speedup"] < 1 < e["predicted_speedup"]
+    v0 = e["causes"][0]
+    assert "batch expansion" in v0["effect"] and float(v0["check"].split("predicts ")[1].split()[0]) < 1.0
+    assert any("48" in c["effect"] for c in e["causes"])
+    assert crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0").engine_effects is None
+    assert main(["measured", "--files", f, "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
+    assert "slowdown deeper than the model allows at concurrency 128" in capsys.readouterr().out
+
+
+def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_them():
+    """hardware/h100-sxm.yaml carries parameters distilled from measured kernel tables: without the
+    extra, the roofline takes them for every dial the user leaves alone (not the transition
+    exponent); a flag the user sets wins; Efficiency(distilled=False) keeps the generic defaults;
+    the speed of light stays the speed of light."""
+    hw = load_hardware("h100-sxm")
+    g = hw.distilled.gemm_bf16
+    dep = Deployment(model=L8B, hardware=hw)
+    assert dep.efficiency.bandwidth_fraction == g.bandwidth_fraction
+    assert dep.efficiency.transition_p == 1.5
+    a = hw.distilled.decode_attention  # decode-sized calls: a GEMM's split-K, attention's split-KV and GQA copy
+    floors = (4 * (g.floor_us + (g.split_k_us or 0.0)) + a.floor_us + (a.split_kv_us or 0.0) + (a.gqa_copy_us or 0.0)) * 1e-6
+    assert dep.efficiency.layer_overhead_s == pytest.approx(15e-6 + floors)
+    assert dep.efficiency.kernel_floors_s == pytest.approx(floors)
+    assert Deployment(model=L8B, hardware=hw, efficiency=Efficiency(bandwidth_fraction=0.5)).efficiency.bandwidth_fraction == 0.5
+    assert Deployment(model=L8B, hardware=hw, efficiency=Efficiency(distilled=False)).efficiency.bandwidth_fraction is None
+    light = Deployment(model=L8B, hardware=hw, efficiency=Efficiency.speed_of_light()).efficiency
+    assert light.bandwidth_fraction == 1.0 and light.layer_overhead_s == 0.0
+    again = dep.model_copy(update={"tp": 1})
+    assert again.efficiency.layer_overhead_s == dep.efficiency.layer_overhead_s  # applied once
+    assert crossover.predict(crossover.scenario()).inputs["distilled_from"].startswith("aiconfigurator-core")
+
+
+def test_ngram_match_rate_comes_from_the_files_counters(tmp_path, capsys):
+    """On arm at concurrency 8: 1,000 requests, 101,000 output tokens, 60,000 accepted drafts:
+    request steps = 101,000 - 1,000 - 60,000 = 40,000, of which 22,000 drafted: match rate 0.55."""
+    from crossover.measured import files_match_rate, read_arms
+
+    f = tmp_path / "ngram.csv"
+    f.write_text("arm,concurrency,output_throughput,total_output_tokens,completed,spec_decode_num_drafts,"
+                 "spec_decode_accepted_tokens,median_tpot_ms\n"
+                 "off,8,900,101000,1000,,,8.0\n"
+                 "on,8,1500,101000,1000,22000,60000,5.0\n")
+    table = read_arms(files=[f])
+    assert files_match_rate(table) == pytest.approx(22000 / 40000)
+    res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4)
+    assert res.scenario.speculation.acceptance.match_rate == pytest.approx(0.55)
+    assert any("match rate 0.550" in n for n in res.notes)
+    eagle = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=4)
+    assert eagle.scenario.speculation.acceptance.match_rate == 1.0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["predict", "--breakdown", "0"], "--breakdown must be > 0 (got 0)"),
+    (["predict", "--breakdown", "1e9"], "--breakdown batch 1e+09 is no load"),
+    (["predict", "--cost", "bogus"], "--cost"),
+    (["measured", "--files", "tests/fixtures/measured/sweep.csv", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
+      "--engine", "nope"], "unknown engine 'nope'"),
+])
+def test_bad_engine_cost_and_breakdown_inputs_are_one_line(argv, needle, capsys, monkeypatch):
+    from conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
