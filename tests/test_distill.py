@@ -1,4 +1,4 @@
-"""The op-level kernel formulas (crossover.roofline's op-level section) that
+"""The op-level kernel formulas (crossover.kernel_formulas) that
 validation/distill_kernels.py fits to measured kernel tables, each checked by hand on a small case
 with round numbers, and the fit recovering known parameters from synthetic data. No kernel tables
 are needed."""
@@ -15,8 +15,9 @@ import pytest
 from pydantic import ValidationError
 
 from crossover.ops import balanced_distinct_experts, expected_distinct_experts
-from crossover.roofline import (ChipFacts, allreduce_seconds, context_attention_seconds, decode_attention_seconds,
-                                gemm_seconds, moe_seconds, pow2_ceil, resident_seconds, resident_share)
+from crossover.kernel_formulas import (ChipFacts, allreduce_seconds, context_attention_seconds,
+                                       decode_attention_seconds, gemm_seconds, moe_seconds, pow2_ceil, resident_seconds,
+                                       resident_share)
 from crossover.specs import load_hardware
 from crossover.specs.hardware import Distilled, DistilledOp
 

@@ -14,7 +14,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("specs", "measurements"),
     ("ops", "workload"),
     ("roofline",),
-    ("kernels", "kernel_tables"),  # measured kernel tables as a cost mode (issue 11)
+    ("kernels", "kernel_tables", "kernel_formulas"),  # measured kernel tables as a cost mode (issue 11)
     ("memory",),
     ("acceptance", "speculation"),
     ("step",),

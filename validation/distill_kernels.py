@@ -5,7 +5,7 @@ Run: pip install "crossover[kernels]"; python validation/distill_kernels.py [--f
 For every GPU with tables in aiconfigurator-core's data files (read as data; the package's code is
 never run), each op class's measured shapes are split in two halves (alternate values of its main
 axis, `split`). On one half we fit the op-level roofline's parameters, in log space (robust soft-L1
-loss); the formulas are crossover.roofline's op-level section (each docstring gives its terms):
+loss); the formulas are crossover.kernel_formulas (each docstring gives its terms):
 
   GEMM bf16          gemm_seconds: floor + combine(bytes / (BW fb), FLOPs / (R ff), p) u, u = max(1, T0 / T)
                      over T = ceil(m / 64) ceil(n / 128) output tiles; activations and output from L2
@@ -51,8 +51,9 @@ sys.path.insert(0, str(ROOT))
 from crossover.kernel_tables import (GPU_FOLDERS, PACKAGE, Columns, make_grid, pick_version,  # noqa: E402
                                      read_table, require_package)
 from crossover.ops import balanced_distinct_experts, expected_distinct_experts  # noqa: E402
-from crossover.roofline import (ChipFacts, allreduce_seconds, combine, context_attention_seconds,  # noqa: E402
-                                decode_attention_seconds, gemm_seconds, moe_seconds)
+from crossover.kernel_formulas import (ChipFacts, allreduce_seconds, context_attention_seconds,  # noqa: E402
+                                       decode_attention_seconds, gemm_seconds, moe_seconds)
+from crossover.roofline import combine  # noqa: E402
 from crossover.specs import load_hardware  # noqa: E402
 from crossover.specs.deployment import DEFAULT_BANDWIDTH_FRACTION, DEFAULT_FLOPS_FRACTION  # noqa: E402
 
@@ -321,7 +322,7 @@ def report(rows: list[dict], params: dict, version: str, framework: str) -> str:
              "Today's roofline has no per-call floor (its 15 us of kernel gaps per layer is a step term, "
              "`layer_overhead_s`), so its op-level error at small shapes is large by construction: that column "
              "is for scale (its MoE bytes: the step model's random routing).", "",
-             "The op-level formulas (crossover.roofline's op-level section; the script's docstring lists their "
+             "The op-level formulas (crossover.kernel_formulas; the script's docstring lists their "
              "terms) carry, beside bytes / bandwidth and FLOPs / rate with a per-call floor: an L2-resident regime "
              "(activations, output and KV that fit in L2 stay there between the table's timed repeats and stream "
              "at `l2_bandwidth_ratio` x DRAM's rate; the weights only within `weights_l2_share` of it), "
