@@ -103,6 +103,7 @@ class MeasuredResult:
     predicted: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     engine_effects: dict[str, Any] | None = None  # a slowdown deeper than the model allows, and its causes
+    engine_metrics: dict[str, Any] | None = None  # the server's acceptance (--engine-metrics)
 
     @property
     def impossible(self) -> list:
@@ -115,6 +116,8 @@ class MeasuredResult:
         out = measured_dict(self.table, self.checks, self.predicted)
         if self.predicted is not None:
             out["engine_effects"] = self.engine_effects
+        if self.engine_metrics is not None:
+            out["engine_metrics"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.engine_metrics.items()}
         return out
 
     def to_text(self) -> str:
@@ -202,40 +205,90 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
              model: str | None = None, hardware: str | None = None, tp: int | None = None,
              method: str = DEFAULT_METHOD, draft: str | None = None, k: int | None = None,
              calibration: str | Path | None = None, force: bool = False,
-             engine: str | None = None, distilled: bool = True) -> MeasuredResult:
+             engine: str | None = None, distilled: bool = True,
+             engine_metrics: Paths = None) -> MeasuredResult:
     """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
     that name it), every point checked against the speed of light and the model beside each level.
-    `force`: apply a calibration fitted on another model, hardware or TP (build.scenario checks)."""
+    `force`: apply a calibration fitted on another model, hardware or TP (build.scenario checks).
+    `engine_metrics`: the server's own acceptance (a vLLM log, or a /metrics scrape after the run
+    and optionally one before it): its tau, k and n-gram match rate replace the files'."""
     table = read_arms(on, off, files, load_axis)
+    metrics = read_engine_metrics(engine_metrics)
     model, note = model_for_check(table, model, hardware)
     notes = [note] if note else []
+    if metrics is not None:
+        notes.insert(0, metrics_note(metrics, method))
     if not model:
         if calibration is not None:
             raise CrossoverError("--calibration applies to the prediction beside the measurement: give --model and "
                                  "--hardware too")
-        return MeasuredResult(table, None, notes=notes)
+        return MeasuredResult(table, None, notes=notes, engine_metrics=metrics)
     if not hardware:
         raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
     from .build import scenario
     from .compare import predicted_at_levels
     from .physics import check
 
+    if k is None and metrics is not None and metrics.get("k"):
+        k = int(metrics["k"])
     check_file_taus(table, k)
     p_len, o_len = table.mean_lengths()
     if p_len is None or o_len is None:  # the prefill mix needs both lengths: pure decode otherwise
         p_len = o_len = None
-    match = files_match_rate(table) if method == "ngram" else None
-    if match is not None:
-        notes.append(f"note: n-gram match rate {match:.3f} from the files' counters (drafts per request step); "
-                     "the crossover moves with it")
-    sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=files_tau(table), match_rate=match,
+    tau = files_tau(table)
+    if metrics is not None and metrics.get("acceptance_length"):
+        tau = float(metrics["acceptance_length"])
+    match = None
+    if method == "ngram":
+        match = metrics.get("match_rate") if metrics is not None else None
+        if match is None:
+            match = files_match_rate(table)
+            if match is not None:
+                notes.append(f"note: n-gram match rate {match:.3f} from the files' counters (drafts per request "
+                             "step); the crossover moves with it")
+    sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=tau, match_rate=match,
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
                   distilled=distilled, **({} if engine is None else {"engine": engine}))
     predicted = predicted_at_levels(table, sc)
     if predicted is None:
         notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "
                         "(total_input_tokens, total_output_tokens, completed), which the serving simulator needs")
-    return MeasuredResult(table, sc, check(sc, table), predicted, notes, engine_effects(table, sc, predicted))
+    return MeasuredResult(table, sc, check(sc, table), predicted, notes, engine_effects(table, sc, predicted),
+                          metrics)
+
+
+def read_engine_metrics(paths: Paths) -> dict[str, Any] | None:
+    """The server's acceptance from a vLLM log or a /metrics scrape after the run ([after, before]:
+    the before-scrape subtracted), with its source; None without."""
+    if not paths:
+        return None
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if len(paths) > 2:
+        raise CrossoverError("--engine-metrics takes one file, or a scrape after the run and one before it (AFTER,BEFORE)")
+    from .measurements.acceptance import read_acceptance
+
+    out = dict(read_acceptance(paths[0], paths[1] if len(paths) == 2 else None))
+    out["source"] = ",".join(str(p) for p in paths)
+    if not out.get("acceptance_length") and not out.get("match_rate"):
+        raise CrossoverError(f"{out['source']}: no acceptance length in these engine metrics (V1 counters "
+                             "vllm:spec_decode_num_drafts and num_accepted_tokens, or SpecDecoding log lines)")
+    return out
+
+
+def metrics_note(m: dict[str, Any], method: str) -> str:
+    """One line: what the engine metrics said."""
+    parts = []
+    if m.get("acceptance_length"):
+        parts.append(f"acceptance length {m['acceptance_length']:.3f}")
+    if m.get("acceptance_rate") is not None:
+        parts.append(f"rate {m['acceptance_rate']:.3f}")
+    if m.get("k"):
+        parts.append(f"k {m['k']}")
+    if method == "ngram":
+        parts.append(f"n-gram match rate {m['match_rate']:.3f} (drafts per request step; the crossover moves with it)"
+                     if m.get("match_rate") is not None else
+                     "no n-gram match rate (needs vllm:generation_tokens and vllm:request_success in a scrape)")
+    return f"note: engine metrics {m['source']}: " + ", ".join(parts)
 
 
 def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:

@@ -378,3 +378,45 @@ def test_bad_engine_cost_and_breakdown_inputs_are_one_line(argv, needle, capsys,
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def _scrape(drafts, drafted, accepted, gen, stop, length):
+    return (f"# TYPE vllm:spec_decode_num_drafts_total counter\n"
+            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}.0\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {drafted}.0\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}.0\n'
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {gen}.0\n'
+            f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} {stop}.0\n'
+            f'vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} {length}.0\n')
+
+
+def test_measured_takes_acceptance_and_the_ngram_match_rate_from_engine_metrics(tmp_path, capsys):
+    """A /metrics scrape after the run minus one before it: 22,000 drafts of 4 tokens, 60,000 accepted,
+    101,000 output tokens, 1,000 finished requests (600 stop + 400 length): acceptance length per
+    draft 1 + 60,000 / 22,000, k = 4, request steps = 101,000 - 1,000 - 60,000 = 40,000, match rate 22,000 / 40,000 = 0.55. The
+    scenario takes them (the files report neither); the note and the JSON show them."""
+    before, after = tmp_path / "before.prom", tmp_path / "after.prom"
+    before.write_text(_scrape(1000, 4000, 2000, 10000, 100, 50))
+    after.write_text(_scrape(23000, 92000, 62000, 111000, 700, 450))
+    f = tmp_path / "ngram.csv"
+    f.write_text("arm,concurrency,output_throughput,median_tpot_ms\noff,8,900,8.0\non,8,1500,5.0\n")
+    res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="ngram",
+                             engine_metrics=[after, before])
+    spec = res.scenario.speculation
+    assert spec.k == 4 and spec.acceptance.match_rate == pytest.approx(0.55)
+    # the engine's acceptance length is per drafted step; per request step: 1 + 0.55 x 60,000 / 22,000
+    assert spec.acceptance.value == pytest.approx(1 + 60000 / 22000) and spec.tau == pytest.approx(2.5)
+    assert any("n-gram match rate 0.550" in n and "acceptance length 3.727" in n for n in res.notes)
+    d = res.to_dict()["engine_metrics"]
+    assert d["num_drafts"] == 22000 and d["requests_finished"] == 1000 and d["match_rate"] == pytest.approx(0.55)
+    # the CLI: --engine-metrics AFTER,BEFORE; a scrape whose counters fell is refused in one line
+    assert main(["measured", "--files", str(f), "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--method",
+                 "ngram", "--engine-metrics", f"{after},{before}", "--json"]) == 0
+    assert "n-gram match rate 0.550" in capsys.readouterr().err
+    assert main(["measured", "--files", str(f), "--engine-metrics", f"{before},{after}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "fell" in err and "\n" not in err
+    # a server log gives tau (and k) but no request steps: the note says what the match rate needs
+    log = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="ngram",
+                             engine_metrics=["tests/fixtures/measured/vllm_specdecode.log"])
+    assert any("no n-gram match rate" in n for n in log.notes)

@@ -21,7 +21,8 @@ def cmd_measured(args: argparse.Namespace) -> int:
                    tp=int(_number(args.tp, "--tp", integer=True)) if args.tp is not None else None,
                    method=args.method, draft=args.draft, k=k, calibration=getattr(args, "calibration", None),
                    force=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),
-                   distilled=not getattr(args, "no_distilled", False))
+                   distilled=not getattr(args, "no_distilled", False),
+                   engine_metrics=args.engine_metrics.split(",") if getattr(args, "engine_metrics", None) else None)
     for note in res.notes[:-1] if res.notes and res.notes[-1].startswith("note: physics check skipped") else res.notes:
         print(note, file=sys.stderr)  # before the output; the skipped check is said after it
     if args.plot:

@@ -250,9 +250,13 @@ def _measured_flags(me: argparse.ArgumentParser) -> None:
     me.add_argument("--tp", help="tensor-parallel degree of the measurement")
     me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
     me.add_argument("--draft", help="draft model for --method draft")
-    me.add_argument("--k", default=str(DEFAULT_K), help="draft tokens per step")
+    me.add_argument("--k", default=None, help=f"draft tokens per step (default: the engine metrics' or {DEFAULT_K})")
     me.add_argument("--engine", help="engine profile of the measurement: vllm (V1, default), vllm-v0, sglang, trtllm, "
                                      "hf (engines/*.yaml)")
+    me.add_argument("--engine-metrics", metavar="FILE[,BEFORE]",
+                    help="the server's acceptance: a vLLM log with SpecDecoding metrics lines, or a /metrics "
+                         "scrape taken after the run (with a second scrape taken before it, subtracted); gives tau, "
+                         "k and, with n-gram, the match rate (drafts per request step)")
     me.add_argument("--no-distilled", action="store_true", help=NO_DISTILLED_HELP)
     me.add_argument("--force-calibration", action="store_true", help="apply a --calibration fitted on another "
                                                                        "model, hardware or TP")

@@ -129,15 +129,14 @@ def _count(x: float) -> int | float:
     return int(x) if math.isfinite(x) and x == int(x) else x
 
 
-def parse_prometheus(text: str, origin: str = "metrics", model_name: str | None = None) -> dict:
-    """Acceptance from one scrape of vLLM's /metrics: vllm:spec_decode_* counters summed over engines.
+# Serving counters beside the speculative ones: output tokens and finished requests give the number
+# of request steps, so an n-gram server's drafts per request step (its match rate).
+_SERVING = {"vllm:generation_tokens": "generation_tokens", "vllm:request_success": "requests_finished"}
 
-    V1: rate = accepted / draft tokens, tau = 1 + accepted / drafts, per-position = accepted at each
-    position / drafts, k = number of positions. V0 (no drafts counter): the rate from the counters
-    (else the draft_acceptance_rate gauge); k and tau from the efficiency gauge, which is
-    emitted / (drafts x (k+1)) with drafts = draft tokens / k, when that gives a whole k.
-    Counters run from server start: subtract a scrape taken before the run for per-run values.
-    """
+
+def _prom_counters(text: str, origin: str, model_name: str | None) -> dict:
+    """Raw sums of one scrape: spec-decode counters, accepted tokens per position, gauges and the
+    serving counters (summed over engines and label sets)."""
     samples = _prom_samples(text, origin)
     models = sorted({lab["model_name"] for _, lab, _, _ in samples if "model_name" in lab})
     if model_name is not None:
@@ -163,6 +162,28 @@ def parse_prometheus(text: str, origin: str = "metrics", model_name: str | None 
             gauges.setdefault(base, []).append(value)
         else:
             totals[base] = totals.get(base, 0.0) + value
+    model = model_name if model_name is not None else (models[0] if models else None)
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = _PROM_LINE.match(line.strip())
+        if not m:
+            continue
+        base = m.group(1)[: -len("_total")] if m.group(1).endswith("_total") else m.group(1)
+        if base not in _SERVING:
+            continue
+        labels = dict(_PROM_LABEL.findall(m.group(2) or ""))
+        if model is not None and labels.get("model_name", model) != model:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            raise CrossoverError(f"{origin}:{lineno}: {m.group(1)} has a value that is not a number: "
+                                 f"{m.group(3)!r}") from None
+        totals[_SERVING[base]] = totals.get(_SERVING[base], 0.0) + value
+    return {"totals": totals, "gauges": gauges, "per_pos": per_pos}
+
+
+def _acceptance_of(raw: dict) -> dict:
+    totals, gauges, per_pos = raw["totals"], raw["gauges"], raw["per_pos"]
     drafts = totals.get("vllm:spec_decode_num_drafts")
     drafted = totals.get("vllm:spec_decode_num_draft_tokens")
     accepted = totals.get("vllm:spec_decode_num_accepted_tokens")
@@ -201,15 +222,53 @@ def parse_prometheus(text: str, origin: str = "metrics", model_name: str | None 
                 out["acceptance_length"] = emitted * k / drafted
     if gauges.get("vllm:spec_decode_efficiency"):
         out["system_efficiency"] = gauges["vllm:spec_decode_efficiency"][0]
+    gen, done = totals.get("generation_tokens"), totals.get("requests_finished")
+    out["generation_tokens"] = _count(gen) if gen is not None else None
+    out["requests_finished"] = _count(done) if done is not None else None
+    out["match_rate"] = None
+    if drafts is not None and accepted is not None and gen is not None and done is not None:
+        steps = gen - done - accepted  # each request's first token comes from its prefill
+        if steps > 0:
+            out["match_rate"] = min(max(drafts / steps, 0.0), 1.0)
     return out
 
 
-def read_acceptance(path: str | Path) -> dict:
-    """Acceptance from a vLLM server log or a Prometheus /metrics scrape, picked by content."""
+def parse_prometheus(text: str, origin: str = "metrics", model_name: str | None = None,
+                     before: str | None = None) -> dict:
+    """Acceptance from one scrape of vLLM's /metrics: vllm:spec_decode_* counters summed over engines.
+
+    V1: rate = accepted / draft tokens, tau = 1 + accepted / drafts, per-position = accepted at each
+    position / drafts, k = number of positions. V0 (no drafts counter): the rate from the counters
+    (else the draft_acceptance_rate gauge); k and tau from the efficiency gauge, which is
+    emitted / (drafts x (k+1)) with drafts = draft tokens / k, when that gives a whole k.
+    With vllm:generation_tokens and vllm:request_success, the share of request steps that carried a
+    draft (`match_rate`: drafts / (output tokens - finished requests - accepted tokens), an n-gram
+    server's proposal rate). Counters run from server start: `before`, a scrape taken before the
+    run, is subtracted for per-run values.
+    """
+    raw = _prom_counters(text, origin, model_name)
+    if before is not None:
+        base = _prom_counters(before, origin + " (before)", model_name)
+        for key in ("totals", "per_pos"):
+            for name, v in base[key].items():
+                left = raw[key].get(name, 0.0) - v
+                if left < 0:
+                    raise CrossoverError(f"{origin}: counter {name} fell from {v:g} to {raw[key].get(name, 0.0):g} "
+                                         "between the scrapes: give the scrape taken before the run second")
+                raw[key][name] = left
+    return _acceptance_of(raw)
+
+
+def read_acceptance(path: str | Path, before: str | Path | None = None) -> dict:
+    """Acceptance from a vLLM server log or a Prometheus /metrics scrape, picked by content (`before`:
+    a scrape taken before the run, subtracted)."""
     path = Path(path)
     text = read_text(path, "a vLLM log or a /metrics scrape", errors="replace")
     if any(_PROM_PREFIX.match(line.strip()) for line in text.splitlines()):
-        return parse_prometheus(text, origin=str(path))
+        prior = None if before is None else read_text(Path(before), "a /metrics scrape", errors="replace")
+        return parse_prometheus(text, origin=str(path), before=prior)
+    if before is not None:
+        raise CrossoverError(f"{path}: a scrape taken before the run applies to Prometheus scrapes, not to logs")
     if _LOG_LINE.search(text):
         return parse_spec_decode_log(text, origin=str(path))
     raise CrossoverError(f"{path}: neither a vLLM log with SpecDecoding metrics lines nor a Prometheus scrape "
