@@ -9,6 +9,11 @@ Goals: 10,000 levels <= 1 s as a command (with and without --model), peak RSS <=
 Times are medians; the load average is printed with them (on a shared machine, wall time follows
 the load: the CPU time of the command, user + system, is printed beside it).
 
+The commands run with their bytecode cached (in a temporary PYTHONPYCACHEPREFIX, written by each
+measurement's warm-up run), as an installed package has it, whatever PYTHONDONTWRITEBYTECODE says in
+the calling shell; `--no-bytecode` writes none (PYTHONDONTWRITEBYTECODE=1): a module without a
+current .pyc, this checkout's under such a shell, is compiled on every run.
+
 Two shapes of large file: `repeats` (1,000 levels per arm, each measured many times: the median
 run represents a level, as for `vllm bench sweep`'s repeats) and `distinct` (every row pair its own
 level, so the output has as many levels as the file has row pairs: its JSON is about as large as
@@ -77,13 +82,15 @@ def write_mb(path: Path, mb: float, levels: int | None = 1000) -> int:
     return n
 
 
+CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO)}  # main() sets where bytecode is cached
+
+
 def run_child(argv: list[str]) -> tuple[float, float, float, int, str]:
     """(wall s, CPU s (user + system), peak RSS in bytes, exit status, stderr) of one command,
     measured on that child alone (os.wait4)."""
     with tempfile.TemporaryFile() as err:
         t = time.perf_counter()
-        p = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
+        p = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, env=CHILD_ENV)
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
@@ -130,12 +137,20 @@ def main() -> None:
     ap.add_argument("--levels", type=int, default=10_000)
     ap.add_argument("--mb", default="20,200", help="sizes of the large CSVs, comma-separated (0: none)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-bytecode", action="store_true", help="write no bytecode (PYTHONDONTWRITEBYTECODE=1)")
     args = ap.parse_args()
     print(load())
     # Commands first, from a parent that has imported nothing large: a child's peak RSS counts the
     # parent's pages it was forked with, so the in-process runs (which import crossover) come last.
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
+        if args.no_bytecode:
+            CHILD_ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+            print("bytecode: none written (a module without a current .pyc is compiled on every run)")
+        else:
+            CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+            CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(d / "pycache")
+            print("bytecode: cached after each warm-up run, as installed")
         start = median_run([sys.executable, "-c", "pass"], args.repeats)
         print(f"interpreter start (python -c pass): {start[0]:.3f} s wall, {start[1]:.3f} s CPU")
         sweep = d / "sweep.csv"
