@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .curves import EQUAL_RTOL, LevelCrossings, level_crossings  # noqa: F401 - measured's API
+from .crossings import EQUAL_RTOL, LevelCrossings, level_crossings  # noqa: F401 - measured's API
 
 # Latency metrics compared level by level (vLLM names; lower is better); p50 and p99 of what a
 # user sees per token and per request, and the mean where only that is reported.

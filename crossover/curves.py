@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from . import memory
+from .crossings import EQUAL_RTOL, LevelCrossings, crossing_between_levels, level_crossings  # noqa: F401 - API
 from .errors import CrossoverError
 from .specs.deployment import Deployment
 from .speculation import Speculation
@@ -174,63 +174,6 @@ def find_crossings(sc: Scenario, b_max: float, model: StepModel | None = None, g
     fhi = speedup(sc, hi, model) - 1.0
     root = lo - flo * (hi - lo) / np.where(fhi != flo, fhi - flo, 1.0)  # final secant step
     return [Crossing(float(r), "down" if fl > 0 else "up") for r, fl in zip(root, flo)]
-
-
-# A ratio within this fraction of 1 is "equal within noise": no side, and no sign change through it.
-EQUAL_RTOL = 0.01
-
-
-@dataclass(frozen=True)
-class LevelCrossings:
-    """Where a per-level ratio (> 1: speculation better) changes side, between levels sorted by load.
-
-    `crossings`: every sign change, each (load interpolated in log(load) between the last level on
-    the old side and the first on the new, "down" when speculation stops paying off, "up" when it
-    starts); `crossover`: the first sustained one (the side it enters holds at the next level, or
-    the sweep ends there); `side` when nothing crosses: "on", "off" or "equal" (within noise at
-    every level)."""
-
-    crossings: tuple[tuple[float, str], ...]
-    crossover: float | None
-    side: str | None
-
-    @property
-    def bracketed(self) -> bool:
-        """Whether a crossover lies between two measured levels."""
-        return self.crossover is not None
-
-    def crossings_json(self) -> list[dict[str, Any]]:
-        """The crossings as JSON objects (`level`, `direction`)."""
-        return [{"level": round(x, 4), "direction": d} for x, d in self.crossings]
-
-
-def level_crossings(loads, ratios, rtol: float = EQUAL_RTOL) -> LevelCrossings:
-    """The sign changes of ratio - 1 over load (levels sorted by load here; ratios within `rtol` of
-    1 are on neither side), the first sustained crossover, or the side the ratio stayed on."""
-    pairs = sorted(zip((float(x) for x in loads), (float(r) for r in ratios)), key=lambda t: t[0])
-    signed = [(x, r, (r - 1 > rtol) - (r - 1 < -rtol)) for x, r in pairs if math.isfinite(r)]
-    sided = [(x, r, s) for x, r, s in signed if s != 0]
-    crossings: list[tuple[float, str]] = []
-    sustained: list[bool] = []
-    for i in range(1, len(sided)):
-        (xa, ra, sa), (xb, rb, sb) = sided[i - 1], sided[i]
-        if sa == sb:
-            continue
-        lx = math.log(xa) + (math.log(xb) - math.log(xa)) * (ra - 1) / (ra - rb)
-        crossings.append((math.exp(lx), "down" if sa > 0 else "up"))
-        sustained.append(i + 1 >= len(sided) or sided[i + 1][2] == sb)
-    cross = next((c[0] for c, ok in zip(crossings, sustained) if ok), None)
-    side = None
-    if not crossings:
-        side = "equal" if not sided else ("on" if sided[0][2] > 0 else "off")
-    return LevelCrossings(tuple(crossings), cross, side)
-
-
-def crossing_between_levels(loads, ratios) -> float | None:
-    """First load where a ratio passes through 1 (no noise band), interpolated linearly in log(load)
-    between the two bracketing levels; None when no pair of levels brackets 1."""
-    lc = level_crossings(loads, ratios, rtol=0.0)
-    return lc.crossings[0][0] if lc.crossings else None
 
 
 @dataclass

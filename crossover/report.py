@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .compare import EQUAL_RTOL, latency_crossings
-from .curves import Prediction
-from .ops import total_params
+
+if TYPE_CHECKING:  # annotations only: the model stack loads with the first prediction
+    from .curves import Prediction
 
 
 def _num(x: float, digits: int = 4) -> float:
@@ -122,6 +123,8 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
 
 def spec_listing(specs: list, kind: str) -> str:
     """One line per spec."""
+    from .ops import total_params  # the model stack: loaded by the listing verbs only
+
     lines = []
     for s in specs:
         if kind == "hardware":

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .curves import Prediction
 from .report import (
     breakdown_table,
     policy_dict,
@@ -16,6 +15,9 @@ from .report import (
     simulation_dict,
     simulation_table,
 )
+
+if TYPE_CHECKING:  # annotations only: the model stack loads with the first prediction
+    from .curves import Prediction
 
 
 def plan_dict(res) -> dict[str, Any]:

@@ -85,3 +85,40 @@ def test_files_naming_two_models_are_an_error_without_model():
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--model" in r.stderr
     assert run_cli("measured", "--files", str(HERE / "two_models.csv"), "--model", "llama-3.1-8b", "--hardware",
                    "h100-sxm").returncode == 0
+
+
+def _reference_crossings(loads, ratios, rtol):
+    """The plain loop over sorted levels that level_crossings' array form replaces (same arithmetic)."""
+    import math
+
+    pairs = sorted(zip((float(x) for x in loads), (float(r) for r in ratios)), key=lambda t: t[0])
+    sided = [(x, r, s) for x, r in pairs if math.isfinite(r) for s in [(r - 1 > rtol) - (r - 1 < -rtol)] if s != 0]
+    out, sustained = [], []
+    for i in range(1, len(sided)):
+        (xa, ra, sa), (xb, rb, sb) = sided[i - 1], sided[i]
+        if sa != sb:
+            lx = math.log(xa) + (math.log(xb) - math.log(xa)) * (ra - 1) / (ra - rb)
+            out.append((math.exp(lx), "down" if sa > 0 else "up"))
+            sustained.append(i + 1 >= len(sided) or sided[i + 1][2] == sb)
+    cross = next((c[0] for c, ok in zip(out, sustained) if ok), None)
+    side = None if out else ("equal" if not sided else ("on" if sided[0][2] > 0 else "off"))
+    return tuple(out), cross, side
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 4.0, 8.0, 16.0, 3.5, 100.0]),
+                          st.one_of(st.floats(0.5, 1.5), st.sampled_from([1.0, 0.995, 1.01, float("nan"), float("inf")]))),
+                max_size=12),
+       st.sampled_from([0.0, 0.01]))
+def test_level_crossings_equal_the_plain_loop(levels, rtol):
+    """Ties in load keep their order, non-finite ratios drop, values within rtol of 1 take no side:
+    the array form gives exactly the loop's crossings, crossover and side."""
+    from crossover.crossings import level_crossings
+
+    loads, ratios = [x for x, _ in levels], [r for _, r in levels]
+    got = level_crossings(loads, ratios, rtol)
+    assert (got.crossings, got.crossover, got.side) == _reference_crossings(loads, ratios, rtol)

@@ -245,3 +245,6 @@ def test_measured_imports_only_what_it_needs(tmp_path):
         loaded = _imported(run % flags)
         assert "crossover.measurements" in loaded
         assert not {m for m in loaded if m.startswith(never)}, (flags, sorted(m for m in loaded if m.startswith(never)))
+        if not flags:  # no model: no specs, no step model, no pydantic (the crossings are pure numbers)
+            model_stack = ("pydantic", "crossover.specs", "crossover.step", "crossover.curves")
+            assert not {m for m in loaded if m.startswith(model_stack)}, sorted(m for m in loaded if m.startswith(model_stack))

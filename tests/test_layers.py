@@ -12,7 +12,7 @@ PKG = Path(__file__).resolve().parent.parent / "crossover"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "units", "files"),
     ("specs", "measurements"),
-    ("ops", "workload"),
+    ("ops", "workload", "crossings"),
     ("roofline",),
     ("kernels", "kernel_tables", "kernel_formulas"),  # measured kernel tables as a cost mode (issue 11)
     ("memory",),

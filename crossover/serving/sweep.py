@@ -9,7 +9,8 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from ..curves import Scenario, level_crossings
+from ..crossings import level_crossings
+from ..curves import Scenario
 from ..errors import CrossoverError
 from ..step import step_time
 from ..workload import Workload
