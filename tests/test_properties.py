@@ -1,5 +1,6 @@
 """Invariants that must hold for any input (hypothesis)."""
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -102,3 +103,25 @@ def test_tree_tau_lies_between_one_and_depth_plus_one_and_below_the_width_bound(
     bound = Speculation("eagle", depth, Acceptance.rate(a), tree=real.tree)
     assert 1.0 <= real.tau <= depth + 1 + 1e-12
     assert real.tau <= bound.tau + 1e-12
+
+
+_ENGINES = ("vllm", "vllm-v0", "sglang", "trtllm", "hf")
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(engine=st.sampled_from(_ENGINES), method=st.sampled_from(["ngram", "eagle", "draft"]),
+       b1=st.floats(1, 800), extra=st.floats(0, 400), ctx=st.floats(0, 8000), spec_on=st.booleans())
+def test_a_larger_batch_never_steps_faster_under_any_engine_profile(engine, method, b1, extra, ctx, spec_on):
+    """More sequences in a step never cost less under any engine profile, across the CUDA-graph limit
+    and the eager launch floor too."""
+    import crossover
+    from crossover.step import StepModel
+
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method=method, k=4, acceptance=0.6, engine=engine)
+    if method == "draft":
+        kw["draft"] = "llama-3.2-1b"
+    sc = crossover.scenario(**kw)
+    m = StepModel.of(sc.deployment, sc.speculation)
+    spec = sc.speculation if spec_on else None
+    t = m.price(m.decode(np.array([b1, b1 + extra]), ctx, spec)).total
+    assert t[1] >= t[0] * (1 - 1e-12)
