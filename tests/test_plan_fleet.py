@@ -112,7 +112,8 @@ def test_the_finalists_are_simulated_and_a_p99_miss_demotes():
               retry_replicas=0)
     res = _plan(**kw)
     sims = [o for o in res.plan.ranked if o.simulated]
-    assert len(sims) == 3 and all("p99_tpot_ms" in o.simulated for o in sims)
+    # every finalist up to --verify (a routed arm whose schedule keeps one k throughout is the on arm's row)
+    assert len(sims) == min(3, len(res.plan.ranked)) >= 2 and all("p99_tpot_ms" in o.simulated for o in sims)
     demoted = [o for o in sims if o.demoted_because]
     assert demoted and all("p99 TTFT" in o.demoted_because for o in demoted)
     assert all(o.simulated["p99_ttft_ms"] > 150 for o in demoted)
@@ -145,7 +146,7 @@ def test_a_finalist_that_misses_in_simulation_comes_back_with_one_more_replica()
     assert f"(+1 replica after simulation: p99 TTFT {demoted[best.arm].simulated['p99_ttft_ms']:.1f} ms > SLO 150 ms " \
            "with 1 replica)" in res.recommendation
     rows = [r for r in res.to_text().splitlines() if r.lstrip().startswith(("1 ", "2 ", "3 "))]
-    assert len(rows) == 3
+    assert len(rows) == len(res.plan.ranked) >= 2
     for r in rows:
         assert r.split()[7] == "2"  # the repl column
         assert "verified, +1 replica after simulation: p99 TTFT" in r and "with 1 replica" in r
