@@ -105,23 +105,35 @@ def parse_spec_decode_log(text: str, origin: str = "log") -> dict:
     return out
 
 
+# Serving counters beside the speculative ones: output tokens and finished requests give the number
+# of request steps, so an n-gram server's drafts per request step (its match rate).
+_SERVING = {"vllm:generation_tokens": "generation_tokens", "vllm:request_success": "requests_finished"}
+
+
 def _prom_samples(text: str, origin: str) -> list[tuple[str, dict[str, str], float, int]]:
+    """(name, labels, value, line) of every sample of a vllm:spec_decode_* metric (named
+    vllm:spec_decode_*, either separator) or of a serving counter in _SERVING (named by its value)."""
     out = []
     for lineno, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
         m = _PROM_LINE.match(s)
-        if not m or not _PROM_PREFIX.match(m.group(1)):
+        if not m:
             continue
+        raw = m.group(1)
+        if _PROM_PREFIX.match(raw):
+            name = "vllm:" + _PROM_PREFIX.sub("spec_decode_", raw)
+        else:
+            name = _SERVING.get(raw[: -len("_total")] if raw.endswith("_total") else raw, "")
+            if not name:
+                continue
         try:
             value = float(m.group(3))
         except ValueError:
-            raise CrossoverError(f"{origin}:{lineno}: {m.group(1)} has a value that is not a number: "
+            raise CrossoverError(f"{origin}:{lineno}: {raw} has a value that is not a number: "
                                  f"{m.group(3)!r}") from None
-        labels = dict(_PROM_LABEL.findall(m.group(2) or ""))
-        name = "vllm:" + _PROM_PREFIX.sub("spec_decode_", m.group(1))
-        out.append((name, labels, value, lineno))
+        out.append((name, dict(_PROM_LABEL.findall(m.group(2) or "")), value, lineno))
     return out
 
 
@@ -129,15 +141,12 @@ def _count(x: float) -> int | float:
     return int(x) if math.isfinite(x) and x == int(x) else x
 
 
-# Serving counters beside the speculative ones: output tokens and finished requests give the number
-# of request steps, so an n-gram server's drafts per request step (its match rate).
-_SERVING = {"vllm:generation_tokens": "generation_tokens", "vllm:request_success": "requests_finished"}
-
-
 def _prom_counters(text: str, origin: str, model_name: str | None) -> dict:
     """Raw sums of one scrape: spec-decode counters, accepted tokens per position, gauges and the
     serving counters (summed over engines and label sets)."""
     samples = _prom_samples(text, origin)
+    serving = [x for x in samples if x[0] in _SERVING.values()]
+    samples = [x for x in samples if x[0] not in _SERVING.values()]
     models = sorted({lab["model_name"] for _, lab, _, _ in samples if "model_name" in lab})
     if model_name is not None:
         samples = [s for s in samples if s[1].get("model_name") == model_name]
@@ -163,22 +172,9 @@ def _prom_counters(text: str, origin: str, model_name: str | None) -> dict:
         else:
             totals[base] = totals.get(base, 0.0) + value
     model = model_name if model_name is not None else (models[0] if models else None)
-    for lineno, line in enumerate(text.splitlines(), 1):
-        m = _PROM_LINE.match(line.strip())
-        if not m:
-            continue
-        base = m.group(1)[: -len("_total")] if m.group(1).endswith("_total") else m.group(1)
-        if base not in _SERVING:
-            continue
-        labels = dict(_PROM_LABEL.findall(m.group(2) or ""))
-        if model is not None and labels.get("model_name", model) != model:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            raise CrossoverError(f"{origin}:{lineno}: {m.group(1)} has a value that is not a number: "
-                                 f"{m.group(3)!r}") from None
-        totals[_SERVING[base]] = totals.get(_SERVING[base], 0.0) + value
+    for name, labels, value, _ in serving:
+        if model is None or labels.get("model_name", model) == model:
+            totals[name] = totals.get(name, 0.0) + value
     return {"totals": totals, "gauges": gauges, "per_pos": per_pos}
 
 
