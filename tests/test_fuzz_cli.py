@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from crossover.cli.main import main
+from json_contract import SIGNED, numbers, percentiles_ordered, strict_loads
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HANG_S = 45  # one run longer than this is a hang
@@ -62,42 +63,6 @@ def _digest(paths) -> dict[str, str]:
         if p.is_file():
             out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
-
-
-def _no_constant(name):
-    raise AssertionError(f"--json printed a bare {name}")
-
-
-def _numbers(obj, path=""):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _numbers(v, f"{path}.{k}")
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _numbers(v, f"{path}[]")
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        yield path, obj
-
-
-# Keys whose values are signed by nature: logarithms of ratios (calibration residuals).
-_SIGNED = re.compile(r"(^|[._])(ln|log)(_|$)|ln_ratio|residual")
-
-
-def _percentiles_ordered(obj, path=""):
-    """p99 >= p50 (or median) of the same metric, in every mapping of the output."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            m = re.fullmatch(r"p99_(\w+)", str(k))
-            if m and isinstance(v, (int, float)):
-                for low in (f"p50_{m.group(1)}", f"median_{m.group(1)}"):
-                    lv = obj.get(low)
-                    if isinstance(lv, (int, float)) and not isinstance(lv, bool):
-                        assert v >= lv * (1 - 1e-9) - 1e-12, f"{path}: {k} {v} < {low} {lv}"
-        for k, v in obj.items():
-            _percentiles_ordered(v, f"{path}.{k}")
-    elif isinstance(obj, list):
-        for v in obj:
-            _percentiles_ordered(v, f"{path}[]")
 
 
 def _event(text: str) -> None:
@@ -152,12 +117,12 @@ def run_case(argv: list[str], inputs=(), outputs=()) -> tuple[int, str, str]:
         for o in outputs:
             assert not os.path.lexists(o) or str(o) in before, f"failed run left {o}; {shown}"
     if rc == 0 and "--json" in argv:
-        data = json.loads(so, parse_constant=_no_constant)
-        for where, v in _numbers(data):
+        data = strict_loads(so)
+        for where, v in numbers(data):
             assert math.isfinite(v), f"{where} = {v}; {shown}"
-            if not _SIGNED.search(where):
+            if not SIGNED.search(where):
                 assert v >= 0, f"{where} = {v} < 0; {shown}"
-        _percentiles_ordered(data)
+        percentiles_ordered(data)
     assert _digest(inputs) == before, f"an input file changed; {shown}"
     return rc, so, se
 

@@ -50,6 +50,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, REPO
+from json_contract import SIGNED, numbers, percentiles_ordered, strict_loads
 from crossover.errors import CrossoverError
 from crossover.specs.loader import available
 from crossover.speculation import METHODS
@@ -115,52 +116,18 @@ class Response:
     data: object = None
 
 
-# Keys whose values are signed by nature (logarithms of ratios), as in test_fuzz_cli.py.
-_SIGNED = re.compile(r"(^|[._])(ln|log)(_|$)|ln_ratio|residual")
 # Text of a bug rather than of bad input: a traceback, an exception's class, the 500 path's words.
 _BUG_TEXT = re.compile(r"Traceback|File \"|line \d+, in |internal error|\b[A-Z]\w*(Error|Exception|Warning)\b")
 _NUMPY_WARNING = re.compile(r"encountered in|divide by zero")  # numpy's RuntimeWarning text
 
 
-def _no_constant(name):
-    raise AssertionError(f"the JSON holds a bare {name}")
-
-
-def _numbers(obj, path=""):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _numbers(v, f"{path}.{k}")
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _numbers(v, f"{path}[]")
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        yield path, obj
-
-
-def _percentiles_ordered(obj, path=""):
-    """p99 >= p50 (or median) of the same metric, in every mapping of the output."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            m = re.fullmatch(r"(\w*?)p99_(\w+)", str(k))  # p99_tpot_ms, on_p99_tpot_ms
-            if m and isinstance(v, (int, float)) and not isinstance(v, bool):
-                for low in (f"{m.group(1)}p50_{m.group(2)}", f"{m.group(1)}median_{m.group(2)}"):
-                    lv = obj.get(low)
-                    if isinstance(lv, (int, float)) and not isinstance(lv, bool):
-                        assert v >= lv * (1 - 1e-9) - 1e-12, f"{path}: {k} {v} < {low} {lv}"
-        for k, v in obj.items():
-            _percentiles_ordered(v, f"{path}.{k}")
-    elif isinstance(obj, list):
-        for v in obj:
-            _percentiles_ordered(v, f"{path}[]")
-
-
 def check_result(data, where: str) -> None:
     """The contract of a 200's JSON (and a finished job's result)."""
-    for path, v in _numbers(data):
+    for path, v in numbers(data):
         assert math.isfinite(v), f"{where}: {path} = {v}"
-        if not _SIGNED.search(path):
+        if not SIGNED.search(path):
             assert v >= 0, f"{where}: {path} = {v} < 0"
-    _percentiles_ordered(data, where)
+    percentiles_ordered(data, where)
     if isinstance(data, dict):
         for line in data.get("warnings") or []:
             assert isinstance(line, str) and "\n" not in line, f"{where}: warning {line!r}"
@@ -192,7 +159,7 @@ def check(srv, res: Response, method: str, path: str) -> Response:
     assert ctype == "application/json", shown
     text = res.body.decode("utf-8")
     assert str(srv.uploads.root) not in text, f"{where}: the server's upload folder shows: {text[:300]}"
-    res.data = json.loads(text, parse_constant=_no_constant)
+    res.data = strict_loads(text)
     if res.status == 200:
         check_result(res.data, where)
     else:
@@ -745,7 +712,7 @@ def test_raw_request_lines_are_one_json_line(srv, data):
     if not data.startswith(b"GET /api/"):
         assert status >= 400, where
     assert headers.get("content-type") == "application/json", where
-    obj = json.loads(body, parse_constant=_no_constant)
+    obj = strict_loads(body)
     if status != 200:
         check_error_line(obj["error"], where)
     assert not srv.crashes, srv.crashes[-1]
