@@ -45,7 +45,7 @@ class EngineLimits:
         vLLM's default 256 with the engine's own cap on speculating arms (SGLang: 48)."""
         if max_num_seqs is not None:
             return EngineLimits(int(max_num_seqs), int(max_num_batched_tokens))
-        return EngineLimits(256, int(max_num_batched_tokens), dep.engine.spec_max_running)
+        return EngineLimits(max_num_batched_tokens=int(max_num_batched_tokens), spec_max_num_seqs=dep.engine.spec_max_running)
 
 
 def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
