@@ -420,3 +420,20 @@ def test_measured_takes_acceptance_and_the_ngram_match_rate_from_engine_metrics(
     log = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="ngram",
                              engine_metrics=["tests/fixtures/measured/vllm_specdecode.log"])
     assert any("no n-gram match rate" in n for n in log.notes)
+
+
+@pytest.mark.parametrize("metrics, needle", [
+    ("a.prom,b.prom,c.prom", "one file, or a scrape after the run and one before it"),
+    ("tests/fixtures/measured/vllm_specdecode.log,tests/fixtures/measured/vllm_metrics.prom",
+     "applies to Prometheus scrapes, not to logs"),
+    ("EMPTY", "no acceptance length in these engine metrics"),
+])
+def test_bad_engine_metrics_are_one_line_with_exit_2(metrics, needle, tmp_path, capsys):
+    if metrics == "EMPTY":  # counters without drafts or accepted tokens: nothing to take
+        f = tmp_path / "empty.prom"
+        f.write_text('vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 5.0\n')
+        metrics = str(f)
+    argv = ["measured", "--files", "tests/fixtures/measured/sweep.csv", "--engine-metrics", metrics]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err and "Traceback" not in err
