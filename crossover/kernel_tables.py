@@ -237,9 +237,12 @@ def _current_versions(root: Path) -> dict:
     if not path.exists():
         return {}
     import yaml
+
+    from .specs.loader import safe_load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError:
+        data = safe_load_yaml(path.read_text()) or {}
+    except (yaml.YAMLError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -14,6 +14,7 @@ import yaml
 from .errors import CrossoverError
 from .files import read_text, too_deep
 from .specs.hardware import Hardware
+from .specs.loader import safe_load_yaml
 
 HOURS_PER_MONTH = 8760.0 / 12.0  # 365 days x 24 h / 12 months = 730 h
 # Ownership defaults. PUE 1.0 counts the board alone (no cooling or power-delivery overhead): set
@@ -126,7 +127,7 @@ def read_price_file(path: str | Path) -> dict[str, dict[str, float]]:
     """A YAML mapping of accelerator name to a rental price (a number: USD per GPU-hour) or to a
     mapping of price_per_hour_usd, purchase_usd_per_gpu or purchase_usd_per_node, tdp_w."""
     try:
-        raw = yaml.safe_load(read_text(Path(path), "a price file (YAML)"))
+        raw = safe_load_yaml(read_text(Path(path), "a price file (YAML)"))
     except RecursionError:
         raise too_deep(path, "a price file (YAML)") from None
     except yaml.YAMLError as exc:
