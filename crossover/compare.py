@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .crossings import EQUAL_RTOL, LevelCrossings, level_crossings  # noqa: F401 - measured's API
+from .crossings import EQUAL_RTOL, LevelCrossings, level_crossings, rounded  # noqa: F401 - measured's API
 
 # Latency metrics compared level by level (vLLM names; lower is better); p50 and p99 of what a
 # user sees per token and per request, and the mean where only that is reported.
@@ -46,7 +46,7 @@ def latency_crossings(loads, offs, ons) -> dict[str, dict[str, Any]]:
 
 def _crossing_entry(loads: list[float], ratios: list[float]) -> dict[str, Any]:
     lc = level_crossings(loads, ratios)
-    return {"ratios": [round(r, 4) for r in ratios],
+    return {"ratios": rounded(ratios, 4),
             "crossover": None if lc.crossover is None else round(lc.crossover, 4),
             "bracketed": lc.bracketed, "crossings": lc.crossings_json(), "side": lc.side}
 

@@ -14,6 +14,25 @@ import numpy as np
 EQUAL_RTOL = 0.01
 
 
+def rounded(values: list[float], digits: int) -> list[float]:
+    """`[round(v, digits) for v in values]`, exactly, for a list of floats (10,000s of levels and
+    checks): round() gives the double nearest to k / 10**digits, k the integer nearest to the exact
+    v * 10**digits (ties to even); so does rint(v * 10**digits) / 10**digits (a correctly rounded
+    division) wherever the product's rounding (half an ulp) cannot move it across a half-integer.
+    Values near a tie, beyond 2**52 after scaling or not finite take round() itself, as does a
+    list with anything but floats (round() keeps an int an int)."""
+    if not all(type(v) is float for v in values):
+        return [round(v, digits) for v in values]
+    scale = 10.0 ** digits
+    p = np.array(values, np.float64) * scale
+    out = (np.rint(p) / scale).tolist()
+    with np.errstate(invalid="ignore"):  # NaN and infinities compare False: round() takes them
+        clear = (np.abs(p) < 2.0 ** 52) & (np.abs(p - np.floor(p) - 0.5) > 2.0 ** -50 * np.maximum(np.abs(p), 1.0))
+    for i in np.flatnonzero(~clear).tolist():
+        out[i] = round(values[i], digits)
+    return out
+
+
 @dataclass(frozen=True)
 class LevelCrossings:
     """Where a per-level ratio (> 1: speculation better) changes side, between levels sorted by load.

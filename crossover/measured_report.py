@@ -13,26 +13,8 @@ from .compare import (
     latency_crossovers,
     level_crossings,
 )
+from .crossings import rounded
 from .report import _clean, _other_crossings, latency_lines
-
-
-def _rounded(values: list[float], digits: int) -> list[float]:
-    """`[round(v, digits) for v in values]`, exactly, for a list of floats (10,000s of levels and
-    checks): round() gives the double nearest to k / 10**digits, k the integer nearest to the exact
-    v * 10**digits (ties to even); so does rint(v * 10**digits) / 10**digits (a correctly rounded
-    division) wherever the product's rounding (half an ulp) cannot move it across a half-integer.
-    Values near a tie, beyond 2**52 after scaling or not finite take round() itself, as does a
-    list with anything but floats (round() keeps an int an int)."""
-    if not all(type(v) is float for v in values):
-        return [round(v, digits) for v in values]
-    scale = 10.0 ** digits
-    p = np.array(values, np.float64) * scale
-    out = (np.rint(p) / scale).tolist()
-    with np.errstate(invalid="ignore"):  # NaN and infinities compare False: round() takes them
-        clear = (np.abs(p) < 2.0 ** 52) & (np.abs(p - np.floor(p) - 0.5) > 2.0 ** -50 * np.maximum(np.abs(p), 1.0))
-    for i in np.flatnonzero(~clear).tolist():
-        out[i] = round(values[i], digits)
-    return out
 
 
 def _speedups(table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -90,7 +72,7 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
                lv["tpot_on"]]
     if predicted is not None:
         keys += ["predicted_off_output_throughput", "predicted_on_output_throughput", "predicted_speedup"]
-        columns += [_rounded(predicted["off"], 2), _rounded(predicted["on"], 2), _rounded(predicted["speedup"], 4)]
+        columns += [rounded(predicted["off"], 2), rounded(predicted["on"], 2), rounded(predicted["speedup"], 4)]
     points = [dict(zip(keys, row)) for row in zip(*columns)]
     out: dict[str, Any] = {
         "load_axis": table.load_axis,
@@ -108,11 +90,11 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
         out["crossover_on_impossible_point"] = bool(_impossible_bracket(lv["load"], cross, checks))
         batches = [c.batch for c in checks]
         in_flight = ([None if b is None else round(b, 3) for b in batches] if None in batches
-                     else _rounded(batches, 3))
+                     else rounded(batches, 3))
         out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": bound,
                            "fraction_of_bound": fraction, "beats_physics": c.beats_physics, "in_flight": held,
                            "source": c.source} for c, bound, fraction, held in zip(
-                              checks, _rounded([c.bound for c in checks], 2), _rounded([c.fraction for c in checks], 4),
+                              checks, rounded([c.bound for c in checks], 2), rounded([c.fraction for c in checks], 4),
                               in_flight)]
     return out
 
