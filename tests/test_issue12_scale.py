@@ -188,12 +188,12 @@ def test_dumps_indented_is_json_dumps_indent_2():
 
 
 def test_rounded_columns_are_round_itself():
-    """measured_report._rounded (numpy over 10,000s of values) gives round()'s exact doubles: random
+    """crossings.rounded (numpy over 10,000s of values) gives round()'s exact doubles: random
     magnitudes, decimal ties (x.xx5 as written in a file) and their neighbours, zeros, NaN, infinities."""
     import math
     import struct
 
-    from crossover.measured_report import _rounded
+    from crossover.crossings import rounded as _rounded
 
     rng = random.Random(5)
     values = [rng.choice([1, -1]) * 10 ** rng.uniform(-8, 17) for _ in range(20000)]
@@ -248,3 +248,42 @@ def test_measured_imports_only_what_it_needs(tmp_path):
         if not flags:  # no model: no specs, no step model, no pydantic (the crossings are pure numbers)
             model_stack = ("pydantic", "crossover.specs", "crossover.step", "crossover.curves")
             assert not {m for m in loaded if m.startswith(model_stack)}, sorted(m for m in loaded if m.startswith(model_stack))
+
+
+def test_safe_load_yaml_is_safe_load_and_refuses_depth_before_the_c_composer_sees_it():
+    """Spec files go through libyaml (safe_load_yaml): the same mappings as yaml.safe_load for every
+    shipped spec; YAML_MAX_DEPTH levels load, one more raises RecursionError (the callers' "nested too
+    deeply" line), and 100,000 levels, which would overflow libyaml's recursive composer (a crash,
+    not an exception), are refused by the flat walk over the events first."""
+    import yaml
+
+    from crossover.specs.loader import YAML_MAX_DEPTH, safe_load_yaml
+
+    repo = Path(__file__).resolve().parent.parent
+    specs = [p for d in ("hardware", "models", "engines", "workloads") for p in sorted((repo / d).glob("*.yaml"))]
+    assert len(specs) > 20
+    for p in specs:
+        text = p.read_text()
+        assert safe_load_yaml(text) == yaml.safe_load(text), p
+    ok = "a: " + "[" * (YAML_MAX_DEPTH - 1) + "1" + "]" * (YAML_MAX_DEPTH - 1)
+    assert safe_load_yaml(ok) == yaml.safe_load(ok)
+    for depth in (YAML_MAX_DEPTH + 1, 100_000):
+        with pytest.raises(RecursionError):
+            safe_load_yaml("[" * depth + "]" * depth)
+    with pytest.raises(yaml.YAMLError):
+        safe_load_yaml("a: [1, 2")
+
+
+def test_the_command_starts_one_blas_thread_unless_asked_for_more():
+    """The CLI's entry sets OPENBLAS_NUM_THREADS=1 before numpy loads (its thread pool costs ~0.15 s
+    of CPU per start and the command's linear algebra is a few parameters), and leaves a value the
+    user set alone."""
+    code = ("import os, sys; from crossover.cli import main; main(['hardware', 'list']); import numpy; "
+            "sys.stderr.write('BLAS=' + os.environ.get('OPENBLAS_NUM_THREADS', '-'))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    for given, expect in ((None, "1"), ("3", "3")):
+        if given:
+            env["OPENBLAS_NUM_THREADS"] = given
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.strip().endswith(f"BLAS={expect}")
