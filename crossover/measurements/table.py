@@ -82,7 +82,7 @@ class MeasuredTable:
     def model_ids(self) -> list[str]:
         """The distinct model ids the files name (vLLM `model_id`, SGLang `model_path`, a CSV column)."""
         c = self.columns
-        return sorted({c.model_ids[i] for i in np.unique(c.model) if i >= 0})
+        return sorted({c.model_ids[i] for i in set(c.model.tolist()) if i >= 0})
 
     def mean_lengths(self) -> tuple[float | None, float | None]:
         """Mean prompt and output length in tokens over all points that record them (per completed request)."""
