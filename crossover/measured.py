@@ -108,7 +108,9 @@ class MeasuredResult:
     @property
     def impossible(self) -> list:
         """Points faster than the speed of light allows."""
-        return [c for c in self.checks if c.beats_physics]
+        from .physics import BoundChecks
+
+        return BoundChecks.of(self.checks).beaten()
 
     def to_dict(self) -> dict[str, Any]:
         from .measured_report import measured_dict

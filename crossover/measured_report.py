@@ -14,6 +14,7 @@ from .compare import (
     level_crossings,
 )
 from .crossings import rounded
+from .physics import BoundChecks
 from .report import _clean, _other_crossings, latency_lines
 
 
@@ -59,7 +60,7 @@ def _impossible_bracket(loads: list[float], cross: float | None, checks) -> list
         return []
     below = max((x for x in loads if x <= cross), default=None)
     above = min((x for x in loads if x >= cross), default=None)
-    return [c for c in checks if c.beats_physics and c.load in (below, above)]
+    return BoundChecks.of(checks).beaten(at=[x for x in (below, above) if x is not None])
 
 
 def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -88,14 +89,12 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
         out["predicted_crossover"] = None if predicted["crossover"] is None else round(predicted["crossover"], 4)
     if checks:
         out["crossover_on_impossible_point"] = bool(_impossible_bracket(lv["load"], cross, checks))
-        batches = [c.batch for c in checks]
-        in_flight = ([None if b is None else round(b, 3) for b in batches] if None in batches
-                     else rounded(batches, 3))
-        out["physics"] = [{"arm": c.arm, "level": c.load, "measured": c.measured, "bound": bound,
-                           "fraction_of_bound": fraction, "beats_physics": c.beats_physics, "in_flight": held,
-                           "source": c.source} for c, bound, fraction, held in zip(
-                              checks, rounded([c.bound for c in checks], 2), rounded([c.fraction for c in checks], 4),
-                              in_flight)]
+        bc = BoundChecks.of(checks)
+        keys = ("arm", "level", "measured", "bound", "fraction_of_bound", "beats_physics", "in_flight", "source")
+        columns = (np.where(bc.on, "on", "off").tolist(), bc.load.tolist(), bc.measured.tolist(),
+                   rounded(bc.bound.tolist(), 2), rounded(bc.fraction.tolist(), 4), bc.beats.tolist(),
+                   rounded(bc.batch.tolist(), 3), bc.sources)
+        out["physics"] = [dict(zip(keys, row)) for row in zip(*columns)]
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -40,6 +40,61 @@ class BoundCheck:
         return self.measured > self.bound
 
 
+class BoundChecks(Sequence[BoundCheck]):
+    """The bound checks of a sweep as columns, by increasing load (10,000s of measured points: one
+    array each instead of an object per point); indexing or iterating gives BoundCheck objects."""
+
+    def __init__(self, on, load, measured, bound, batch, sources: list[str]) -> None:
+        self.on = np.asarray(on, bool)
+        self.load, self.measured, self.bound, self.batch = (np.asarray(a, float) for a in (load, measured, bound, batch))
+        self.sources = list(sources)
+
+    @classmethod
+    def of(cls, checks) -> "BoundChecks":
+        """`checks` (BoundCheck objects, or already columns) as columns; a missing batch is the load."""
+        if isinstance(checks, BoundChecks):
+            return checks
+        checks = list(checks)
+        return cls([c.arm == "on" for c in checks], [c.load for c in checks], [c.measured for c in checks],
+                   [c.bound for c in checks], [c.load if c.batch is None else c.batch for c in checks],
+                   [c.source for c in checks])
+
+    def __len__(self) -> int:
+        return len(self.on)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return BoundCheck("on" if self.on[i] else "off", float(self.load[i]), float(self.measured[i]),
+                          float(self.bound[i]), self.sources[i], float(self.batch[i]))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to another sequence of the same checks (a list of BoundCheck included)."""
+        if not isinstance(other, (BoundChecks, list, tuple)):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BoundChecks({len(self)} points, {int(self.beats.sum())} beat physics)"
+
+    @property
+    def fraction(self) -> np.ndarray:
+        """measured / bound of every point."""
+        return self.measured / self.bound
+
+    @property
+    def beats(self) -> np.ndarray:
+        """Which points are faster than the hardware allows."""
+        return self.measured > self.bound
+
+    def beaten(self, at=None) -> list[BoundCheck]:
+        """The checks beaten, or only those at the loads in `at`."""
+        hit = self.beats if at is None else self.beats & np.isin(self.load, np.asarray(list(at), float))
+        return [self[i] for i in np.flatnonzero(hit).tolist()]
+
+
 def speed_of_light(sc: Scenario, tau_bound: float | None = None) -> Scenario:
     """The scenario at 100% of peak with no overheads; with speculation at its most generous tau."""
     from .curves import Scenario
@@ -72,7 +127,7 @@ def in_flight(p, sc: Scenario) -> float:
     return float(max(memory.max_batch(sc.deployment, peak), 1))
 
 
-def check(sc: Scenario, points) -> list[BoundCheck]:
+def check(sc: Scenario, points) -> BoundChecks:
     """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length;
     load_axis and metrics when the load is a request rate), or for every row of a MeasuredTable, by
     increasing load."""
@@ -82,7 +137,7 @@ def check(sc: Scenario, points) -> list[BoundCheck]:
         return _check_columns(sc, points.columns)
     pts = sorted(points, key=lambda q: (q.load, q.arm != "off", q.source))  # by load, off first
     if not pts:
-        return []
+        return BoundChecks([], [], [], [], [], [])
     # One evaluation for every point: the speed-of-light step is a chain at k, whatever its tau, so a
     # point's on-bound is the bound at the largest tau scaled by its own tau (tokens/s = batch x tau /
     # step); per point it was a scenario and a curve each, quadratic-looking on 10,000 levels.
@@ -90,24 +145,24 @@ def check(sc: Scenario, points) -> list[BoundCheck]:
     tau_max = sol.speculation.tau
     batches = np.array([in_flight(p, sc) for p in pts], float)
     c = evaluate(sol, batches)
-    out = []
+    bounds = []
     for i, p in enumerate(pts):
         if p.arm == "on":
             tau = min(p.acceptance_length, tau_max) if p.acceptance_length else tau_max
-            bound = float(c.tokens_per_s_on[i]) * tau / tau_max
+            bounds.append(float(c.tokens_per_s_on[i]) * tau / tau_max)
         else:
-            bound = float(c.tokens_per_s_off[i])
-        out.append(BoundCheck(p.arm, p.load, p.output_throughput, bound, p.source, float(batches[i])))
-    return out
+            bounds.append(float(c.tokens_per_s_off[i]))
+    return BoundChecks([p.arm == "on" for p in pts], [p.load for p in pts], [p.output_throughput for p in pts], bounds,
+                       batches, [p.source for p in pts])
 
 
-def _check_columns(sc: Scenario, c) -> list[BoundCheck]:
+def _check_columns(sc: Scenario, c) -> BoundChecks:
     """`check` on a table's column arrays (measurements.Columns): the same bounds, in the same order."""
     from .curves import evaluate
 
     n = len(c)
     if not n:
-        return []
+        return BoundChecks([], [], [], [], [], [])
     sources = c.sources(np.arange(n))
     order = np.lexsort((c.on, c.load))  # by load, off first, then source (where load and arm tie)
     x, a = c.load[order], c.on[order]
@@ -134,8 +189,7 @@ def _check_columns(sc: Scenario, c) -> list[BoundCheck]:
     bound = np.where(on, np.asarray(curve.tokens_per_s_on, float) * tau / tau_max,
                      np.asarray(curve.tokens_per_s_off, float))
     measured = c.output_throughput[order]
-    return [BoundCheck("on" if a else "off", x, m, b, sources[i], y) for a, x, m, b, i, y in zip(
-        on.tolist(), load.tolist(), measured.tolist(), bound.tolist(), order.tolist(), batches.tolist())]
+    return BoundChecks(on, load, measured, bound, batches, [sources[i] for i in order.tolist()])
 
 
 def _ids_of(model) -> set[str]:
