@@ -1,6 +1,6 @@
 """Speed of the core predictor: in-process full prediction and CLI cold start.
 
-Run: python benchmarks/bench_predict.py   (prints medians; goals: <= 1 ms, <= 0.5 s)
+Run: python benchmarks/bench_predict.py   (prints medians; goals: <= 1 ms, <= 0.35 s)
 A full prediction is 64 batch points plus the crossover root, as `crossover predict` does it.
 """
 
@@ -79,7 +79,7 @@ def main() -> None:
     for name, (med, p90) in in_process().items():
         print(f"full prediction, {name}: median {med:.3f} ms, p90 {p90:.3f} ms (goal <= 1 ms)")
     med, best = cold_start()
-    print(f"cold start `crossover predict --json`: median {med:.3f} s, best {best:.3f} s (goal <= 0.5 s)")
+    print(f"cold start `crossover predict --json`: median {med:.3f} s, best {best:.3f} s (goal <= 0.35 s)")
 
 
 if __name__ == "__main__":
