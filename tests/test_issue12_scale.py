@@ -270,8 +270,31 @@ def test_safe_load_yaml_is_safe_load_and_refuses_depth_before_the_c_composer_see
     for depth in (YAML_MAX_DEPTH + 1, 100_000):
         with pytest.raises(RecursionError):
             safe_load_yaml("[" * depth + "]" * depth)
-    with pytest.raises(yaml.YAMLError):
-        safe_load_yaml("a: [1, 2")
+    # what libyaml refuses is parsed again in Python: the pure-Python parser's own error, word for word
+    for bad in ("a: [1, 2", "a: b: c", "a:\n\t- 1"):
+        with pytest.raises(yaml.YAMLError) as got:
+            safe_load_yaml(bad)
+        with pytest.raises(yaml.YAMLError) as want:
+            yaml.safe_load(bad)
+        assert str(got.value) == str(want.value)
+
+
+def test_a_libyaml_with_its_own_nesting_limit_still_gives_recursion_error(monkeypatch):
+    """Newer libyaml builds stop at their own nesting limit with a ScannerError ("while increasing flow
+    level"): the document then goes to the pure-Python parser, which raises RecursionError for it (the
+    callers' "nested too deeply" line), not a "malformed YAML" one."""
+    import yaml
+
+    from crossover.specs import loader
+
+    def refuse(text, Loader=None):
+        raise yaml.scanner.ScannerError("while increasing flow level", None, "exceeded maximum nesting depth", None)
+        yield  # a generator, as yaml.parse is
+
+    monkeypatch.setattr(loader.yaml, "parse", refuse)
+    with pytest.raises(RecursionError):
+        loader.safe_load_yaml("[" * 5000 + "]" * 5000)
+    assert loader.safe_load_yaml("a: [1, 2]") == {"a": [1, 2]}  # valid text: the pure-Python parse
 
 
 def test_the_command_starts_one_blas_thread_unless_asked_for_more():

@@ -57,22 +57,26 @@ def safe_load_yaml(text: str):
     """`yaml.safe_load(text)`, parsed by libyaml where PyYAML was built with it (about 10x faster than
     its pure-Python parser: a hardware spec in ~0.5 ms instead of ~6). libyaml's composer recurses in
     C, where a deep enough document overflows the stack instead of raising, so the document's events
-    are walked first (a flat loop) and one nested deeper than YAML_MAX_DEPTH raises RecursionError, as
-    the pure-Python parser does past Python's recursion limit. Malformed text raises yaml.YAMLError."""
+    are walked first (a flat loop) and one nested deeper than YAML_MAX_DEPTH raises RecursionError.
+    Text libyaml refuses (malformed, or past its own nesting limit, which some builds have) is parsed
+    again by the pure-Python parser, so an error is always its YAMLError (the same line and message
+    as without libyaml) or RecursionError for a document nested past Python's recursion limit."""
     loader = getattr(yaml, "CSafeLoader", None)
     if loader is None:
         return yaml.safe_load(text)
     opens, closes = (yaml.MappingStartEvent, yaml.SequenceStartEvent), (yaml.MappingEndEvent, yaml.SequenceEndEvent)
     depth = 0
-    for event in yaml.parse(text, Loader=loader):
-        if isinstance(event, opens):
-            depth += 1
-            if depth > YAML_MAX_DEPTH:
-                raise RecursionError(f"YAML nested deeper than {YAML_MAX_DEPTH} levels")
-        elif isinstance(event, closes):
-            depth -= 1
-    return yaml.load(text, Loader=loader)
-
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, opens):
+                depth += 1
+                if depth > YAML_MAX_DEPTH:
+                    raise RecursionError(f"YAML nested deeper than {YAML_MAX_DEPTH} levels")
+            elif isinstance(event, closes):
+                depth -= 1
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError:
+        return yaml.safe_load(text)  # raises the pure-Python parser's error for it
 
 def read_yaml(path: Path) -> dict:
     """Parse a YAML (or JSON) file into a mapping; one-line errors naming the file."""
