@@ -41,7 +41,7 @@ DEFAULT_COST = "roofline"
 # editing, 993 drafted steps of 1,814 (vllm PR #24344: 993 drafted steps + 821 no-draft tokens).
 # Chat sits lower, summarisation higher; n-gram's crossover moves with it (--match-rate).
 DEFAULT_NGRAM_MATCH_RATE = 0.55
-ENGINES = ("vllm", "vllm-v0", "sglang", "trtllm", "hf")  # the shipped profiles (engines())
+ENGINES = ("vllm", "vllm-0.10", "vllm-v0", "sglang", "trtllm", "hf")  # the shipped profiles (engines())
 
 
 def engines() -> tuple[str, ...]:
@@ -264,7 +264,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
     and output lengths (unless given) make the curves carry the prefill share. A separate draft must
     share the target's vocabulary unless `allow_vocab_mismatch`. `engine` names the engine profile
-    (engines/*.yaml: vllm = V1, vllm-v0, sglang, trtllm, hf; None: DEFAULT_ENGINE, vllm) whose
+    (engines/*.yaml: vllm = V1 0.11+, vllm-0.10, vllm-v0, sglang, trtllm, hf; None: DEFAULT_ENGINE, vllm) whose
     overheads, verify layout and CUDA-graph limits the step model applies; `cost` how a forward is
     priced (roofline or kernels); `distilled` = False keeps the generic efficiency defaults instead
     of the GPU's parameters distilled from measured kernel tables (hardware YAML `distilled:`).

@@ -36,8 +36,8 @@ GPU_FOLDERS: dict[str, str] = {
     "gb200": "gb200", "a100-80gb-sxm": "a100_sxm", "l40s": "l40s", "h100-pcie": "h100_pcie", "l4": "l4",
 }
 # --engine -> the framework whose kernels the tables measured (None: no tables, e.g. Hugging Face).
-FRAMEWORKS: dict[str, str | None] = {"vllm": "vllm", "vllm-v0": "vllm", "sglang": "sglang", "trtllm": "trtllm",
-                                     "hf": None}
+FRAMEWORKS: dict[str, str | None] = {"vllm": "vllm", "vllm-0.10": "vllm", "vllm-v0": "vllm", "sglang": "sglang",
+                                     "trtllm": "trtllm", "hf": None}
 # crossover dtypes -> the tables' names (GEMM, KV cache, MoE weights).
 GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}

@@ -277,11 +277,13 @@ class StepModel:
         return StepBreakdown(terms, total, target if detail else None, drafts)
 
     def _ragged(self, mix: Mix) -> np.ndarray | float:
-        """Host time of a ragged step, whose attention runs outside a full CUDA graph, per sequence;
-        0 for uniform steps. It holds beyond the graph capture limit too: an eager step builds the
-        same per-sequence attention metadata (its launch floor is a separate, overlapped cost)."""
+        """Host time of a step whose attention runs outside a full CUDA graph, per sequence: a ragged
+        step's, 0 for uniform steps where the engine replays those as full graphs (every step's where
+        it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: an eager
+        step builds the same per-sequence attention metadata (its launch floor is a separate cost)."""
         per_seq = self.deployment.ragged_per_seq_s
-        ragged = 1.0 - np.asarray(mix.uniform, float)  # share of the steps that are ragged
+        # share of the steps whose attention runs outside the graph
+        ragged = 1.0 - np.asarray(mix.uniform, float) if self.deployment.engine.full_graphs else np.float64(1.0)
         if per_seq == 0.0 or not ragged.any():
             return 0.0
         seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)

@@ -62,9 +62,10 @@ def test_each_profile_prices_an_eagle_step_by_hand(name):
     draft = model.draft.evaluate(*model.draft.uniform_sums(b, 1.0, ctx)).total
     if p.graph_capture_limit == 0:
         pass  # draft forwards carry no floor in the step model (their launches are draft_pass_overhead)
+    outside = 0.0 if p.full_graphs else b * p.ragged_per_seq_us / 1e6  # attention outside the graph, every step
     want_on = (fwd_on + p.step_overhead_ms / 1e3 + 3 * (draft + p.draft_pass_overhead_ms / 1e3)
-               + p.spec_step_overhead_ms / 1e3 + b * p.spec_per_seq_us / 1e6)
-    want_off = fwd_off + p.step_overhead_ms / 1e3
+               + p.spec_step_overhead_ms / 1e3 + b * p.spec_per_seq_us / 1e6 + outside)
+    want_off = fwd_off + p.step_overhead_ms / 1e3 + outside
     on = model.price(model.decode(np.array([b]), ctx, spec)).total[0]
     off = model.price(model.decode(np.array([b]), ctx)).total[0]
     assert on == pytest.approx(float(want_on), rel=1e-12)
@@ -220,6 +221,34 @@ def test_a_ragged_step_pays_attention_outside_the_graph_per_sequence():
     padded = replace(ngram, pad_misses=True)
     sg = StepModel.of(_dep("sglang"), padded)
     assert np.all(sg.price(sg.decode(b, 1000.0, padded)).term("ragged_attention") == 0.0)
+
+
+def test_vllm_0_10_runs_every_step_piecewise_so_both_arms_pay_attention_outside_the_graph():
+    """vLLM V1 before 0.11 captures PIECEWISE graphs only: a plain decode step pays 40 us per sequence
+    too, and the verify batch no extra (no FULL graph to miss). By hand at batch 64, context 2048, n-gram
+    k = 3: off = forward + 1 ms + 64 x 40 us; on = verify forward + 1 ms + 0.8 ms + 64 x 3 us lookup +
+    64 x 40 us. Speculation, fewer steps per token, pays the per-sequence cost less often: at batch 128
+    the 0.10 profile predicts a larger speedup than the 0.11+ one, at batch 1 about the same."""
+    old, new = load_engine("vllm"), load_engine("vllm-0.10")
+    assert old.full_graphs and not new.full_graphs and new.spec_per_seq_us == 0.0
+    dep = _dep("vllm-0.10")
+    ngram = Speculation("ngram", 3, Acceptance.mean_length(2.2, match_rate=0.55))
+    m = StepModel.of(dep, ngram)
+    b = np.array([64.0])
+    off, on = m.price(m.decode(b, 2048.0)), m.price(m.decode(b, 2048.0, ngram))
+    fwd_off = m.target.evaluate(*m.target.uniform_sums(b, 1.0, 2048.0)).total
+    assert off.total[0] == pytest.approx(float(fwd_off[0]) + 1e-3 + 64 * 40e-6, rel=1e-12)
+    assert off.term("ragged_attention")[0] == pytest.approx(64 * 40e-6)
+    assert on.term("ragged_attention")[0] == pytest.approx(64 * 40e-6)
+    assert on.term("spec_overhead_per_seq")[0] == 0.0
+    want = (on.term("target_forward")[0] + 1e-3 + 0.8e-3 + 64 * 3e-6 + 64 * 40e-6)
+    assert on.total[0] == pytest.approx(float(want), rel=1e-12)
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=3, tau=2.2)
+    s10 = crossover.predict(crossover.scenario(engine="vllm-0.10", **kw), batches=[1, 128])
+    s11 = crossover.predict(crossover.scenario(engine="vllm", **kw), batches=[1, 128])
+    s10, s11 = s10.prediction.speedup, s11.prediction.speedup
+    assert s10[1] > s11[1] + 0.2
+    assert s10[0] == pytest.approx(s11[0], rel=0.02)
 
 
 def test_an_engine_that_pads_ngram_drafts_verifies_k_plus_1_positions_on_a_miss():

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crossover.build import ENGINES
 from crossover.curves import Scenario, find_crossings, predict, speedup
 from crossover.step import step_time
 from crossover.specs import Deployment, load_hardware, load_model
@@ -105,7 +106,7 @@ def test_tree_tau_lies_between_one_and_depth_plus_one_and_below_the_width_bound(
     assert real.tau <= bound.tau + 1e-12
 
 
-_ENGINES = ("vllm", "vllm-v0", "sglang", "trtllm", "hf")
+_ENGINES = ENGINES  # every shipped profile
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)

@@ -57,8 +57,9 @@ def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weight-dtype", help="bf16, fp8, int8, int4, mxfp4 (default: the model's own)")
     g.add_argument("--kv-dtype", default="bf16", help="KV-cache dtype (default bf16)")
     _add_speculation_flags(p)
-    g.add_argument("--engine", help="engine profile: vllm (V1, default), vllm-v0, sglang, trtllm, hf, or a YAML path "
-                                    "(engines/*.yaml: per-step overheads, verify layout, CUDA-graph limits, sources)")
+    g.add_argument("--engine", help="engine profile: vllm (V1 0.11+, default), vllm-0.10, vllm-v0, sglang, trtllm, "
+                                    "hf, or a YAML path (engines/*.yaml: per-step overheads, verify layout, CUDA-graph "
+                                    "limits, sources)")
     g.add_argument("--cost", choices=sorted(COST_MODES), help="how a forward is priced: roofline (analytical, default) "
                                                              "or kernels (measured tables, pip install 'crossover[kernels]')")
     e = p.add_argument_group("efficiency (documented defaults; see README)")
@@ -251,8 +252,8 @@ def _measured_flags(me: argparse.ArgumentParser) -> None:
     me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
     me.add_argument("--draft", help="draft model for --method draft")
     me.add_argument("--k", default=None, help=f"draft tokens per step (default: the engine metrics' or {DEFAULT_K})")
-    me.add_argument("--engine", help="engine profile of the measurement: vllm (V1, default), vllm-v0, sglang, trtllm, "
-                                     "hf (engines/*.yaml)")
+    me.add_argument("--engine", help="engine profile of the measurement: vllm (V1 0.11+, default), vllm-0.10, vllm-v0, "
+                                     "sglang, trtllm, hf (engines/*.yaml)")
     me.add_argument("--engine-metrics", metavar="FILE[,BEFORE]",
                     help="the server's acceptance: a vLLM log with SpecDecoding metrics lines, or a /metrics "
                          "scrape taken after the run (with a second scrape taken before it, subtracted); gives tau, "

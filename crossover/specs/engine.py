@@ -60,6 +60,10 @@ class EngineProfile(Spec):
     # beside matches, prompt chunks beside decodes) that the engine runs with attention outside the
     # full CUDA graph (vLLM V1's PIECEWISE mode).
     ragged_per_seq_us: float = Field(default=0.0, ge=0)
+    # Whether uniform steps (pure decode, or verify at one width) replay a full CUDA graph with the
+    # attention captured. False: every step runs its attention outside the graph (vLLM V1's PIECEWISE
+    # default before 0.11) and pays ragged_per_seq_us per sequence, with speculation or without.
+    full_graphs: bool = True
     # Whether a step prefills prompt chunks beside decodes (chunked prefill). Without it a step with
     # prompts to prefill is a prefill-only step: running sequences wait and nothing speculates.
     chunked_prefill: bool = True
