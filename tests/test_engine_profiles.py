@@ -285,14 +285,15 @@ def test_the_simulator_verifies_padded_ngram_misses_at_full_width():
 
 
 def test_vllm_v0_runs_prompts_in_steps_of_their_own_that_do_not_speculate():
-    """V0 without chunked prefill: a step with prompts prefills only (running sequences wait, nothing
-    speculates); V1 mixes prompt chunks with decodes and verifies in the same step."""
+    """V0 without chunked prefill, and SGLang (mixed chunks are opt-in, enable_mixed_chunk False): a
+    step with prompts prefills only (running sequences wait, nothing speculates); V1 mixes prompt
+    chunks with decodes and verifies in the same step."""
     from crossover.serving import records as r
     from crossover.serving.engine import EngineLimits
     from crossover.serving.simulator import Arm, _Engine
 
     out = {}
-    for engine in ("vllm-v0", "vllm"):
+    for engine in ("vllm-v0", "vllm", "sglang"):
         sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4, acceptance=0.7,
                                 prompt_len=500, output_len=60, engine=engine)
         n = 40
@@ -305,8 +306,9 @@ def test_vllm_v0_runs_prompts_in_steps_of_their_own_that_do_not_speculate():
         # tokens emitted in prefill steps: first tokens only (V0), or decodes too (V1)
         out[engine] = (pre.sum(), on_mode[pre].any(), (e.SF[r.EMIT, :ns][pre] > e.SF[r.SEQS, :ns][pre]).any(),
                        (e.SF[r.NDEC, :ns][pre] > 0).any())
-    v0, v1 = out["vllm-v0"], out["vllm"]
+    v0, v1, sg = out["vllm-v0"], out["vllm"], out["sglang"]
     assert v0[0] > 0 and not v0[1] and not v0[2] and not v0[3]
+    assert sg[0] > 0 and not sg[1] and not sg[2] and not sg[3]
     assert v1[0] > 0 and v1[1] and v1[3]
 
 
