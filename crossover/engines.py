@@ -83,13 +83,21 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
         if spec.method != "ngram":
             flags += [f"--speculative-num-steps {k_first}", "--speculative-eagle-topk 1",
                       f"--speculative-num-draft-tokens {k_first + 1}"]
+        else:  # unset, SGLang verifies its max match window (12) per request, as a BFS tree of breadth <= 10
+            flags += [f"--speculative-num-draft-tokens {k_first + 1}", "--speculative-ngram-max-bfs-breadth 1"]
         tiers = sorted({r["k"] for r in sched if r["k"] > 0})
+        ngram_note = ([f"NGRAM needs SGLang >= 0.5.5. Every request verifies exactly --speculative-num-draft-tokens "
+                       f"positions, matched or not; unset it is the max match window, 12, drafted as a tree of BFS "
+                       f"breadth up to 10 (server_args.py): the flags above keep the chain of k = {k_first} drafts that "
+                       f"was priced."] if spec.method == "ngram" else [])
         out["sglang"] = {
             "flags": " ".join(flags),
-            "notes": [
+            "notes": ngram_note + [
                 "SGLang has no per-batch-size k schedule upstream; --speculative-adaptive (EAGLE, topk 1; "
                 f"sgl-project/sglang#21599, #24055) switches among candidate_steps tiers: use {tiers or [1]} as "
-                "candidate_steps in --speculative-adaptive-config.",
+                "candidate_steps in --speculative-adaptive-config." if spec.method != "ngram" else
+                "SGLang has no per-batch-size k schedule upstream and its adaptive speculation is EAGLE's: "
+                f"NGRAM keeps one width; set it for the load served most (k per batch: {tiers or [1]}).",
                 "Route by load instead where speculation stops paying: "
                 + (f"send traffic above batch {below - 1} to a server without speculation." if below else
                    "it pays over the whole batch range checked."),

@@ -29,7 +29,8 @@ VLLM_METHODS = {"draft_model", "eagle", "eagle3", "medusa", "ngram", "mtp"}
 TRT_FIELDS = {"decoding_type", "max_draft_len", "draft_len_schedule", "speculative_model"}
 TRT_TYPES = {"MTP", "Eagle3", "NGram", "DraftTarget", "PARD", "DFlash", "SA", "UserProvided", "DSpark"}
 SGL_FLAGS = {"--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
-             "--speculative-num-draft-tokens", "--speculative-draft-model-path"}
+             "--speculative-num-draft-tokens", "--speculative-draft-model-path",
+             "--speculative-ngram-max-bfs-breadth"}  # sglang >= 0.5.5 server_args.py
 SGL_ALGOS = {"EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "NEXTN"}
 IN_FACTS = ["num_speculative_tokens", "num_speculative_tokens_per_batch_size", "draft_model", "eagle3",
             "max_draft_len", "draft_len_schedule", "decoding_type", "MTP", "Eagle3", "NGram", "DraftTarget",
@@ -65,6 +66,18 @@ def test_every_emitted_field_and_value_is_documented(method):
         assert set(names) <= SGL_FLAGS, names
         algo = re.search(r"--speculative-algorithm (\S+)", flags).group(1)
         assert algo in SGL_ALGOS
+
+
+def test_sglang_ngram_is_told_the_verify_width_that_was_priced():
+    """SGLang's NGRAM verifies --speculative-num-draft-tokens positions per request, 12 (its max match
+    window) when unset, as a BFS tree of breadth up to 10 (server_args.py, 0.5.5-0.5.9): the emitted
+    flags set k + 1 as a chain (breadth 1), the width the model priced."""
+    cfg = _configs("ngram")
+    flags = cfg["sglang"]["flags"]
+    k = int(re.search(r"--speculative-num-draft-tokens (\d+)", flags).group(1)) - 1
+    assert k >= 1 and "--speculative-ngram-max-bfs-breadth 1" in flags
+    assert "--speculative-num-steps" not in flags and "--speculative-eagle-topk" not in flags
+    assert any("12" in n and "0.5.5" in n for n in cfg["sglang"]["notes"])
 
 
 def test_eagle1_gets_no_eagle3_config_in_tensorrt_llm():
