@@ -108,6 +108,10 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"memory limit: batch {d['max_batch_off']} without speculation, {d['max_batch_on']} with it")
     bmax = max(p["batch"] for p in d["points"])
+    cap = pred.scenario.deployment.engine.spec_max_running
+    if cap is not None and bmax > cap:
+        lines.append(f"engine cap: {inputs['engine_version']} runs at most {cap} requests with speculation unless the "
+                     f"running-request limit is set (SGLang: --max-running-requests); batches above {cap} assume it is")
     if d["crossover_batch"] is None:
         side = "faster" if d["regime"] == "always_faster" else "slower"
         lines.append(f"crossover: none in batch 1..{bmax:g}; speculation is {side} throughout ({d['regime']})")

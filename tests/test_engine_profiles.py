@@ -332,6 +332,10 @@ def test_sglang_caps_its_speculating_server_at_48_running_requests(capsys):
     assert main(["simulate", "--workload", "sharegpt", "--concurrency", "8", "--num-prompts", "60",
                  "--engine", "sglang", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
     assert "at most 256 off, 48 on" in capsys.readouterr().out
+    # predict prices the running batch it is given, and says when SGLang would not run it by default
+    for engine, batches, says in (("sglang", "1,64", True), ("sglang", "1,48", False), ("vllm", "1,64", False)):
+        assert main(["predict", "--engine", engine, "--batch", batches, "--model", "llama-3.1-8b"]) == 0
+        assert ("engine cap: SGLang 0.5.x runs at most 48 requests" in capsys.readouterr().out) is says
 
 
 def test_measured_names_engine_effects_for_a_slowdown_deeper_than_the_model(capsys):
