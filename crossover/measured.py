@@ -4,7 +4,6 @@ verbs `crossover.measured` and `crossover.calibrate` (and the CLI's) are built f
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .build import DEFAULT_K, DEFAULT_METHOD
+from .engine_effects import engine_effects
 from .errors import CrossoverError
 from .measurements import Columns, MeasuredTable, read_columns
 from .physics import files_model
@@ -130,77 +130,12 @@ class MeasuredResult:
         e = self.engine_effects
         if not e:
             return text
-        lines = ["", f"slowdown deeper than the model allows at {self.table.load_axis} {e['level']:g} (measured "
+        what = "slowdown deeper" if e["direction"] == "below" else "speedup larger"
+        lines = ["", f"{what} than the model allows at {self.table.load_axis} {e['level']:g} (measured "
                  f"{e['measured_speedup']:.3f}, predicted {e['predicted_speedup']:.3f} with {e['engine']}); engine "
                  "effects that can cause it:"]
         lines += [f"  - {c['effect']}" + (f" ({c['check']})" if c.get("check") else "") for c in e["causes"]]
         return text + "\n" + "\n".join(lines)
-
-
-# A measured speedup below 1 and this far (ln) below the model's is deeper than the model allows.
-DEEPER_THAN_MODEL = 0.15
-
-
-def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Where the measured slowdown is deepest beyond the model's (speedup < 1, ln(measured /
-    predicted) < -0.15), the engine effects that can cause it, each checked against the model where
-    it can be (the vllm-v0 profile re-predicts the levels; graph limits and batch caps from the
-    deployment's engine profile)."""
-    if predicted is None:
-        return None
-    from .measured_report import _speedups
-
-    loads, _, _, ratios = _speedups(table)  # per level, from the column arrays (no point objects)
-    predicted_speedup = np.array(predicted["speedup"], float)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        rows = np.flatnonzero(np.isfinite(ratios) & (ratios > 0) & (ratios < 1.0) & (predicted_speedup > 0))
-        gaps = ratios[rows] / predicted_speedup[rows]  # measured / predicted, the same divisions as one by one
-    if not len(rows):
-        return None
-    # the deepest gap, ln(measured / predicted), at the first level of equal ones: ln is monotone, so
-    # it lies among the ratios within rounding of the least, the only ones whose ln is taken here
-    near = rows[gaps <= gaps.min() * (1 + 1e-12)].tolist()
-    gap, i = min((math.log(float(ratios[i]) / predicted["speedup"][i]), i) for i in near)
-    if not gap < -DEEPER_THAN_MODEL:
-        return None
-    load, ratio, ps = float(loads[i]), float(ratios[i]), predicted["speedup"][i]
-    dep, spec = sc.deployment, sc.speculation
-    engine = dep.engine
-    causes: list[dict[str, str]] = []
-    if engine.verify_layout != "batch_expansion":
-        from .compare import predicted_at_levels
-        from .curves import Scenario
-        from .specs.loader import load_engine
-
-        v0 = Scenario(dep.model_copy(update={"engine": load_engine("vllm-v0")}), spec, sc.context, sc.prompt_len,
-                      sc.output_len)
-        p0 = predicted_at_levels(table, v0)
-        check0 = f"--engine vllm-v0 predicts {p0['speedup'][i]:.3f} there" if p0 else ""
-        causes.append({"effect": "vLLM V0 scored drafts by batch expansion, k+1 single-query sequences that each "
-                                 "re-read the KV cache (vLLM before 0.10, or V0 forced)", "check": check0})
-    width = spec.verify_width
-    key = load if engine.graph_capture_unit == "requests" else load * width
-    unit = engine.graph_capture_unit
-    if engine.graph_capture_limit and key > engine.graph_capture_limit:
-        causes.append({"effect": f"verify steps of {key:.0f} {unit} run without CUDA graphs beyond {engine.label}'s "
-                                 f"capture limit of {engine.graph_capture_limit} {unit} (vLLM: max_cudagraph_capture_"
-                                 "size; SGLang: --cuda-graph-max-bs)", "check": ""})
-    else:
-        causes.append({"effect": "verify batch sizes that miss a captured CUDA-graph size run attention eagerly "
-                                 "(capture sizes rounded to multiples of 1 + k, vllm PR #53407): check the captured "
-                                 "sizes in the engine log", "check": ""})
-    if spec.method == "ngram":
-        causes.append({"effect": "a CPU n-gram proposer turns vLLM V1's async scheduling off (host time on the "
-                                 "critical path) and its ragged batches run PIECEWISE graphs", "check": ""})
-    if load > 48:
-        causes.append({"effect": "SGLang caps running requests at 48 when speculation is on (server_args.py): above "
-                                 "it the speculative arm queues", "check": ""})
-    if table.load_axis == "request_rate":
-        causes.append({"effect": "the speculative arm saturating first: past its capacity its queue grows and the "
-                                 "latency ratio measures queueing, not step cost (see the achieved request rates)",
-                       "check": ""})
-    return {"level": load, "measured_speedup": round(ratio, 4), "predicted_speedup": round(ps, 4),
-            "engine": engine.label, "causes": causes}
 
 
 def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,

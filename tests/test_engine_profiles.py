@@ -352,9 +352,34 @@ def test_measured_names_engine_effects_for_a_slowdown_deeper_than_the_model(caps
     v0 = e["causes"][0]
     assert "batch expansion" in v0["effect"] and float(v0["check"].split("predicts ")[1].split()[0]) < 1.0
     assert any("48" in c["effect"] for c in e["causes"])
-    assert crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0").engine_effects is None
+    assert e["direction"] == "below"
+    v0_effects = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0").engine_effects
+    assert v0_effects is None or v0_effects["direction"] == "above"  # V0 already predicts a slowdown that deep
     assert main(["measured", "--files", f, "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0
     assert "slowdown deeper than the model allows at concurrency 128" in capsys.readouterr().out
+
+
+def test_measured_names_engine_effects_where_speculation_wins_that_the_model_says_loses(tmp_path, capsys):
+    """n-gram measured at 1.15 at concurrency 64 and 128 (the shape of vLLM 0.10 sweeps), where the
+    0.11+ profile predicts a loss (0.91, 0.82 at tau 1.6): the note names PIECEWISE-only graphs with
+    the vllm-0.10 profile's own prediction there (above 1), the per-step host time and acceptance;
+    with --engine vllm-0.10 the prediction is already above 1, so nothing is named."""
+    f = tmp_path / "ngram.csv"
+    rows = ["arm,concurrency,output_throughput,acceptance_length"]
+    for c, s_ in ((1, 1.19), (16, 1.17), (64, 1.15), (128, 1.15)):
+        off = 130.0 * c / (1 + c / 60)
+        rows += [f"off,{c},{off:.2f},", f"on,{c},{off * s_:.2f},1.6"]
+    f.write_text("\n".join(rows) + "\n")
+    kw = dict(files=[str(f)], model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=3)
+    e = crossover.measured(**kw).engine_effects
+    assert e is not None and e["direction"] == "above" and e["level"] == 128
+    assert e["measured_speedup"] > 1 > e["predicted_speedup"]
+    first = e["causes"][0]
+    assert "PIECEWISE" in first["effect"] and float(first["check"].split("predicts ")[1].split()[0]) > 1.0
+    assert crossover.measured(engine="vllm-0.10", **kw).engine_effects is None
+    assert main(["measured", "--files", str(f), "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--method",
+                 "ngram", "--k", "3"]) == 0
+    assert "speedup larger than the model allows at concurrency 128" in capsys.readouterr().out
 
 
 def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_them():

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("serving",),
     ("plan", "fleet", "pricing", "traffic"),  # capacity planning (issue 13)
     ("compare",),
-    ("report", "measured_report", "plots", "html_report"),
+    ("report", "measured_report", "plots", "html_report", "engine_effects"),
     ("build", "results", "measured"),
     ("api",),
     ("", "cli", "web", "__main__"),  # the package itself exports the API; the CLI is the leaf
