@@ -46,10 +46,9 @@ def _widest_gap(ratios: np.ndarray, predicted: list, below: bool) -> tuple[float
 def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
     """Where the measured slowdown is deepest beyond the model's (speedup < 1, ln(measured /
     predicted) < -0.15), or else where a measured speedup most exceeds a predicted loss (measured > 1,
-    predicted < 1, ln > 0.15), the engine
-    effects that can cause it, each checked against the model where it can be (the vllm-v0 or
-    vllm-0.10 profile re-predicts the levels; graph limits and batch caps from the deployment's
-    engine profile)."""
+    predicted < 1, ln > 0.15), the engine effects that can cause it, each checked against the model
+    where it can be (the vllm-v0 or vllm-0.10 profile re-predicts the levels; graph limits and batch
+    caps from the deployment's engine profile)."""
     if predicted is None:
         return None
     from .measured_report import _speedups
