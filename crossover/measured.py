@@ -183,6 +183,9 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
             if match is not None:
                 notes.append(f"note: n-gram match rate {match:.3f} from the files' counters (drafts per request "
                              "step); the crossover moves with it")
+    if engine is None and table.columns.formats == {"sglang"}:  # the files name their engine: no silent vllm
+        engine = "sglang"
+        notes.append("note: engine profile sglang: the files are SGLang bench_serving results (--engine sets another)")
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=tau, match_rate=match,
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
                   distilled=distilled, **({} if engine is None else {"engine": engine}))

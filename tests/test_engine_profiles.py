@@ -382,6 +382,26 @@ def test_measured_names_engine_effects_where_speculation_wins_that_the_model_say
     assert "speedup larger than the model allows at concurrency 128" in capsys.readouterr().out
 
 
+def test_measured_takes_the_sglang_profile_for_sglang_files(tmp_path):
+    """SGLang bench_serving results are modelled with the sglang profile unless --engine says otherwise
+    (a note says so); vLLM results and CSVs keep the default vllm profile."""
+    from conftest import REPO
+
+    fixture = (REPO / "tests" / "fixtures" / "measured" / "sglang_runs.jsonl").read_text().splitlines()
+    f = tmp_path / "sg.jsonl"
+    f.write_text("\n".join(fixture[:4]) + "\n")  # EAGLE3 on and off at concurrency 32 and 128
+    kw = dict(files=[str(f)], model="llama-3.1-8b", hardware="h100-sxm", method="eagle3", k=3)
+    res = crossover.measured(**kw)
+    assert res.table.columns.formats == {"sglang"}
+    assert res.scenario.deployment.engine.name == "sglang"
+    assert any("engine profile sglang" in n for n in res.notes)
+    given = crossover.measured(engine="vllm", **kw)
+    assert given.scenario.deployment.engine.name == "vllm" and not any("engine profile" in n for n in given.notes)
+    csv = crossover.measured(files=[str(REPO / "tests" / "fixtures" / "measured" / "sweep.csv")], model="llama-3.1-8b",
+                             hardware="h100-sxm")
+    assert csv.table.columns.formats == {"csv"} and csv.scenario.deployment.engine.name == "vllm"
+
+
 def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_them():
     """hardware/h100-sxm.yaml carries parameters distilled from measured kernel tables: without the
     extra, the roofline takes them for every dial the user leaves alone (not the transition

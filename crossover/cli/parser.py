@@ -252,8 +252,8 @@ def _measured_flags(me: argparse.ArgumentParser) -> None:
     me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
     me.add_argument("--draft", help="draft model for --method draft")
     me.add_argument("--k", default=None, help=f"draft tokens per step (default: the engine metrics' or {DEFAULT_K})")
-    me.add_argument("--engine", help="engine profile of the measurement: vllm (V1 0.11+, default), vllm-0.10, vllm-v0, "
-                                     "sglang, trtllm, hf (engines/*.yaml)")
+    me.add_argument("--engine", help="engine profile of the measurement: vllm (V1 0.11+; the default, sglang for SGLang "
+                                     "bench_serving files), vllm-0.10, vllm-v0, sglang, trtllm, hf (engines/*.yaml)")
     me.add_argument("--engine-metrics", metavar="FILE[,BEFORE]",
                     help="the server's acceptance: a vLLM log with SpecDecoding metrics lines, or a /metrics "
                          "scrape taken after the run (with a second scrape taken before it, subtracted); gives tau, "

@@ -51,6 +51,7 @@ class Columns:
         self.model_ids: list[str] = []
         self.per_position: dict[int, tuple[float, ...]] = {}
         self.warnings: dict[int, tuple[str, ...]] = {}
+        self.formats: frozenset[str] = frozenset()  # what wrote the files: "vllm", "sglang", "csv"
 
     def __len__(self) -> int:
         return len(self.load)
@@ -110,6 +111,7 @@ class Columns:
         if len(parts) <= 1:
             return parts[0] if parts else cls(0)
         out = cls(0)
+        out.formats = frozenset().union(*(p.formats for p in parts))
         sizes = [len(p) for p in parts]
         bases: dict[str, int] = {}
         models: dict[str, int] = {}

@@ -123,18 +123,23 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
         raise CrossoverError(f"{path}: empty file; expected a vLLM/SGLang result or a measured CSV")
     if text[body_at] in "{[":
         text += "".join(pieces)  # a JSON value is parsed from the whole text
-        rows = ColumnBuilder()
+        rows, formats = ColumnBuilder(), set()
         for src, obj in _json_records(path, text):
             rows.add_point(_from_record(src, obj, arm, load_axis))
+            formats.add(_detect(src, obj))
         del text
-        return rows.build()
+        out = rows.build()
+        out.formats = frozenset(formats)
+        return out
     while not _has_data_line(text):  # comments or blank lines before the header: read on
         piece = next(pieces, None)
         if piece is None:
             break
         text += piece
     if _looks_like_csv(text):
-        return _read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
+        out = _read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
+        out.formats = frozenset({"csv"})
+        return out
     raise CrossoverError(
         f"{path}: unknown format: expected a vLLM bench serve result (JSON or JSONL), an SGLang "
         f"bench_serving JSONL or a measured CSV ({CSV_DOC})")
