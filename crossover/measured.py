@@ -25,6 +25,26 @@ if TYPE_CHECKING:
 Paths = Sequence[str | Path] | None
 
 
+# SGLang's --speculative-algorithm values and the methods that price them
+SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NGRAM": "ngram", "NEXTN": "mtp", "STANDALONE": "draft"}
+
+
+def files_method(table: MeasuredTable, method: str | None) -> tuple[str, str | None]:
+    """The method to price the sweep with, and a note: `method` when given (noting files that say
+    another ran), else the one the on-arm files name (SGLang's speculative_algorithm), else the default."""
+    algos = sorted(table.columns.algorithms)
+    named = {SGLANG_METHODS.get(a) for a in algos}
+    if method is not None:
+        if len(named) == 1 and None not in named and method not in named:
+            return method, f"note: the files ran {algos[0]} (SGLang); priced as --method {method}"
+        return method, None
+    if len(named) == 1 and None not in named:
+        found = named.pop()
+        return found, (f"note: method {found} from the files (SGLang speculative_algorithm {algos[0]}; --method "
+                       "sets another)")
+    return DEFAULT_METHOD, None
+
+
 def read_arms(on: Paths = None, off: Paths = None, files: Paths = None, load_axis: str | None = None) -> MeasuredTable:
     """Both arms of a sweep: `on` and `off` result files (or folders), or `files` whose own fields
     name the arm; a one-line error when no level is measured in both."""
@@ -140,7 +160,7 @@ class MeasuredResult:
 
 def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
              model: str | None = None, hardware: str | None = None, tp: int | None = None,
-             method: str = DEFAULT_METHOD, draft: str | None = None, k: int | None = None,
+             method: str | None = None, draft: str | None = None, k: int | None = None,
              calibration: str | Path | None = None, force: bool = False,
              engine: str | None = None, distilled: bool = True,
              engine_metrics: Paths = None) -> MeasuredResult:
@@ -153,6 +173,8 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     metrics = read_engine_metrics(engine_metrics)
     model, note = model_for_check(table, model, hardware)
     notes = [note] if note else []
+    inferred = method is None
+    method, method_note = files_method(table, method)
     if metrics is not None:
         notes.insert(0, metrics_note(metrics, method))
     if not model:
@@ -162,6 +184,11 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
         return MeasuredResult(table, None, notes=notes, engine_metrics=metrics)
     if not hardware:
         raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
+    if inferred and method == "draft" and draft is None:
+        raise CrossoverError("the files ran SGLang's STANDALONE speculation (a separate draft model): give --draft NAME, "
+                             "or --method to price another")
+    if method_note:
+        notes.append(method_note)
     from .build import scenario
     from .compare import predicted_at_levels
     from .physics import check

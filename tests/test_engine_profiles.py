@@ -392,7 +392,7 @@ def test_measured_takes_the_sglang_profile_for_sglang_files(tmp_path):
     f.write_text("\n".join(fixture[:4]) + "\n")  # EAGLE3 on and off at concurrency 32 and 128
     kw = dict(files=[str(f)], model="llama-3.1-8b", hardware="h100-sxm", method="eagle3", k=3)
     res = crossover.measured(**kw)
-    assert res.table.columns.formats == {"sglang"}
+    assert res.table.columns.formats == {"sglang"} and res.table.columns.algorithms == {"EAGLE3"}
     assert res.scenario.deployment.engine.name == "sglang"
     assert any("engine profile sglang" in n for n in res.notes)
     given = crossover.measured(engine="vllm", **kw)
@@ -400,6 +400,41 @@ def test_measured_takes_the_sglang_profile_for_sglang_files(tmp_path):
     csv = crossover.measured(files=[str(REPO / "tests" / "fixtures" / "measured" / "sweep.csv")], model="llama-3.1-8b",
                              hardware="h100-sxm")
     assert csv.table.columns.formats == {"csv"} and csv.scenario.deployment.engine.name == "vllm"
+
+
+def test_measured_takes_the_method_the_sglang_files_ran(tmp_path, capsys):
+    """Without --method, SGLang files price the method their speculative_algorithm names (a note says
+    so); a --method that differs is kept, with a note; STANDALONE without --draft is one line, exit 2;
+    files that name nothing keep the default (eagle)."""
+    import json
+
+    from conftest import REPO
+
+    lines = (REPO / "tests" / "fixtures" / "measured" / "sglang_runs.jsonl").read_text().splitlines()[:4]
+
+    def sweep(name: str, algo: str) -> str:
+        out = []
+        for line in lines:
+            obj = json.loads(line)
+            if obj["server_info"].get("speculative_algorithm"):
+                obj["server_info"]["speculative_algorithm"] = algo
+            out.append(json.dumps(obj))
+        (tmp_path / name).write_text("\n".join(out) + "\n")
+        return str(tmp_path / name)
+
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", k=3)
+    res = crossover.measured(files=[sweep("e3.jsonl", "EAGLE3")], **kw)
+    assert res.scenario.speculation.method == "eagle3"
+    assert any("method eagle3 from the files" in n for n in res.notes)
+    other = crossover.measured(files=[sweep("e3.jsonl", "EAGLE3")], method="eagle", **kw)
+    assert other.scenario.speculation.method == "eagle" and any("priced as --method eagle" in n for n in other.notes)
+    assert crossover.measured(files=[sweep("ng.jsonl", "NGRAM")], **kw).scenario.speculation.method == "ngram"
+    rc = main(["measured", "--files", sweep("sa.jsonl", "STANDALONE"), "--model", "llama-3.1-8b", "--hardware",
+               "h100-sxm"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "STANDALONE" in err and "--draft" in err and len(err.strip().splitlines()) == 1
+    csv = crossover.measured(files=[str(REPO / "tests" / "fixtures" / "measured" / "sweep.csv")], **kw)
+    assert csv.scenario.speculation.method == "eagle" and not any("from the files" in n for n in csv.notes)
 
 
 def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_them():

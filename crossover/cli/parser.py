@@ -249,7 +249,8 @@ def _measured_flags(me: argparse.ArgumentParser) -> None:
                                     "checked against the physical bound (default: the files' model_id)")
     me.add_argument("--hardware", help="accelerator of the measurement (name or path)")
     me.add_argument("--tp", help="tensor-parallel degree of the measurement")
-    me.add_argument("--method", default=DEFAULT_METHOD, help="speculation method (for the bound and the overlay)")
+    me.add_argument("--method", help="speculation method (for the bound and the overlay; default: the one SGLang "
+                                     f"files name, else {DEFAULT_METHOD})")
     me.add_argument("--draft", help="draft model for --method draft")
     me.add_argument("--k", default=None, help=f"draft tokens per step (default: the engine metrics' or {DEFAULT_K})")
     me.add_argument("--engine", help="engine profile of the measurement: vllm (V1 0.11+; the default, sglang for SGLang "

@@ -52,6 +52,7 @@ class Columns:
         self.per_position: dict[int, tuple[float, ...]] = {}
         self.warnings: dict[int, tuple[str, ...]] = {}
         self.formats: frozenset[str] = frozenset()  # what wrote the files: "vllm", "sglang", "csv"
+        self.algorithms: frozenset[str] = frozenset()  # what the on-arm files say ran (SGLang's speculative_algorithm)
 
     def __len__(self) -> int:
         return len(self.load)
@@ -112,6 +113,7 @@ class Columns:
             return parts[0] if parts else cls(0)
         out = cls(0)
         out.formats = frozenset().union(*(p.formats for p in parts))
+        out.algorithms = frozenset().union(*(p.algorithms for p in parts))
         sizes = [len(p) for p in parts]
         bases: dict[str, int] = {}
         models: dict[str, int] = {}

@@ -123,13 +123,19 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
         raise CrossoverError(f"{path}: empty file; expected a vLLM/SGLang result or a measured CSV")
     if text[body_at] in "{[":
         text += "".join(pieces)  # a JSON value is parsed from the whole text
-        rows, formats = ColumnBuilder(), set()
+        rows, formats, algorithms = ColumnBuilder(), set(), set()
         for src, obj in _json_records(path, text):
-            rows.add_point(_from_record(src, obj, arm, load_axis))
-            formats.add(_detect(src, obj))
+            point = _from_record(src, obj, arm, load_axis)
+            rows.add_point(point)
+            fmt = _detect(src, obj)
+            formats.add(fmt)
+            if fmt == "sglang" and point.arm == "on":
+                algo = (obj.get("server_info") or {}).get("speculative_algorithm")
+                if isinstance(algo, str) and algo.strip():
+                    algorithms.add(algo.strip().upper())
         del text
         out = rows.build()
-        out.formats = frozenset(formats)
+        out.formats, out.algorithms = frozenset(formats), frozenset(algorithms)
         return out
     while not _has_data_line(text):  # comments or blank lines before the header: read on
         piece = next(pieces, None)
