@@ -33,14 +33,22 @@ def _widest_gap(ratios: np.ndarray, predicted: list, below: bool) -> tuple[float
     if not len(rows):
         return None
     # ln is monotone: the widest gap lies among the ratios within rounding of the extreme one, the only
-    # ones whose ln is taken here
-    if below:
-        near = rows[gaps <= gaps.min() * (1 + 1e-12)].tolist()
-        gap, i = min((math.log(float(ratios[i]) / predicted[i]), i) for i in near)
-        return (gap, i) if gap < -DEEPER_THAN_MODEL else None
-    near = rows[gaps >= gaps.max() * (1 - 1e-12)].tolist()
-    gap, i = max((math.log(float(ratios[i]) / predicted[i]), -i) for i in near)
-    return (gap, -i) if gap > DEEPER_THAN_MODEL else None
+    # ones whose ln is taken here; sign orders the gaps so that the widest is the largest either way
+    sign = -1.0 if below else 1.0
+    extreme = gaps.min() if below else gaps.max()
+    near = rows[sign * gaps >= sign * extreme * (1 - sign * 1e-12)].tolist()
+    widest, first = max((sign * math.log(float(ratios[i]) / predicted[i]), -i) for i in near)
+    return (sign * widest, -first) if widest > DEEPER_THAN_MODEL else None
+
+
+def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str, Any] | None:
+    """The model at the measured levels with another engine profile (predicted_at_levels)."""
+    from .compare import predicted_at_levels
+    from .curves import Scenario
+    from .specs.loader import load_engine
+
+    dep = sc.deployment.model_copy(update={"engine": load_engine(engine)})
+    return predicted_at_levels(table, Scenario(dep, sc.speculation, sc.context, sc.prompt_len, sc.output_len))
 
 
 def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -60,17 +68,10 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
         return None if above is None else _larger_than_model(table, sc, loads, ratios, predicted, above[1])
     i = found[1]
     load, ratio, ps = float(loads[i]), float(ratios[i]), predicted["speedup"][i]
-    dep, spec = sc.deployment, sc.speculation
-    engine = dep.engine
+    spec, engine = sc.speculation, sc.deployment.engine
     causes: list[dict[str, str]] = []
     if engine.verify_layout != "batch_expansion":
-        from .compare import predicted_at_levels
-        from .curves import Scenario
-        from .specs.loader import load_engine
-
-        v0 = Scenario(dep.model_copy(update={"engine": load_engine("vllm-v0")}), spec, sc.context, sc.prompt_len,
-                      sc.output_len)
-        p0 = predicted_at_levels(table, v0)
+        p0 = _predicted_with(table, sc, "vllm-v0")
         check0 = f"--engine vllm-v0 predicts {p0['speedup'][i]:.3f} there" if p0 else ""
         causes.append({"effect": "vLLM V0 scored drafts by batch expansion, k+1 single-query sequences that each "
                                  "re-read the KV cache (vLLM before 0.10, or V0 forced)", "check": check0})
@@ -103,17 +104,10 @@ def _larger_than_model(table: MeasuredTable, sc: Scenario, loads, ratios, predic
                        i: int) -> dict[str, Any]:
     """engine_effects for a measured speedup larger than the model allows at level `i`: host time both
     arms pay per step or per sequence, which speculation, taking fewer steps per token, pays less often."""
-    dep, spec = sc.deployment, sc.speculation
-    engine = dep.engine
+    spec, engine = sc.speculation, sc.deployment.engine
     causes: list[dict[str, str]] = []
     if engine.framework == "vllm" and engine.full_graphs and engine.verify_layout != "batch_expansion":
-        from .compare import predicted_at_levels
-        from .curves import Scenario
-        from .specs.loader import load_engine
-
-        old = Scenario(dep.model_copy(update={"engine": load_engine("vllm-0.10")}), spec, sc.context, sc.prompt_len,
-                       sc.output_len)
-        p10 = predicted_at_levels(table, old)
+        p10 = _predicted_with(table, sc, "vllm-0.10")
         causes.append({"effect": "vLLM V1 before 0.11 captured PIECEWISE CUDA graphs only: every step, plain decode "
                                  "too, runs attention outside the graph at a host cost per sequence that speculation, "
                                  "with fewer steps per token, pays less often",
