@@ -160,7 +160,7 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
             held = f"  (bound at {c.batch:.1f} in flight)" if rates and c.batch else ""
             lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / {c.bound:>10.1f} tok/s = "
                          f"{c.fraction:6.1%}{flag}{held}")
-        if any(c.beats_physics for c in checks):
+        if BoundChecks.of(checks).beats.any():
             lines.append("  likely causes: " + "; ".join(causes))
     return "\n".join(lines)
 

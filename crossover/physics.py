@@ -131,35 +131,35 @@ def check(sc: Scenario, points) -> BoundChecks:
     """Bound checks for measured points (objects with arm, load, output_throughput, acceptance_length;
     load_axis and metrics when the load is a request rate), or for every row of a MeasuredTable, by
     increasing load."""
-    from .curves import evaluate
-
     if hasattr(points, "columns"):
         return _check_columns(sc, points.columns)
     pts = sorted(points, key=lambda q: (q.load, q.arm != "off", q.source))  # by load, off first
     if not pts:
         return BoundChecks([], [], [], [], [], [])
-    # One evaluation for every point: the speed-of-light step is a chain at k, whatever its tau, so a
-    # point's on-bound is the bound at the largest tau scaled by its own tau (tokens/s = batch x tau /
-    # step); per point it was a scenario and a curve each, quadratic-looking on 10,000 levels.
+    batches = np.array([in_flight(p, sc) for p in pts], float)
+    tau = np.array([np.nan if p.acceptance_length is None else p.acceptance_length for p in pts], float)
+    on = np.array([p.arm == "on" for p in pts], bool)
+    return BoundChecks(on, [p.load for p in pts], [p.output_throughput for p in pts], _bounds(sc, on, tau, batches),
+                       batches, [p.source for p in pts])
+
+
+def _bounds(sc: Scenario, on: np.ndarray, tau: np.ndarray, batches: np.ndarray) -> np.ndarray:
+    """Output tokens/s at the speed of light of each point (speculating where `on`, at its measured
+    tau, NaN or 0: the most generous) with `batches` requests in flight. One evaluation for every
+    point: the speed-of-light step is a chain at k, whatever its tau, so a point's on-bound is the
+    bound at the largest tau scaled by its own tau (tokens/s = batch x tau / step)."""
+    from .curves import evaluate
+
     sol = speed_of_light(sc)
     tau_max = sol.speculation.tau
-    batches = np.array([in_flight(p, sc) for p in pts], float)
-    c = evaluate(sol, batches)
-    bounds = []
-    for i, p in enumerate(pts):
-        if p.arm == "on":
-            tau = min(p.acceptance_length, tau_max) if p.acceptance_length else tau_max
-            bounds.append(float(c.tokens_per_s_on[i]) * tau / tau_max)
-        else:
-            bounds.append(float(c.tokens_per_s_off[i]))
-    return BoundChecks([p.arm == "on" for p in pts], [p.load for p in pts], [p.output_throughput for p in pts], bounds,
-                       batches, [p.source for p in pts])
+    curve = evaluate(sol, batches)
+    tau = np.where(np.isnan(tau) | (tau == 0), tau_max, np.minimum(tau, tau_max))
+    return np.where(on, np.asarray(curve.tokens_per_s_on, float) * tau / tau_max,
+                    np.asarray(curve.tokens_per_s_off, float))
 
 
 def _check_columns(sc: Scenario, c) -> BoundChecks:
     """`check` on a table's column arrays (measurements.Columns): the same bounds, in the same order."""
-    from .curves import evaluate
-
     n = len(c)
     if not n:
         return BoundChecks([], [], [], [], [], [])
@@ -180,16 +180,9 @@ def _check_columns(sc: Scenario, c) -> BoundChecks:
 
             peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
             batches[rate[~known]] = float(max(memory.max_batch(sc.deployment, peak), 1))
-    sol = speed_of_light(sc)
-    tau_max = sol.speculation.tau
-    curve = evaluate(sol, batches)
     on = c.on[order]
-    tau = c.acceptance_length[order]
-    tau = np.where(np.isnan(tau) | (tau == 0), tau_max, np.minimum(tau, tau_max))
-    bound = np.where(on, np.asarray(curve.tokens_per_s_on, float) * tau / tau_max,
-                     np.asarray(curve.tokens_per_s_off, float))
-    measured = c.output_throughput[order]
-    return BoundChecks(on, load, measured, bound, batches, [sources[i] for i in order.tolist()])
+    return BoundChecks(on, load, c.output_throughput[order], _bounds(sc, on, c.acceptance_length[order], batches),
+                       batches, [sources[i] for i in order.tolist()])
 
 
 def _ids_of(model) -> set[str]:
