@@ -125,9 +125,9 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
         text += "".join(pieces)  # a JSON value is parsed from the whole text
         rows, formats, algorithms = ColumnBuilder(), set(), set()
         for src, obj in _json_records(path, text):
-            point = _from_record(src, obj, arm, load_axis)
-            rows.add_point(point)
             fmt = _detect(src, obj)
+            point = _from_record(src, obj, fmt, arm, load_axis)
+            rows.add_point(point)
             formats.add(fmt)
             if fmt == "sglang" and point.arm == "on":
                 algo = (obj.get("server_info") or {}).get("speculative_algorithm")
@@ -231,8 +231,8 @@ def _detect(src: str, obj: dict) -> str:
         f"'total_output_tokens_retokenized'){hint}")
 
 
-def _from_record(src: str, obj: dict, arm_flag: str | None, axis_flag: str | None) -> MeasuredPoint:
-    fmt = _detect(src, obj)
+def _from_record(src: str, obj: dict, fmt: str, arm_flag: str | None, axis_flag: str | None) -> MeasuredPoint:
+    """One result object, written by `fmt` ("vllm" or "sglang", as _detect tells), as a point."""
     throughput = _throughput(src, obj)
     axis, load, warnings = _load(src, obj, axis_flag)
     if fmt == "vllm":

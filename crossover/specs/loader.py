@@ -78,6 +78,7 @@ def safe_load_yaml(text: str):
     except yaml.YAMLError:
         return yaml.safe_load(text)  # raises the pure-Python parser's error for it
 
+
 def read_yaml(path: Path) -> dict:
     """Parse a YAML (or JSON) file into a mapping; one-line errors naming the file."""
     text = read_text(path, "a YAML spec")
