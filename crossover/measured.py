@@ -66,19 +66,20 @@ def files_tau(table: MeasuredTable) -> float | None:
 
 
 def files_match_rate(table: MeasuredTable) -> float | None:
-    """n-gram: the share of request steps that carried a draft, from the on-arm files' counters
-    (vllm bench serve's spec_decode_num_drafts, spec_decode_accepted_tokens, total_output_tokens and
-    completed): each request's first token comes from its prefill and every later step emits 1 + its
-    accepted drafts, so steps = output tokens - completed - accepted and the rate = drafts / steps
-    (summed over the on-arm runs). None where the files do not report all four."""
+    """n-gram: the share of request steps that carried a draft (measurements.acceptance.match_rate),
+    from the on-arm files' counters summed over the runs (vllm bench serve's spec_decode_num_drafts,
+    spec_decode_accepted_tokens, total_output_tokens and completed). None where the files do not
+    report all four."""
     c = table.columns
     drafts, accepted = c.metric("spec_decode_num_drafts"), c.metric("spec_decode_accepted_tokens")
     out, done = c.metric("total_output_tokens"), c.metric("completed")
     rows = c.on & ~np.isnan(drafts) & ~np.isnan(accepted) & ~np.isnan(out) & ~np.isnan(done)
-    steps = float((out[rows] - done[rows] - accepted[rows]).sum())
-    if not rows.any() or steps <= 0:
+    if not rows.any():
         return None
-    return float(min(max(drafts[rows].sum() / steps, 0.0), 1.0))
+    from .measurements.acceptance import match_rate
+
+    return match_rate(float(drafts[rows].sum()), float(out[rows].sum()), float(done[rows].sum()),
+                      float(accepted[rows].sum()))
 
 
 def check_file_taus(table: MeasuredTable, k: int | None) -> None:

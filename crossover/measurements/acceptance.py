@@ -223,10 +223,16 @@ def _acceptance_of(raw: dict) -> dict:
     out["requests_finished"] = _count(done) if done is not None else None
     out["match_rate"] = None
     if drafts is not None and accepted is not None and gen is not None and done is not None:
-        steps = gen - done - accepted  # each request's first token comes from its prefill
-        if steps > 0:
-            out["match_rate"] = min(max(drafts / steps, 0.0), 1.0)
+        out["match_rate"] = match_rate(drafts, gen, done, accepted)
     return out
+
+
+def match_rate(drafts: float, generated: float, finished: float, accepted: float) -> float | None:
+    """The share of request steps that carried a draft (an n-gram server's proposal rate): each
+    request's first token comes from its prefill and every later step emits 1 + its accepted drafts,
+    so steps = output tokens - finished requests - accepted tokens; None when that is not positive."""
+    steps = generated - finished - accepted
+    return float(min(max(drafts / steps, 0.0), 1.0)) if steps > 0 else None
 
 
 def parse_prometheus(text: str, origin: str = "metrics", model_name: str | None = None,
