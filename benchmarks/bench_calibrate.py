@@ -17,10 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> None:
-    from crossover.calibration import Observation, calibrate
-    from crossover.curves import Scenario, evaluate
+    from crossover.analysis.calibration import Observation, calibrate
+    from crossover.model.scenario import Scenario
+    from crossover.analysis.curves import evaluate
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation
 
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
     truth = Scenario(dep.with_efficiency(bandwidth_fraction=0.7, step_overhead_s=2e-3),

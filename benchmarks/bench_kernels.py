@@ -47,12 +47,14 @@ def curve_ms(repeats: int = 200) -> dict[str, float]:
     """Median milliseconds of one predict curve (64 batches off and on + the crossover root) per mode."""
     import numpy as np
 
-    from crossover.curves import Scenario, evaluate, find_crossings
-    from crossover.kernels import Kernels
-    from crossover.roofline import compiled_target
+    from crossover.model.scenario import Scenario
+    from crossover.analysis.curves import evaluate, find_crossings
+    from crossover.model.kernels.mode import Kernels
+    from crossover.model.roofline import compiled_target
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation, compiled_draft
-    from crossover.step import StepModel
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation, compiled_draft
+    from crossover.model.step import StepModel
 
     dep = Deployment(model=load_model("llama-3.1-70b"), hardware=load_hardware("h100-sxm"), tp=4)
     spec = Speculation("eagle", 3, Acceptance.rate(0.7))
@@ -74,7 +76,7 @@ def curve_ms(repeats: int = 200) -> dict[str, float]:
 
 
 def main() -> int:
-    from crossover.kernel_tables import package_data
+    from crossover.model.kernels.tables import package_data
 
     if package_data() is None:
         print('aiconfigurator-core is not installed: pip install "crossover[kernels]"')

@@ -22,9 +22,11 @@ def in_process(repeats: int = 300) -> dict[str, float]:
     """Median and p90 milliseconds of predict() over 64 batches, for a crossing and a non-crossing case."""
     import numpy as np
 
-    from crossover.curves import Scenario, predict
+    from crossover.model.scenario import Scenario
+    from crossover.analysis.curves import predict
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation
 
     out = {}
     cases = {

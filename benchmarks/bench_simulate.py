@@ -25,11 +25,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     runs = ap.parse_args().runs
-    from crossover.curves import Scenario
+    from crossover.model.scenario import Scenario
     from crossover.serving.sweep import run_level, sweep
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation
-    from crossover.workload import load_workload
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation
+    from crossover.specs.workload import load_workload
 
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
     workload, base = load_workload("sharegpt")

@@ -11,12 +11,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> None:
-    from crossover.curves import Scenario
+    from crossover.model.scenario import Scenario
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation
     import numpy as np
 
-    from crossover.whatif import grid, parse_axis
+    from crossover.analysis.whatif import grid, parse_axis
 
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("rtx-4090"), tp=1)
     sc = Scenario(dep, Speculation("eagle", 3, Acceptance.rate(0.6)), 512)

@@ -7,38 +7,25 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from .errors import CrossoverError
 
 if TYPE_CHECKING:  # the API, imported on first use (a command imports only what its verb needs)
-    from .api import calibrate, measured, plan, policy, predict, simulate, whatif
-    from .build import inputs, scenario
+    from .api.sweeps import calibrate_sweep as calibrate, measured
+    from .api.verbs import plan, policy, predict, simulate, whatif
+    from .api.build import inputs, scenario
 
 __version__ = "0.1.0"
 
 __all__ = ["CrossoverError", "calibrate", "inputs", "measured", "plan", "policy", "predict", "scenario", "simulate", "whatif"]
 
-# name -> (module, attribute): measured and calibrate come from crossover.measured (what crossover.api
-# re-exports), so reading a sweep does not import the simulator and the planner
-_LAZY = {"calibrate": ("measured", "calibrate_sweep"), "measured": ("measured", "measured"), "plan": ("api", "plan"),
-         "policy": ("api", "policy"), "predict": ("api", "predict"), "simulate": ("api", "simulate"),
-         "whatif": ("api", "whatif"), "inputs": ("build", "inputs"), "scenario": ("build", "scenario")}
-
-
-class _Package(types.ModuleType):
-    """`crossover.measured` and `crossover.plan` are API verbs that share their names with modules:
-    importing the module must not replace the verb (as the eager `from .api import ...` ensured)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+# name -> (module, attribute): measured and calibrate come from crossover.api.sweeps, so reading a sweep
+# does not import the simulator and the planner. No module of the package shares a verb's name.
+_LAZY = {"calibrate": ("api.sweeps", "calibrate_sweep"), "measured": ("api.sweeps", "measured"),
+         "plan": ("api.verbs", "plan"), "policy": ("api.verbs", "policy"), "predict": ("api.verbs", "predict"),
+         "simulate": ("api.verbs", "simulate"), "whatif": ("api.verbs", "whatif"),
+         "inputs": ("api.build", "inputs"), "scenario": ("api.build", "scenario")}
 
 
 def __getattr__(name: str) -> Any:

@@ -12,11 +12,12 @@ import pytest
 
 import crossover
 from crossover.cli import main
-from crossover.curves import Scenario
+from crossover.model.scenario import Scenario
 from crossover.serving.simulator import Arm, simulate
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
-from crossover.step import StepModel, step_time
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
+from crossover.model.step import StepModel, step_time
 
 
 def as_json(result) -> dict:

@@ -11,10 +11,12 @@ import time
 
 import numpy as np
 
-from crossover.calibration import Observation, calibrate
-from crossover.curves import Scenario, evaluate, find_crossings
+from crossover.analysis.calibration import Observation, calibrate
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import evaluate, find_crossings
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
 
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 128, 256]  # a vllm bench serve concurrency sweep
 NOISE = 0.03

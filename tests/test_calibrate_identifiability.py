@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 from conftest import FIXTURES, run_cli
 
-from crossover.calibration import PARAMETERS, Observation, calibrate
-from crossover.curves import Scenario, evaluate
+from crossover.analysis.calibration import PARAMETERS, Observation, calibrate
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import evaluate
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
 
 MEASURED = FIXTURES / "measured"
 BASE = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3"]
@@ -83,7 +85,7 @@ def test_two_levels_fit_one_parameter():
 
 
 def test_every_bound_has_a_documented_reason():
-    src = (Path(__file__).parent.parent / "crossover" / "calibration.py").read_text().splitlines()
+    src = (Path(__file__).parent.parent / "crossover" / "analysis" / "calibration.py").read_text().splitlines()
     for name in PARAMETERS:
         i = next(j for j, line in enumerate(src) if line.strip().startswith(f'"{name}": ('))
         above = []

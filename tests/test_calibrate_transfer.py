@@ -7,9 +7,9 @@ import pytest
 import yaml
 from conftest import FIXTURES, run_cli
 
-from crossover.calibration import check_transfer, load_calibration, saved_scenario
+from crossover.analysis.calibration import check_transfer, load_calibration, saved_scenario
 from crossover.errors import CrossoverError
-from crossover.measured import calibrate_sweep
+from crossover.api.sweeps import calibrate_sweep
 
 MEASURED = FIXTURES / "measured"
 HERE = FIXTURES / "calibrate"

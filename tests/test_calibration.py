@@ -9,12 +9,14 @@ import pytest
 import yaml
 from conftest import FIXTURES, run_cli
 
-from crossover.calibration import Observation, apply, calibrate, load_calibration
-from crossover.curves import Scenario, evaluate
+from crossover.analysis.calibration import Observation, apply, calibrate, load_calibration
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import evaluate
 from crossover.errors import CrossoverError
-from crossover.physics import check
+from crossover.analysis.bounds import check
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
 
 MEASURED = FIXTURES / "measured"
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192]
@@ -56,7 +58,7 @@ def test_crossover_with_bootstrap_interval_brackets_the_truth():
     # a mix whose speedup falls steeply through 1 (at 1024/128 the prefill share flattens the curve
     # near 1, where 3% noise moves a crossing by tens of sequences)
     truth = truth_scenario(alpha=0.55, prompt=256, output=256)
-    true_cross = __import__("crossover.curves", fromlist=["x"]).find_crossings(truth, 400)[0].batch
+    true_cross = __import__("crossover.analysis.curves", fromlist=["x"]).find_crossings(truth, 400)[0].batch
     fit = calibrate(default_scenario(truth), synthetic(truth, noise=0.03), fit_acceptance=True, bootstrap=40)
     lo, hi = fit.crossover_interval
     assert lo <= fit.crossover <= hi
@@ -164,9 +166,11 @@ def test_measured_latency_crossovers_by_hand():
 
 
 def test_measured_with_a_model_lays_the_prediction_beside_the_measurement():
-    from crossover.curves import Scenario, evaluate
+    from crossover.model.scenario import Scenario
+    from crossover.analysis.curves import evaluate
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation
 
     args = ["measured", "--files", str(MEASURED / "sweep.csv"), "--json"]
     bare = json.loads(run_cli(*args).stdout)
@@ -214,8 +218,8 @@ def test_request_rate_points_are_bounded_at_the_requests_in_flight(tmp_path):
 
 
 def test_request_rate_bound_without_latency_falls_back_to_the_kv_capacity():
-    from crossover import memory
-    from crossover.physics import in_flight
+    from crossover.model import memory
+    from crossover.analysis.bounds import in_flight
 
     sc = truth_scenario()
 
@@ -229,8 +233,8 @@ def test_request_rate_bound_without_latency_falls_back_to_the_kv_capacity():
 def test_calibrate_a_request_rate_sweep_on_tpot_at_the_requests_in_flight(tmp_path):
     # a synthetic rate sweep from the model itself: at each rate, both arms' requests in flight and
     # TPOT come from the truth scenario; the fit must find them again
-    from crossover.calibration import Observation, calibrate
-    from crossover.curves import evaluate
+    from crossover.analysis.calibration import Observation, calibrate
+    from crossover.analysis.curves import evaluate
 
     sc = truth_scenario()
     off_b, on_b = [2.0, 9.0, 30.0, 70.0], [1.5, 6.0, 24.0, 90.0]

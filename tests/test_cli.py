@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import crossover
-from crossover.curves import DEFAULT_BATCHES, evaluate
+from crossover.analysis.curves import DEFAULT_BATCHES, evaluate
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -14,10 +14,18 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from crossover.ops import balanced_distinct_experts, expected_distinct_experts
-from crossover.kernel_formulas import (ChipFacts, allreduce_seconds, context_attention_seconds,
-                                       decode_attention_seconds, gemm_seconds, moe_seconds, pow2_ceil, resident_seconds,
-                                       resident_share)
+from crossover.model.ops import balanced_distinct_experts, expected_distinct_experts
+from crossover.model.kernels.formulas import (
+    ChipFacts,
+    allreduce_seconds,
+    context_attention_seconds,
+    decode_attention_seconds,
+    gemm_seconds,
+    moe_seconds,
+    pow2_ceil,
+    resident_seconds,
+    resident_share,
+)
 from crossover.specs import load_hardware
 from crossover.specs.hardware import Distilled, DistilledOp
 
@@ -269,7 +277,7 @@ def test_step_model_pcie_allreduce_crosses_the_host_past_two_gpus():
     """The step model's all-reduce on L40S (PCIe, distilled host path): TP 2 rings over the link at
     the distilled link fraction; TP 4 sends 2 (tp - 1) x each message over the host at host_fraction
     of one link. Llama-3.1-70B: 2 all-reduces per layer x 80 layers of 8,192 bf16 activations."""
-    from crossover.roofline import compiled_target
+    from crossover.model.roofline import compiled_target
     from crossover.specs import Deployment, Efficiency, load_model
 
     hw = load_hardware("l40s")

@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import crossover
-from crossover.acceptance import Acceptance
-from crossover.build import ENGINES, engines
+from crossover.model.acceptance import Acceptance
+from crossover.api.build import ENGINES, engines
 from crossover.cli import main
-from crossover.curves import Scenario
+from crossover.model.scenario import Scenario
 from crossover.errors import CrossoverError
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
 from crossover.specs.loader import load_engine
-from crossover.speculation import Speculation
-from crossover.step import Mix, StepModel, uniform
+from crossover.model.speculation import Speculation
+from crossover.model.step import Mix, StepModel, uniform
 
 H100 = load_hardware("h100-sxm")
 L8B = load_model("llama-3.1-8b")
@@ -463,7 +463,7 @@ def test_distilled_kernel_parameters_are_the_default_efficiency_where_a_gpu_has_
 def test_ngram_match_rate_comes_from_the_files_counters(tmp_path, capsys):
     """On arm at concurrency 8: 1,000 requests, 101,000 output tokens, 60,000 accepted drafts:
     request steps = 101,000 - 1,000 - 60,000 = 40,000, of which 22,000 drafted: match rate 0.55."""
-    from crossover.measured import files_match_rate, read_arms
+    from crossover.api.sweeps import files_match_rate, read_arms
 
     f = tmp_path / "ngram.csv"
     f.write_text("arm,concurrency,output_throughput,total_output_tokens,completed,spec_decode_num_drafts,"

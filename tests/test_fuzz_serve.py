@@ -53,7 +53,7 @@ from conftest import FIXTURES, REPO
 from json_contract import SIGNED, numbers, percentiles_ordered, strict_loads
 from crossover.errors import CrossoverError
 from crossover.specs.loader import available
-from crossover.speculation import METHODS
+from crossover.model.speculation import METHODS
 from crossover.web import endpoints, make_server, params
 from crossover.web.server import TYPES, _finite
 from crossover.web.store import Jobs

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from crossover.curves import Scenario
-from crossover.engines import engine_configs
-from crossover.policy import best_k_policy
+from crossover.model.scenario import Scenario
+from crossover.analysis.engine_config import engine_configs
+from crossover.analysis.policy import best_k_policy
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import METHODS, Acceptance, Speculation
+from crossover.model.speculation import METHODS, Speculation
+from crossover.model.acceptance import Acceptance
 
 FACTS = Path("/work/shared/docs/engine_facts.md")
 

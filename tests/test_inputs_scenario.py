@@ -9,12 +9,12 @@ import pytest
 from conftest import run_cli
 
 import crossover
-from crossover.build import AUTO_TP, _deployment, scenario
+from crossover.api.build import AUTO_TP, _deployment, scenario
 from crossover.errors import CrossoverError
-from crossover.memory import batch_ceiling, check_batches
+from crossover.model.memory import batch_ceiling, check_batches
 from crossover.specs import load_hardware, load_model
 from crossover.specs.deployment import tp_problem, valid_tps
-from crossover.whatif import parse_axis
+from crossover.analysis.whatif import parse_axis
 
 # --- item 13 / 21: TP an engine accepts --------------------------------------------------------
 

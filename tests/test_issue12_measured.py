@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, run_cli
-from crossover.compare import level_crossings
+from crossover.analysis.crossings import level_crossings
 
 HERE = FIXTURES / "issue12"
 
@@ -117,7 +117,7 @@ from hypothesis import strategies as st  # noqa: E402
 def test_level_crossings_equal_the_plain_loop(levels, rtol):
     """Ties in load keep their order, non-finite ratios drop, values within rtol of 1 take no side:
     the array form gives exactly the loop's crossings, crossover and side."""
-    from crossover.crossings import level_crossings
+    from crossover.analysis.crossings import level_crossings
 
     loads, ratios = [x for x, _ in levels], [r for _, r in levels]
     got = level_crossings(loads, ratios, rtol)

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from crossover import api
+from crossover.api import verbs as api
 from crossover.errors import CrossoverError
-from crossover.policy import best_k_policy, routing_policy, running_context
+from crossover.analysis.policy import best_k_policy, routing_policy, running_context
 from crossover.serving.simulator import Arm, _Engine
 from crossover.serving.engine import EngineLimits
-from crossover.workload import fixed, load_workload
+from crossover.specs.workload import fixed, load_workload
 
 # Paired noise: the arms run the same requests and differ only in their acceptance draws; that
 # costs ~0.5% between two identical arms (the policy arm at k = 3 everywhere against always-on).

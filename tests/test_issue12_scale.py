@@ -16,11 +16,11 @@ import pytest
 
 import crossover
 from crossover.cli.common import dumps_indented
-from crossover.curves import evaluate
+from crossover.analysis.curves import evaluate
 from crossover.errors import CrossoverError
 from crossover.measurements import Columns, MeasuredTable, read_columns, read_measurements
 from crossover.measurements import csv_table, readers
-from crossover.physics import check, speed_of_light
+from crossover.analysis.bounds import check, speed_of_light
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -193,7 +193,7 @@ def test_rounded_columns_are_round_itself():
     import math
     import struct
 
-    from crossover.crossings import rounded as _rounded
+    from crossover.analysis.crossings import rounded as _rounded
 
     rng = random.Random(5)
     values = [rng.choice([1, -1]) * 10 ** rng.uniform(-8, 17) for _ in range(20000)]
@@ -219,8 +219,8 @@ def _imported(code: str) -> set[str]:
 
 # What a verb that reads a sweep without a model must not load: the model's specs (pydantic), the
 # step model, the calibration fit (scipy), the figures, the simulator's compiled loop, the planner.
-HEAVY = ("pydantic", "crossover.specs", "crossover.step", "crossover.calibration", "scipy", "matplotlib", "numba",
-         "crossover.serving", "crossover.plan", "crossover.api")
+HEAVY = ("pydantic", "crossover.specs", "crossover.model", "crossover.analysis.calibration", "scipy", "matplotlib",
+         "numba", "crossover.serving", "crossover.planning", "crossover.api.verbs")
 
 
 def test_the_parser_loads_no_model_stack():
@@ -238,7 +238,8 @@ def test_measured_imports_only_what_it_needs(tmp_path):
     path = tmp_path / "s.csv"
     write_levels(path, 20)
     run = f"from crossover.cli import main; main(['measured', '--files', {str(path)!r}, '--json'%s])"
-    never = ("crossover.calibration", "crossover.workload", "crossover.serving", "crossover.plan", "crossover.api",
+    never = ("crossover.analysis.calibration", "crossover.specs.workload", "crossover.serving", "crossover.planning",
+             "crossover.api.verbs",
              "crossover.web", "scipy", "matplotlib", "numba")
     for flags in ("", ", " + ", ".join(repr(f) for f in ("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp",
                                                           "1", "--k", "3"))):
@@ -246,7 +247,7 @@ def test_measured_imports_only_what_it_needs(tmp_path):
         assert "crossover.measurements" in loaded
         assert not {m for m in loaded if m.startswith(never)}, (flags, sorted(m for m in loaded if m.startswith(never)))
         if not flags:  # no model: no specs, no step model, no pydantic (the crossings are pure numbers)
-            model_stack = ("pydantic", "crossover.specs", "crossover.step", "crossover.curves")
+            model_stack = ("pydantic", "crossover.specs", "crossover.model", "crossover.analysis.curves")
             assert not {m for m in loaded if m.startswith(model_stack)}, sorted(m for m in loaded if m.startswith(model_stack))
 
 

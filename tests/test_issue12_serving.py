@@ -6,16 +6,17 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from crossover.curves import Scenario
+from crossover.model.scenario import Scenario
 from crossover.errors import CrossoverError
-from crossover.report import simulation_dict, simulation_table
+from crossover.reporting.text import simulation_dict, simulation_table
 from crossover.serving.engine import EngineLimits, kv_capacity_tokens
 from crossover.serving.metrics import summarize
 from crossover.serving.simulator import Arm, simulate
 from crossover.serving.sweep import sweep
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
-from crossover.workload import fixed
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
+from crossover.specs.workload import fixed
 
 LIMITS = EngineLimits(max_num_seqs=32)
 

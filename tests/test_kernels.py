@@ -17,14 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crossover import kernel_tables as kt
-from crossover import kernels
+from crossover.model.kernels import tables as kt
+from crossover.model.kernels import mode as kernels
 from crossover.errors import CrossoverError
-from crossover.kernel_tables import Grid, make_grid, pick_version, read_table
-from crossover.kernels import FALLBACK, KERNELS, Kernels
-from crossover.roofline import compile_ops, compiled_target, target_ops
+from crossover.model.kernels.tables import Grid, make_grid, pick_version, read_table
+from crossover.model.kernels.mode import FALLBACK, KERNELS, Kernels
+from crossover.model.roofline import compile_ops, compiled_target, target_ops
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-from crossover.step import Mix, Roofline, StepModel, prompts, uniform
+from crossover.model.step import Mix, Roofline, StepModel, prompts, uniform
 
 BW, RATE = 3350e9, 989e12  # H100 SXM datasheet peaks (hardware/h100-sxm.yaml)
 SLOW, FLOOR = 1.3, 6e-6  # synthetic tables: 1.3 x speed of light + 6 us per call
@@ -310,7 +310,7 @@ def test_never_below_the_speed_of_light(root, batch, q, context, n_prompts, prom
 def test_more_work_never_costs_less():
     """A dip in a measured curve (noise, a better tile choice) is lifted to the running maximum:
     a step never gets cheaper with more tokens; holes stay holes."""
-    from crossover.kernels import _Curve
+    from crossover.model.kernels.mode import _Curve
 
     x = np.log(np.array([1.0, 2.0, 4.0, 8.0]))
     y = np.log(np.array([[3e-6, 2e-6, 4e-6, np.nan]]))
@@ -343,7 +343,7 @@ def test_distilled_values_map_onto_the_roofline_dials():
 def test_gemm_shapes_outside_the_n_and_k_axes():
     """Past the largest measured n (a 128k-column LM head): equal column slices that fit, one
     after the other; below the smallest n or k: priced at it (kernels pad to their tile)."""
-    from crossover.kernels import _gemm_seconds
+    from crossover.model.kernels.mode import _gemm_seconds
 
     m, n, k = [], [], []
     for mm in (1, 16):
@@ -361,7 +361,7 @@ def test_more_kv_heads_than_measured_run_as_more_sequences(mode):
     """MHA with 16 KV heads per GPU where the table stops at 8: the attention kernel's grid spans
     batch x KV heads, so b sequences of 16 KV heads cost what 2b sequences of 8 (and half the query
     heads each) do."""
-    from crossover.kernels import _attention_curve
+    from crossover.model.kernels.mode import _attention_curve
 
     curve = _attention_curve(mode, "decode_attention", (16, 128, "bfloat16"), 32.0, 1.0)
     assert curve.at(np.array([4.0]), np.array([1024.0]))[0] == pytest.approx(

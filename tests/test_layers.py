@@ -8,35 +8,50 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "crossover"
 
-# Bottom to top; a module's layer is the first prefix that matches its dotted name.
+# Bottom to top: the folders are the layers (docs/architecture.md). A module's tier is its top-level
+# name under crossover/; inside model/ and analysis/ the modules have tiers of their own.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "units", "files"),
-    ("specs", "measurements"),
-    ("ops", "workload", "crossings"),
-    ("roofline",),
-    ("kernels", "kernel_tables", "kernel_formulas"),  # measured kernel tables as a cost mode (issue 11)
-    ("memory",),
-    ("acceptance", "speculation"),
-    ("step",),
-    ("curves",),
-    ("policy", "trees", "adaptive", "whatif", "calibration", "physics", "engines"),
-    ("serving",),
-    ("plan", "fleet", "pricing", "traffic"),  # capacity planning (issue 13)
-    ("compare",),
-    ("report", "measured_report", "plots", "html_report", "engine_effects"),
-    ("build", "results", "measured"),
-    ("api",),
-    ("", "cli", "web", "__main__"),  # the package itself exports the API; the CLI is the leaf
+    ("errors", "units", "files"),  # foundation
+    ("specs", "measurements"),  # validated inputs; result-file readers (they model nothing)
+    ("model",),  # the step cost model and Scenario
+    ("analysis",),  # curves, crossover, policy, trees, what-if, calibration, bounds
+    ("serving",),  # the discrete-event serving simulator
+    ("planning",),  # capacity plans, fleets, prices, traffic
+    ("comparison",),  # a measured sweep beside the model
+    ("reporting",),  # text, JSON, figures, HTML
+    ("api",),  # the verbs, crossover.scenario, the result types
+    ("", "cli", "web", "__main__", "step"),  # the package's exports, the leaves; step: the old location
 ]
+SUBLAYERS: dict[str, list[tuple[str, ...]]] = {
+    "model": [("ops",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("step",),
+              ("scenario",)],
+    "analysis": [("crossings",), ("curves",), ("policy", "trees", "adaptive", "whatif", "calibration", "bounds"),
+                 ("engine_config",)],
+}
 
 
-def _rank(module: str) -> int:
-    rel = module.removeprefix("crossover").lstrip(".")
-    head = rel.split(".")[0]
+def _rank(module: str) -> tuple[int, int]:
+    parts = module.removeprefix("crossover").lstrip(".").split(".")
+    head = parts[0]
     for i, names in enumerate(LAYERS):
         if head in names:
-            return i
-    raise AssertionError(f"crossover.{rel} is in no layer: add it to LAYERS and docs/architecture.md")
+            sub = SUBLAYERS.get(head)
+            if not sub or len(parts) < 2:
+                return i, 0
+            for j, inner in enumerate(sub):
+                if parts[1] in inner:
+                    return i, j
+            raise AssertionError(f"{module} is in no tier of crossover/{head}: add it to SUBLAYERS")
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS and docs/architecture.md")
+
+
+def test_the_folders_are_the_layers():
+    """`ls crossover/` shows the layers: beside the foundation modules (and the old step location),
+    every module lives in a layer folder."""
+    flat = sorted(p.stem for p in PKG.glob("*.py") if p.stem not in {"__init__", "__main__"})
+    assert flat == ["errors", "files", "step", "units"], flat
+    folders = sorted(p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert set(folders) == {n for names in LAYERS for n in names} - {"", "__main__", "errors", "units", "files", "step"}
 
 
 def _modules() -> dict[str, Path]:
@@ -73,7 +88,10 @@ def test_every_import_points_down_or_sideways():
     bad = []
     for name, path in modules.items():
         for target in _imports(name, path, modules):
-            if _rank(target) > _rank(name):
+            if target == name:
+                continue
+            same_folder = target.split(".")[:2] == name.split(".")[:2]
+            if _rank(target)[0] > _rank(name)[0] or (same_folder and _rank(target) > _rank(name)):
                 bad.append(f"{name} imports {target}")
     assert not bad, "upward imports: " + "; ".join(sorted(bad))
 

@@ -82,22 +82,22 @@ PKG = Path(__file__).resolve().parent.parent / "crossover"
 
 def test_the_spec_loader_does_not_import_workloads_and_imports_sit_at_the_top():
     assert not any("workload" in mod for mod, _ in _imports(PKG / "specs" / "loader.py"))
-    for f in ("units.py", "files.py", "ops.py", "memory.py", "workload.py", "specs/loader.py", "specs/hardware.py",
+    for f in ("units.py", "files.py", "model/ops.py", "model/memory.py", "specs/workload.py", "specs/loader.py", "specs/hardware.py",
               "specs/deployment.py", "specs/hf_import.py", "specs/frozen.py"):
         assert not [m for m, inside in _imports(PKG / f) if inside], f
     assert not [m for m, inside in _imports(PKG / "specs" / "model.py") if inside]
 
 
 def test_workloads_load_through_the_generic_loader():
-    from crossover.workload import Workload, load_workload
+    from crossover.specs.workload import Workload, load_workload
 
     wl, base = load_workload("sharegpt")
     assert isinstance(wl, Workload) and base is not None and (base / "sharegpt.yaml").exists()
 
 
 def test_parameter_counts_and_kv_widths_come_from_the_op_list():
-    from crossover import ops
-    from crossover.memory import kv_bytes_per_seq_per_gpu
+    from crossover.model import ops
+    from crossover.model.memory import kv_bytes_per_seq_per_gpu
 
     for name in ("llama-3.1-8b", "deepseek-v3", "mixtral-8x7b", "qwen3-235b-a22b"):
         m = load_model(name)

@@ -67,7 +67,7 @@ def test_step_time_validation_compares_rows_with_the_roofline_at_their_layer_cou
 
     import numpy as np
 
-    from crossover.roofline import compiled_target
+    from crossover.model.roofline import compiled_target
     from crossover.specs import Deployment, load_hardware, load_model
 
     spec = importlib.util.spec_from_file_location("vst", REPO / "validation" / "step_times.py")

@@ -10,14 +10,16 @@ import pytest
 from conftest import run_cli
 
 import crossover
-from crossover.curves import Scenario, evaluate
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import evaluate
 from crossover.errors import CrossoverError
-from crossover.pricing import HOURS_PER_MONTH
+from crossover.planning.pricing import HOURS_PER_MONTH
 from crossover.specs import load_hardware, load_model
 from crossover.specs.deployment import Deployment
-from crossover.speculation import Acceptance, Speculation
-from crossover.traffic import read_traffic
-from crossover.workload import fixed
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
+from crossover.planning.traffic import read_traffic
+from crossover.specs.workload import fixed
 
 P, O = 512, 128
 WL = fixed(P, O)

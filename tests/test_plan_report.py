@@ -8,7 +8,8 @@ import pytest
 from conftest import run_cli
 
 from crossover.specs import load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
 
 
 def test_plan_ranks_options_and_says_why_others_were_dropped():
@@ -31,10 +32,10 @@ def test_plan_ranks_options_and_says_why_others_were_dropped():
 
 
 def test_tight_slo_drops_everything_with_the_reason():
-    from crossover.plan import plan
-    from crossover.pricing import costs
-    from crossover.traffic import constant
-    from crossover.workload import fixed
+    from crossover.planning.plan import plan
+    from crossover.planning.pricing import costs
+    from crossover.planning.traffic import constant
+    from crossover.specs.workload import fixed
 
     hw = [load_hardware("l4")]
     res = plan(load_model("llama-3.1-8b"), hw, Speculation("eagle", 3, Acceptance.rate(0.7)), fixed(200, 200),
@@ -58,9 +59,9 @@ def test_plan_cli_json_and_plot(tmp_path):
 
 @pytest.mark.parametrize("name", ["plot_speedup_family", "plot_roofline", "plot_breakdown", "plot_prediction"])
 def test_each_figure_is_written_and_not_empty(tmp_path, name):
-    from crossover import plots
+    from crossover.reporting import plots
     from crossover.cli import build_parser, scenario_from_args
-    from crossover.curves import predict
+    from crossover.analysis.curves import predict
 
     args = build_parser().parse_args(["predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"])
     sc, inputs = scenario_from_args(args)

@@ -10,12 +10,14 @@ from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crossover.curves import Scenario, evaluate
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import evaluate
 from crossover.errors import CrossoverError
-from crossover.engines import engine_configs
-from crossover.policy import best_k_policy, ranges
+from crossover.analysis.engine_config import engine_configs
+from crossover.analysis.policy import best_k_policy, ranges
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
 
 
 def scenario(hw="rtx-4090", model="llama-3.1-8b", method="eagle", alpha=0.6, k=3, ctx=512.0, tree=None):
@@ -120,7 +122,7 @@ def test_tree_flag_on_predict_and_simulate():
 
 
 def test_adaptive_with_threshold_zero_and_no_budget_is_fixed_k():
-    from crossover.adaptive import adaptive_throughput
+    from crossover.analysis.adaptive import adaptive_throughput
 
     sc = scenario(hw="h100-sxm", method="eagle3", alpha=0.72, k=7, ctx=1024)
     b = [1, 16, 64, 256]
@@ -130,7 +132,7 @@ def test_adaptive_with_threshold_zero_and_no_budget_is_fixed_k():
 
 
 def test_adaptive_beats_fixed_k_at_load_but_not_without_bound():
-    from crossover.adaptive import adaptive_throughput
+    from crossover.analysis.adaptive import adaptive_throughput
 
     sc = scenario(hw="h100-sxm", method="eagle3", alpha=0.72, k=7, ctx=1024)
     pol = best_k_policy(sc, 256, 7)
@@ -145,7 +147,7 @@ def test_adaptive_beats_fixed_k_at_load_but_not_without_bound():
 
 
 def test_whatif_grid_matches_the_predictor_and_finds_crossovers():
-    from crossover.whatif import grid, parse_axis
+    from crossover.analysis.whatif import grid, parse_axis
 
     sc = scenario()
     xs = [1.0, 16.0, 64.0, 256.0]

@@ -5,11 +5,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crossover.build import ENGINES
-from crossover.curves import Scenario, find_crossings, predict, speedup
-from crossover.step import step_time
+from crossover.api.build import ENGINES
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import find_crossings, predict, speedup
+from crossover.model.step import step_time
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation, tau_from_rate
+from crossover.model.acceptance import Acceptance, tau_from_rate
+from crossover.model.speculation import Speculation
 
 MODELS = ["llama-3.1-8b", "llama-2-7b", "mixtral-8x7b", "qwen2.5-7b"]
 HW = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090"]
@@ -116,7 +118,7 @@ def test_a_larger_batch_never_steps_faster_under_any_engine_profile(engine, meth
     """More sequences in a step never cost less under any engine profile, across the CUDA-graph limit
     and the eager launch floor too."""
     import crossover
-    from crossover.step import StepModel
+    from crossover.model.step import StepModel
 
     kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method=method, k=4, acceptance=0.6, engine=engine)
     if method == "draft":

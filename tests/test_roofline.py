@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from crossover.memory import max_batch, weight_bytes_per_gpu
-from crossover.ops import expected_distinct_experts, model_ops
-from crossover.roofline import combine
-from crossover.step import step_time
+from crossover.model.memory import max_batch, weight_bytes_per_gpu
+from crossover.model.ops import expected_distinct_experts, model_ops
+from crossover.model.roofline import combine
+from crossover.model.step import step_time
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
 
 SOL = Efficiency.speed_of_light()
@@ -155,8 +155,9 @@ def test_memory_limit_70b_tp4_h100():
 
 
 def test_draft_weights_by_hand():
-    from crossover.curves import Scenario, draft_memory
-    from crossover.speculation import Acceptance, Speculation
+    from crossover.model.scenario import Scenario, draft_memory
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation
 
     # EAGLE on Llama-3.1-8B: one 4096-wide layer (qkv 4096 x 6144, o 4096 x 4096, mlp 3 x 4096 x 14336)
     # and fc 8192 -> 4096, bf16; the LM head is the target's

@@ -3,15 +3,17 @@
 import numpy as np
 import pytest
 
-from crossover.curves import Scenario, evaluate, predict
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import evaluate, predict
 from crossover.errors import CrossoverError
 from crossover.serving.engine import EngineLimits, kv_capacity_tokens
 from crossover.serving.metrics import weighted_percentile
 from crossover.serving.simulator import Arm, arrivals_poisson, simulate
 from crossover.serving.sweep import Level, SweepResult, check_fits, run_level, sweep
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation
-from crossover.workload import Workload, fixed, load_workload
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation
+from crossover.specs.workload import Workload, fixed, load_workload
 
 
 def scenario(hw="h100-sxm", method="eagle", alpha=0.7, k=3, p=None, o=None, model="llama-3.1-8b"):
@@ -36,7 +38,7 @@ def test_simulation_agrees_with_closed_form_at_fixed_lengths(p_len, o_len, conc)
 def test_tpot_at_concurrency_1_is_the_decode_step():
     sc = scenario(p=128, o=256)
     r = run_level(sc, fixed(128, 256), "concurrency", 1, num_prompts=50, seed=0)
-    from crossover.step import step_time
+    from crossover.model.step import step_time
 
     dec = float(step_time(sc.deployment, [1], 1, 128 + 128).total[0])  # mean context over the decode
     assert r["off"]["median_tpot_ms"] == pytest.approx(dec * 1e3, rel=0.02)
@@ -196,7 +198,7 @@ def test_routing_by_load_beats_always_on_at_peak_and_always_off_in_troughs():
     w, base = load_workload("sharegpt")
     p, o = w.means(base=base)
     sc = scenario(p=p, o=o, alpha=0.6)
-    from crossover.policy import best_k_policy
+    from crossover.analysis.policy import best_k_policy
 
     schedule = best_k_policy(sc, 256, 3).best_k
     res = sweep(sc, w, "request_rate", [10.0, 45.0], num_prompts=600, seed=0, burstiness=0.2, base=base,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from crossover.errors import CrossoverError
-from crossover.ops import active_params, kv_elements_per_token_layer, total_params
+from crossover.model.ops import active_params, kv_elements_per_token_layer, total_params
 from crossover.specs import Hardware, Model, load_hardware, load_model, loader
 from crossover.specs.hf_import import config_to_spec, import_config
 from crossover.specs.loader import available, parse_spec, resolve

@@ -5,8 +5,9 @@ import pytest
 
 from crossover.errors import CrossoverError
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-from crossover.speculation import Acceptance, Speculation, rate_from_tau, tau_from_rate
-from crossover.step import StepModel, step_time
+from crossover.model.acceptance import Acceptance, rate_from_tau, tau_from_rate
+from crossover.model.speculation import Speculation
+from crossover.model.step import StepModel, step_time
 
 
 def spec_step(d, s, batch, context):
@@ -138,7 +139,7 @@ def test_spec_step_shows_its_parts():
 # ----------------------------------------------------------------------- trees as node paths
 
 def test_tree_paths_tau_by_hand():
-    from crossover.speculation import Speculation
+    from crossover.model.speculation import Speculation
 
     # ranks are geometric: the top candidate is right with a, the second with a (1 - a); the child
     # (0, 0) needs the top candidate right twice
@@ -148,7 +149,7 @@ def test_tree_paths_tau_by_hand():
 
 
 def test_a_chain_written_as_paths_is_the_chain():
-    from crossover.speculation import Speculation
+    from crossover.model.speculation import Speculation
 
     for acc in (Acceptance.rate(0.6), Acceptance.per_position((0.9, 0.7, 0.4))):
         chain = Speculation("eagle", 3, acc)
@@ -157,7 +158,7 @@ def test_a_chain_written_as_paths_is_the_chain():
 
 
 def test_width_only_trees_bound_the_real_shape():
-    from crossover.speculation import EAGLE1_TREE_PATHS, Speculation
+    from crossover.model.speculation import EAGLE1_TREE_PATHS, Speculation
 
     real = Speculation("eagle", 5, Acceptance.rate(0.7), tree_paths=EAGLE1_TREE_PATHS)
     assert real.tree == (4, 8, 8, 3, 2) and real.verify_width == 26
@@ -175,7 +176,7 @@ def test_width_only_trees_bound_the_real_shape():
     ((), "at least one node"),
 ])
 def test_malformed_tree_paths_are_one_line_errors(paths, needle):
-    from crossover.speculation import Speculation
+    from crossover.model.speculation import Speculation
 
     with pytest.raises(CrossoverError, match=needle) as exc:
         Speculation("eagle", 3, Acceptance.rate(0.6), tree_paths=paths)
@@ -183,7 +184,7 @@ def test_malformed_tree_paths_are_one_line_errors(paths, needle):
 
 
 def test_tree_widths_must_agree_with_paths():
-    from crossover.speculation import Speculation
+    from crossover.model.speculation import Speculation
 
     with pytest.raises(CrossoverError, match="disagree"):
         Speculation("eagle", 2, Acceptance.rate(0.6), tree=(1, 1), tree_paths=((0,), (1,), (0, 0)))

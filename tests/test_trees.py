@@ -10,11 +10,12 @@ from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crossover.curves import Scenario
+from crossover.model.scenario import Scenario
 from crossover.errors import CrossoverError
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.speculation import EAGLE1_TREE_PATHS, Acceptance, Speculation
-from crossover.trees import best_tree_paths, best_tree_policy, branching
+from crossover.model.speculation import EAGLE1_TREE_PATHS, Speculation
+from crossover.model.acceptance import Acceptance
+from crossover.analysis.trees import best_tree_paths, best_tree_policy, branching
 
 
 def test_likeliest_paths_by_hand():
@@ -25,6 +26,23 @@ def test_likeliest_paths_by_hand():
     assert best_tree_paths(a, 3, 1) == ((0,), (1,), (2,))  # depth 1: the top-3 candidates
     # a likely draft grows a chain first
     assert best_tree_paths(Acceptance.rate(0.9), 3, 5) == ((0,), (0, 0), (0, 0, 0))
+
+
+def test_equal_probability_ties_follow_the_rule_whatever_the_last_bit():
+    """Paths equal in real arithmetic are ordered by the documented rule (the shallower, then the lower
+    rank) even when the per-depth rates differ in their last bit, as numpy's SIMD pow and libm make
+    0.7**4 / 0.7**3 differ (the golden that failed on AVX-512 machines)."""
+    import math
+
+    chain = [0.7, 0.7 * 0.7, 0.7 * 0.7 * 0.7, 0.7 * 0.7 * 0.7 * 0.7]  # i.i.d. 0.7 as per-position survival
+    powers = [0.7 ** (j + 1) for j in range(4)]
+    nudged = [math.nextafter(x, 1.0 if j % 2 else 0.0) for j, x in enumerate(chain)]
+    want = ((0,), (0, 0), (0, 0, 0), (0, 0, 0, 0), (1,), (0, 1), (1, 0), (0, 0, 1), (0, 1, 0))
+    for rates in (chain, powers, nudged):
+        # 0.7, 0.49, 0.343, 0.2401, then (1,) 0.21; (0, 1) = (1, 0) 0.147; (0, 0, 1) = (0, 1, 0) = (1, 0, 0) 0.1029
+        assert best_tree_paths(Acceptance.per_position(rates), 9, 4) == want, rates
+    trees = {best_tree_paths(Acceptance.per_position(r), 40, 4) for r in (chain, powers, nudged)}
+    assert len(trees) == 1 and trees == {best_tree_paths(Acceptance.rate(0.7), 40, 4)}
 
 
 def test_the_likeliest_tree_beats_eagle1s_fixed_tree_of_the_same_size():

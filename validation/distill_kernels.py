@@ -48,12 +48,25 @@ from scipy.optimize import least_squares
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from crossover.kernel_tables import (GPU_FOLDERS, PACKAGE, Columns, make_grid, pick_version,  # noqa: E402
-                                     read_table, require_package)
-from crossover.ops import balanced_distinct_experts, expected_distinct_experts  # noqa: E402
-from crossover.kernel_formulas import (ChipFacts, allreduce_seconds, context_attention_seconds,  # noqa: E402
-                                       decode_attention_seconds, gemm_seconds, moe_seconds)
-from crossover.roofline import combine  # noqa: E402
+from crossover.model.kernels.tables import (  # noqa: E402
+    GPU_FOLDERS,
+    PACKAGE,
+    Columns,
+    make_grid,
+    pick_version,
+    read_table,
+    require_package,
+)
+from crossover.model.ops import balanced_distinct_experts, expected_distinct_experts  # noqa: E402
+from crossover.model.kernels.formulas import (  # noqa: E402
+    ChipFacts,
+    allreduce_seconds,
+    context_attention_seconds,
+    decode_attention_seconds,
+    gemm_seconds,
+    moe_seconds,
+)
+from crossover.model.roofline import combine  # noqa: E402
 from crossover.specs import load_hardware  # noqa: E402
 from crossover.specs.deployment import DEFAULT_BANDWIDTH_FRACTION, DEFAULT_FLOPS_FRACTION  # noqa: E402
 
@@ -389,10 +402,10 @@ def step_level(framework: str) -> list[str]:
     and with the default deployment's (the distilled values its dials take,
     Distilled.efficiency_fields, p excepted), each against the kernels mode, over batch 1-256, q 1
     and 4, context 512 and 4096 (median |ln(roofline / kernels)|). Run after the YAML blocks are written."""
-    from crossover.kernels import Kernels
-    from crossover.roofline import compiled_target
+    from crossover.model.kernels.mode import Kernels
+    from crossover.model.roofline import compiled_target
     from crossover.specs import Deployment, Efficiency, load_model
-    from crossover.step import Roofline, uniform
+    from crossover.model.step import Roofline, uniform
 
     lines = ["", "## Step level: the roofline against the kernels mode", "",
              "Whole target forwards (batch 1, 4, 16, 64, 256; q 1 and 4; context 512 and 4096), median "

@@ -52,9 +52,10 @@ def series(path: Path = HERE / "published_points.csv") -> list[Series]:
 
 def scenario(s: Series, tau: float, efficiency=None):
     """The crossover scenario of a series at a given tau."""
-    from crossover.curves import Scenario
+    from crossover.model.scenario import Scenario
     from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-    from crossover.speculation import Acceptance, Speculation
+    from crossover.model.acceptance import Acceptance
+    from crossover.model.speculation import Speculation
 
     from crossover.specs.loader import load_engine
 
@@ -65,7 +66,7 @@ def scenario(s: Series, tau: float, efficiency=None):
 
 def calibrate_tau(s: Series, efficiency=None) -> float:
     """The tau that reproduces the lowest-batch speedup of the series (bisection on [1, k+1])."""
-    from crossover.curves import speedup
+    from crossover.analysis.curves import speedup
     from fit import bisect
 
     return bisect(lambda t: float(speedup(scenario(s, t, efficiency), [s.batches[0]])[0]), 1.0, float(s.k + 1),
@@ -74,7 +75,7 @@ def calibrate_tau(s: Series, efficiency=None) -> float:
 
 def predict_series(s: Series, efficiency=None) -> tuple[float, list[float]]:
     """(calibrated tau, predicted speedups at the series' batches)."""
-    from crossover.curves import speedup
+    from crossover.analysis.curves import speedup
 
     tau = calibrate_tau(s, efficiency)
     return tau, [float(x) for x in speedup(scenario(s, tau, efficiency), list(s.batches))]
@@ -118,9 +119,11 @@ def e1_rows(path: Path = HERE / "published_points.csv") -> list[TreeRow]:
 def predict_tree_row(row: TreeRow) -> float:
     """Predicted speedup of one Table 7 row: the chain rate is set so the tree's tau is the
     published one (no calibration on the measured speedup)."""
-    from crossover.curves import Scenario, speedup
+    from crossover.model.scenario import Scenario
+    from crossover.analysis.curves import speedup
     from crossover.specs import Deployment, load_hardware, load_model
-    from crossover.speculation import EAGLE1_TREE_PATHS, Acceptance, Speculation
+    from crossover.model.speculation import EAGLE1_TREE_PATHS, Speculation
+    from crossover.model.acceptance import Acceptance
 
     dep = Deployment(model=load_model(row.model), hardware=load_hardware(row.hardware), tp=row.tp)
     k = max(len(p) for p in EAGLE1_TREE_PATHS)

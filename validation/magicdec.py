@@ -91,7 +91,7 @@ def _step_ms(dep, batch: int, context: int) -> float:
     """T_AR (ms): one decode step of the batch."""
     import numpy as np
 
-    from crossover.step import step_time
+    from crossover.model.step import step_time
 
     return float(step_time(dep, np.array([batch]), 1, context).total[0]) * 1e3
 
@@ -102,8 +102,8 @@ def _spec_ms_per_token(dep, draft: str | None, k: int, acceptance, batch: int, c
     import numpy as np
 
     from crossover.specs import load_model
-    from crossover.speculation import Speculation
-    from crossover.step import StepModel
+    from crossover.model.speculation import Speculation
+    from crossover.model.step import StepModel
 
     spec = Speculation("draft", k, acceptance, draft=load_model(draft) if draft else dep.model,
                        draft_kv_budget=STREAMING_BUDGET)
@@ -118,7 +118,7 @@ def predict_off(row: Row, efficiency=None) -> float:
 
 def predict_row(row: Row, efficiency=None) -> tuple[float, float]:
     """(predicted T_AR ms, predicted T_SD ms per token) for one row."""
-    from crossover.speculation import Acceptance
+    from crossover.model.acceptance import Acceptance
 
     dep = _deployment(row.model, row.hardware, row.tp, efficiency)
     return (_step_ms(dep, row.batch, row.context),
@@ -160,7 +160,7 @@ def v1_groups(path: Path = HERE / "published_points.csv") -> list[list[V1Row]]:
 def predict_v1_group(group: list[V1Row], efficiency=None) -> tuple[float, list[float]]:
     """(acceptance rate calibrated on the lowest batch, predicted speedups): the rate is a property
     of the draft/target pair, so rows at another gamma reuse it."""
-    from crossover.speculation import Acceptance
+    from crossover.model.acceptance import Acceptance
     from fit import bisect
 
     def speedup(r: V1Row, alpha: float) -> float:

@@ -26,10 +26,12 @@ from magicdec import predict_off, predict_row, predict_v1_group, rows, step_rows
 from step_times import report_lines as step_time_lines  # noqa: E402
 from step_times import step_points  # noqa: E402
 
-from crossover.curves import Scenario, evaluate  # noqa: E402
+from crossover.model.scenario import Scenario
+from crossover.analysis.curves import evaluate  # noqa: E402
 from crossover.specs import Deployment, load_hardware, load_model  # noqa: E402
 from crossover.specs.loader import load_engine  # noqa: E402
-from crossover.speculation import Acceptance, Speculation  # noqa: E402
+from crossover.model.acceptance import Acceptance
+from crossover.model.speculation import Speculation  # noqa: E402
 
 
 @dataclass
@@ -137,7 +139,7 @@ def dspark_adaptive_points() -> tuple[list[Point], list[tuple[float, float, floa
     series at concurrency 1 and the default confidence concentration: nothing fitted to these rows.
     Also (load, published, predicted) of the gain over fixed k = 7, which isolates the adaptive rule
     from the base step-cost model."""
-    from crossover.adaptive import adaptive_throughput
+    from crossover.analysis.adaptive import adaptive_throughput
 
     rows_ = _published("DSPARK")
     fixed = sorted((r for r in rows_ if r["k"] == "7"), key=lambda r: float(r["load_value"]))
@@ -157,7 +159,7 @@ def dspark_adaptive_points() -> tuple[list[Point], list[tuple[float, float, floa
 # ------------------------------------------------------------------------------------ vLLM blog
 def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
     from crossover.serving.sweep import run_level
-    from crossover.workload import load_workload
+    from crossover.specs.workload import load_workload
 
     setups = {
         "VLLMBLOG-SG": ("sharegpt", "draft", "qwama-0.5b"),
@@ -198,7 +200,7 @@ def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
 def crossover_rows(points: list[Point]) -> list[dict]:
     """Per measured curve (a series at one context): where the published and the predicted speedups
     cross 1.0 between its levels, or the side each stayed on."""
-    from crossover.curves import crossing_between_levels
+    from crossover.analysis.crossings import crossing_between_levels
 
     curves: dict[str, list[Point]] = {}
     for p in points:
@@ -265,7 +267,7 @@ def kernels_mode_lines() -> list[str]:
     kernels: aiconfigurator-core's vLLM/SGLang tables where the GPU has them, the roofline op where
     not), when the `kernels` extra is installed. The serving-simulator rows are left out (minutes)."""
     from crossover.errors import CrossoverError
-    from crossover.kernels import cost_mode
+    from crossover.model.kernels.mode import cost_mode
 
     try:
         cost_mode("vllm", "h100-sxm")

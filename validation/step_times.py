@@ -36,7 +36,7 @@ class StepPoint:
 
 def predict_forward_ms(row: StepTime) -> float:
     """The roofline's time of the forward the row timed: its model at its layer count, TP 1."""
-    from crossover.roofline import compiled_target
+    from crossover.model.roofline import compiled_target
     from crossover.specs import Deployment, load_hardware, load_model
 
     model = load_model(row.model)

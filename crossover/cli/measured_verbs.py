@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..errors import CrossoverError
-from ..measured import measured
+from ..api.sweeps import measured
 from .common import _lengths, _number, print_result
 
 
@@ -26,8 +26,8 @@ def cmd_measured(args: argparse.Namespace) -> int:
     for note in res.notes[:-1] if res.notes and res.notes[-1].startswith("note: physics check skipped") else res.notes:
         print(note, file=sys.stderr)  # before the output; the skipped check is said after it
     if args.plot:
-        from ..build import inputs
-        from ..plots import plot_measured
+        from ..api.build import inputs
+        from ..reporting.plots import plot_measured
 
         plot_measured(res.table, (res.scenario, inputs(res.scenario)) if res.scenario else None, args.plot, res.predicted)
     print_result(args, res)
@@ -55,7 +55,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
     from ..files import write_text
-    from ..measured import calibrate_sweep
+    from ..api.sweeps import calibrate_sweep
     from .scenario import scenario_kwargs
 
     kw = scenario_kwargs(args)

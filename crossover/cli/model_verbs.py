@@ -7,14 +7,14 @@ import csv
 import sys
 from pathlib import Path
 
-from .. import api
-from ..curves import DEFAULT_BATCHES
+from ..api import verbs as api
+from ..analysis.curves import DEFAULT_BATCHES
 from ..errors import CrossoverError
 from ..files import write_atomic, write_text
-from ..html_report import build as build_page
-from ..memory import batch_ceiling, check_batches
-from ..report import simulation_rows
-from ..workload import load_workload
+from ..reporting.html import build as build_page
+from ..model.memory import batch_ceiling, check_batches
+from ..reporting.text import simulation_rows
+from ..specs.workload import load_workload
 from .common import _lengths, _number, parse_list, print_result, warnings_as_lines
 from .progress import progress_line
 from .scenario import scenario_from_args, speculation_kwargs
@@ -52,7 +52,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         breakdown = breakdown[0]
     res = api.predict(sc, batches=batches, breakdown=breakdown)
     if args.plot:
-        from ..plots import plot_prediction
+        from ..reporting.plots import plot_prediction
 
         plot_prediction(res.prediction, res.inputs, args.plot)
     print_result(args, res)
@@ -89,7 +89,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                        policy=bool(args.policy), hysteresis=_hysteresis(args.hysteresis),
                        progress=_progress(axis, args.quiet))
     if args.plot:
-        from ..plots import plot_simulation
+        from ..reporting.plots import plot_simulation
 
         plot_simulation(res.sweep, res.inputs, args.plot)
     if args.csv:
@@ -113,7 +113,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
                      if args.tree_nodes is not None else None,
                      draft_model_id=args.draft_model_id or (args.draft if args.method == "draft" else None))
     if args.plot:
-        from ..plots import plot_policy
+        from ..reporting.plots import plot_policy
 
         plot_policy(res.policy, res.inputs, args.plot)
     print_result(args, res)
@@ -213,7 +213,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not res.plan.ranked:
         raise CrossoverError(f"plan: {res.recommendation}")
     if args.plot:
-        from ..plots import plot_plan
+        from ..reporting.plots import plot_plan
 
         plot_plan(res.plan, res.inputs, args.plot)
     print_result(args, res)
@@ -227,7 +227,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if args.csv:
         _write_csv(args.csv, res.csv_rows())
     if args.plot:
-        from ..plots import plot_whatif
+        from ..reporting.plots import plot_whatif
 
         plot_whatif(res.grid, res.inputs, args.plot)
     if args.json or not args.csv or args.plot:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..build import (  # constants only: crossover.build imports the model stack when it builds
+from ..api.build import (  # constants only: crossover.build imports the model stack when it builds
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
     DEFAULT_HARDWARE,
@@ -45,7 +45,7 @@ def _add_speculation_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
-    from ..step import COST_MODES
+    from ..model.step import COST_MODES
 
     g = p.add_argument_group("scenario")
     g.add_argument("--model", default=DEFAULT_MODEL, help=f"target model name or YAML path (default {DEFAULT_MODEL})")

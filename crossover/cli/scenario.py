@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..build import acceptance_of, inputs, scenario, speculation
+from ..api.build import acceptance_of, inputs, scenario, speculation
 from ..errors import CrossoverError
-from ..speculation import parse_tree
+from ..model.speculation import parse_tree
 from .common import _number, parse_list, warnings_as_lines
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from ..errors import CrossoverError
 from ..files import write_text
-from ..report import spec_listing, spec_text
+from ..reporting.text import spec_listing, spec_text
 from ..specs.hf_import import import_config
 from ..specs.loader import available, resolve
 

@@ -6,7 +6,9 @@ Imports only crossover.errors and the standard library: nothing here knows about
 from .acceptance import parse_prometheus, parse_spec_decode_log, read_acceptance
 from .readers import read_columns, read_file, read_measurements
 from .step_times import StepTime, read_step_times
-from .table import Columns, MeasuredPoint, MeasuredTable
+from .columns import Columns
+from .point import MeasuredPoint
+from .table import MeasuredTable
 
 __all__ = [
     "Columns",

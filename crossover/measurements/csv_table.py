@@ -25,7 +25,8 @@ from .fields import (
     _tau,
     _whole,
 )
-from .table import ARMS, LOAD_AXES, ColumnBuilder, Columns, MeasuredPoint, constant
+from .point import ARMS, LOAD_AXES, MeasuredPoint
+from .columns import ColumnBuilder, Columns, constant
 
 CSV_DOC = "docs/measured_csv.md"
 _CSV_KNOWN = frozenset({"arm", "output_throughput", "model_id", *LOAD_AXES})

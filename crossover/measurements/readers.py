@@ -28,7 +28,8 @@ from .fields import (
     _vllm_arm,
     _vllm_k,
 )
-from .table import ARMS, LOAD_AXES, ColumnBuilder, Columns, MeasuredPoint
+from .point import ARMS, LOAD_AXES, MeasuredPoint
+from .columns import ColumnBuilder, Columns
 
 RESULT_SUFFIXES = (".json", ".jsonl", ".csv")
 

@@ -8,8 +8,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import CrossoverError
-from .columns import ColumnBuilder, Columns, constant  # noqa: F401 - the readers' interface
-from .point import ARMS, LOAD_AXES, LOAD_RTOL, Arm, LoadAxis, MeasuredPoint, same_load  # noqa: F401
+from .columns import Columns
+from .point import ARMS, LOAD_AXES, LOAD_RTOL, MeasuredPoint, same_load
 
 
 def _same_loads(a: np.ndarray, b: np.ndarray) -> np.ndarray:

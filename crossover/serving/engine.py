@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import memory
-from ..curves import Scenario, draft_memory
+from ..model import memory
+from ..model.scenario import Scenario, draft_memory
 from ..errors import CrossoverError
-from ..ops import model_ops
+from ..model.ops import model_ops
 from ..specs.deployment import Deployment
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..roofline import window_terms
+from ..model.roofline import window_terms
 
 _terms = numba.njit(cache=True)(window_terms)
 

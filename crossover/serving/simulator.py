@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..curves import Scenario
+from ..model.scenario import Scenario
 from ..errors import CrossoverError
-from ..step import Forward, Mix, StepModel
+from ..model.step import Forward, Mix, StepModel
 from .engine import EngineLimits
 from .routing import Router, check_route
 

@@ -9,11 +9,11 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from ..crossings import level_crossings
-from ..curves import Scenario
+from ..analysis.crossings import level_crossings
+from ..model.scenario import Scenario
 from ..errors import CrossoverError
-from ..step import step_time
-from ..workload import Workload
+from ..model.step import step_time
+from ..specs.workload import Workload
 from .engine import EngineLimits, kv_capacity_tokens
 from .metrics import steady_request_rate, summarize
 from .simulator import Arm, arrivals_poisson, simulate

@@ -16,15 +16,15 @@ import numpy as np
 
 import crossover
 
-from .. import build
-from ..build import batch_ceiling
-from ..curves import memory_limits
+from ..api import build
+from ..api.build import batch_ceiling
+from ..model.scenario import memory_limits
 from ..errors import CrossoverError
-from ..ops import total_params
+from ..model.ops import total_params
 from ..serving.sweep import check_fits
 from ..specs.loader import available, resolve
-from ..speculation import METHODS
-from ..workload import load_workload
+from ..model.speculation import METHODS
+from ..specs.workload import load_workload
 from . import params
 from .params import Query
 

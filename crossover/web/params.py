@@ -11,11 +11,12 @@ import inspect
 import math
 from typing import Any, Mapping
 
-from .. import build, scenario
+from ..api import build
+from .. import scenario
 from ..errors import CrossoverError
 from ..specs.loader import available
-from ..speculation import METHODS
-from ..step import COST_MODES
+from ..model.speculation import METHODS
+from ..model.step import COST_MODES
 
 Query = Mapping[str, str]
 

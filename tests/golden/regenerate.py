@@ -6,8 +6,10 @@ Run after a change that is meant to move numbers, and say in the commit which ca
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -15,12 +17,24 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
+def stem(line: str) -> str:
+    """A case's file stem, named by its content (inserting a case renames no other file): the command
+    line as a slug, e.g. `predict-model-llama-3.1-8b-k-5`, shortened with a digest of the line when
+    longer than 100 characters."""
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", line.strip()).strip("-")
+    if len(slug) <= 100:
+        return slug
+    return slug[:90] + "-" + hashlib.sha1(line.strip().encode()).hexdigest()[:9]
+
+
 def cases() -> list[tuple[str, list[str]]]:
     """(file stem, argv) per line of cases.txt."""
     out = []
-    for i, line in enumerate(ln for ln in (HERE / "cases.txt").read_text().splitlines()
-                             if ln.strip() and not ln.startswith("#")):
-        out.append((f"{i:03d}_{line.split()[0]}", shlex.split(line) + ["--json"]))
+    for line in (HERE / "cases.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            out.append((stem(line), shlex.split(line) + ["--json"]))
+    stems = [s for s, _ in out]
+    assert len(set(stems)) == len(stems), "two golden cases share a stem"
     return out
 
 

@@ -1,0 +1,420 @@
+"""Scenarios built from plain values: names or specs, the automatic TP, the memory-fit check, the
+order of acceptance sources and an applied calibration. The CLI and the Python API both build
+their scenarios here (`crossover.scenario`), and `inputs` reports what was resolved.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..errors import CrossoverError
+
+# The model stack is imported by the functions that build with it, not for the defaults (the parser)
+if TYPE_CHECKING:
+    from ..model.scenario import Scenario
+    from ..specs import Deployment, Efficiency, Hardware, Model
+    from ..specs.engine import EngineProfile
+    from ..model.acceptance import Acceptance
+    from ..model.speculation import Speculation
+    from ..specs.workload import Workload
+
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_HARDWARE = "h100-sxm"
+DEFAULT_METHOD = "eagle"
+DEFAULT_K = 3
+DEFAULT_ACCEPTANCE = 0.7
+DEFAULT_CONTEXT = 2048
+DEFAULT_DRAFT_VOCAB = 32000  # EAGLE-3 / SpecForge draft heads keep the 32,000 most frequent tokens
+# Automatic TP: the smallest of 1, 2, 4, 8 GPUs whose KV cache holds this many sequences.
+MIN_SEQUENCES_FOR_AUTO_TP = 16
+AUTO_TP = (1, 2, 4, 8)
+# The largest fixed per-step overhead accepted: engines spend ~1-2 ms (specs/deployment.py); a second
+# per step is already no serving engine, and 1e308 ms would overflow the simulator's clock.
+MAX_STEP_OVERHEAD_MS = 1000.0
+
+
+DEFAULT_COST = "roofline"
+# Share of n-gram steps whose context holds a match (a proposal) when neither the user nor the
+# workload says: the one published proposal rate, vLLM V1 n-gram (k = 5, lookup 2-5) on code
+# editing, 993 drafted steps of 1,814 (vllm PR #24344: 993 drafted steps + 821 no-draft tokens).
+# Chat sits lower, summarisation higher; n-gram's crossover moves with it (--match-rate).
+DEFAULT_NGRAM_MATCH_RATE = 0.55
+ENGINES = ("vllm", "vllm-0.10", "vllm-v0", "sglang", "trtllm", "hf")  # the shipped profiles (engines())
+
+
+def engines() -> tuple[str, ...]:
+    """Engine profile names (engines/*.yaml and the user's CROSSOVER_SPEC_PATH)."""
+    from ..specs.loader import available
+
+    return tuple(sorted(available("engines")))
+
+
+def _model(ref: str | Model) -> Model:
+    from ..specs import Model, load_model
+
+    return ref if isinstance(ref, Model) else load_model(ref)
+
+
+def _hardware(ref: str | Hardware) -> Hardware:
+    from ..specs import Hardware, load_hardware
+
+    return ref if isinstance(ref, Hardware) else load_hardware(ref)
+
+
+def _tree(tree) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | None]:
+    """(nodes per depth, node paths) from a preset or text (see speculation.parse_tree), a list of
+    widths or a list of rank paths."""
+    if tree is None:
+        return None, None
+    if isinstance(tree, str):
+        from ..model.speculation import parse_tree
+
+        return parse_tree(tree)
+    items = list(tree)
+    if items and all(isinstance(x, (list, tuple)) for x in items):
+        return None, tuple(tuple(int(r) for r in node) for node in items)
+    return tuple(int(w) for w in items), None
+
+
+def _not_a_percentage(value: float, what: str, flag: str) -> None:
+    """A one-line error for a rate written as a percentage (70 for 0.70) or not a finite number."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise CrossoverError(f"{what} ({flag}) must be a number in [0, 1) (got {value!r})") from None
+    if not math.isfinite(v):
+        raise CrossoverError(f"{what} ({flag}) must be a finite number in [0, 1) (got {value!r})")
+    if 1 < v <= 100:
+        raise CrossoverError(f"{what} {v:g} ({flag}) is a fraction in [0, 1), not a percentage: "
+                             f"did you mean {v / 100:.2f}?")
+
+
+def acceptance_of(*, acceptance: float | None = None, tau: float | None = None,
+                  per_position: Sequence[float] | None = None, match_rate: float | None = None,
+                  method: str = DEFAULT_METHOD, calibrated: float | None = None,
+                  workload: Workload | None = None) -> Acceptance:
+    """The acceptance model, from the first source given: an explicit rate, tau or per-position
+    rates; a calibrated rate; the workload's measured acceptance; else the default rate."""
+    from ..model.acceptance import Acceptance
+
+    if sum(x is not None for x in (acceptance, tau, per_position)) > 1:
+        raise CrossoverError("give one of acceptance, tau and per-position acceptance")
+    if acceptance is not None:
+        _not_a_percentage(acceptance, "acceptance", "--acceptance")
+    for a in per_position or ():
+        _not_a_percentage(a, "per-position acceptance", "--acceptance-per-position")
+    if match_rate is not None:
+        _not_a_percentage(match_rate, "match rate", "--match-rate")
+    wa = workload.acceptance if workload is not None else None
+    if match_rate is None:
+        if method != "ngram":
+            match_rate = 1.0
+        elif wa is not None and wa.ngram_match_rate is not None:
+            match_rate = wa.ngram_match_rate
+        else:
+            match_rate = DEFAULT_NGRAM_MATCH_RATE
+    if tau is not None:
+        return Acceptance.mean_length(tau, match_rate)
+    if per_position is not None:
+        return Acceptance.per_position(per_position, match_rate)
+    if acceptance is not None:
+        return Acceptance.rate(acceptance, match_rate)
+    if calibrated is not None:
+        return Acceptance.rate(calibrated, match_rate)
+    if wa is not None and wa.tau is not None:
+        return Acceptance.mean_length(wa.tau, match_rate)
+    if wa is not None and wa.per_position is not None:
+        return Acceptance.per_position(wa.per_position, match_rate)
+    if wa is not None and wa.rate is not None:
+        return Acceptance.rate(wa.rate, match_rate)
+    return Acceptance.rate(DEFAULT_ACCEPTANCE, match_rate)
+
+
+def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = None, tree=None,
+                draft: str | Model | None = None, draft_tp: int | None = None,
+                draft_vocab: int = DEFAULT_DRAFT_VOCAB, draft_kv_budget: int | None = None,
+                acceptance: Acceptance, allow_vocab_mismatch: bool = False) -> Speculation:
+    """A speculation method for `target`: k (default 3, or the tree's depth), the draft (`"self"`:
+    the target drafts for itself), the tree and the acceptance. A separate draft must share the
+    target's vocabulary (unless `allow_vocab_mismatch`); one larger than the target is a warning."""
+    from ..model.speculation import Speculation
+
+    widths, paths = _tree(tree)
+    depth = len(widths) if widths is not None else (max(len(p) for p in paths) if paths else None)
+    if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+        raise CrossoverError(f"k must be an integer >= 1 (got {k}); speculation off is the baseline itself")
+    if depth is not None:
+        if k is not None and int(k) != depth:
+            raise CrossoverError(f"k = {k} (--k) disagrees with the tree's depth {depth}; drop k")
+        k = depth
+    k = DEFAULT_K if k is None else int(k)
+    draft_model = target if draft == "self" else (_model(draft) if draft is not None else None)
+    if draft_model is not None and draft_model is not target and method == "draft":
+        _check_draft(target, draft_model, allow_vocab_mismatch)
+    spec = Speculation(method, k, acceptance, draft=draft_model, draft_tp=draft_tp, draft_vocab=draft_vocab,  # type: ignore[arg-type]
+                       tree=widths, tree_paths=paths, draft_kv_budget=draft_kv_budget)
+    if acceptance.kind == "tau" and spec.tau > k + 1:
+        raise CrossoverError(f"tau {acceptance.value:g} exceeds k+1 = {k + 1}")
+    return spec
+
+
+def _check_draft(target: Model, draft: Model, allow_vocab_mismatch: bool) -> None:
+    """A separate draft proposes token ids the target verifies: vLLM, SGLang and TensorRT-LLM map
+    them one to one, so the vocabularies must match. A draft with more parameters than the target
+    costs more per token than it saves."""
+    from ..model.ops import total_params
+
+    if draft.vocab_size != target.vocab_size and not allow_vocab_mismatch:
+        raise CrossoverError(
+            f"draft {draft.name} (vocabulary {draft.vocab_size}) does not share the vocabulary of target "
+            f"{target.name} ({target.vocab_size}): engines verify draft token ids as target ids; choose a draft "
+            f"of the same tokenizer, or allow it (allow_vocab_mismatch, --allow-vocab-mismatch)")
+    d, t = total_params(draft), total_params(target)
+    if d > t:
+        warnings.warn(f"draft {draft.name} ({d / 1e9:.1f}B parameters) is larger than target {target.name} "
+                      f"({t / 1e9:.1f}B): drafting will cost more than it saves", UserWarning, stacklevel=3)
+
+
+def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Efficiency:
+    """Efficiency with explicit values first, then a calibration's, then the documented defaults."""
+    from ..specs import Efficiency
+    from ..specs.deployment import MIN_FRACTION
+
+    changes: dict[str, Any] = {}
+    for name in ("bandwidth_fraction", "flops_fraction"):
+        v = flags[name]
+        if v is not None:
+            flag = "--" + name.replace("_", "-")
+            if not MIN_FRACTION <= float(v) <= 1:  # type: ignore[arg-type]
+                raise CrossoverError(f"{name.replace('_', ' ')} ({flag}) must lie in [{MIN_FRACTION:g}, 1] "
+                                     f"(got {v}): a fraction of peak the hardware achieves")
+            changes[name] = float(v)  # type: ignore[arg-type]
+    if flags["step_overhead_ms"] is not None:
+        v = float(flags["step_overhead_ms"])  # type: ignore[arg-type]
+        if not 0 <= v <= MAX_STEP_OVERHEAD_MS:
+            raise CrossoverError(f"step overhead (--step-overhead-ms) must lie in [0, {MAX_STEP_OVERHEAD_MS:g}] ms "
+                                 f"(got {v:g}); engines spend ~1-2 ms per step")
+        changes["step_overhead_s"] = v / 1e3
+    if flags["transition"] is not None:
+        changes["transition"] = flags["transition"]
+    if calibrated:  # a fit's values, named by calibration.PARAMETERS
+        from ..analysis.calibration import PARAMETERS
+    for name, value in calibrated.items():
+        field = PARAMETERS[name][0]
+        if field != "acceptance" and field not in changes:
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise CrossoverError(f"calibration (--calibration) parameter {name} must be a finite number >= 0 "
+                                     f"(got {value!r})")
+            changes[field] = value / 1e3 if name.endswith("_ms") else value
+    return Efficiency(**changes)
+
+
+def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, context: float,
+                **common: Any) -> Deployment:
+    """The deployment at `tp`, or at the smallest automatic TP that holds enough sequences; a
+    model that does not fit is a one-line error."""
+    import numpy as np
+
+    from ..model import memory
+    from ..specs import Deployment
+    from ..specs.deployment import tp_problem
+
+    ep = bool(common.get("expert_parallel", False))
+    if tp is None:
+        valid = [t for t in AUTO_TP if tp_problem(model, hardware, t, ep) is None]
+        for t in valid:
+            dep = Deployment(model=model, hardware=hardware, tp=t, **common)
+            if memory.max_batch(dep, peak) >= MIN_SEQUENCES_FOR_AUTO_TP:
+                return dep
+        tried = ", ".join(map(str, valid)) or "none of " + ", ".join(map(str, AUTO_TP))
+        raise CrossoverError(
+            f"{model.name} does not hold {MIN_SEQUENCES_FOR_AUTO_TP} sequences of {context:g} tokens on "
+            f"{hardware.name} at any tp an engine accepts for it ({tried}); set tp (--tp), a smaller context "
+            f"(--context) or fp8 weights (--weight-dtype fp8)")
+    if isinstance(tp, bool) or not isinstance(tp, (int, float, np.integer, np.floating)) or not math.isfinite(tp) \
+            or int(tp) != tp or tp < 1:
+        raise CrossoverError(f"tp (--tp) must be an integer >= 1 (got {tp})")
+    problem = tp_problem(model, hardware, int(tp), ep)
+    if problem is not None:
+        raise CrossoverError(problem)
+    dep = Deployment(model=model, hardware=hardware, tp=int(tp), **common)
+    memory.check_fits(dep, peak)
+    return dep
+
+
+def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFAULT_HARDWARE, *,
+             tp: int | None = None, method: str = DEFAULT_METHOD, k: int | None = None,
+             acceptance: float | None = None, tau: float | None = None,
+             per_position: Sequence[float] | None = None, match_rate: float | None = None,
+             draft: str | Model | None = None, draft_tp: int | None = None,
+             draft_vocab: int = DEFAULT_DRAFT_VOCAB, draft_kv_budget: int | None = None, tree=None,
+             context: float | None = None, prompt_len: float | None = None, output_len: float | None = None,
+             weight_dtype: str | None = None, kv_dtype: str = "bf16", expert_parallel: bool = False,
+             bandwidth_fraction: float | None = None, flops_fraction: float | None = None,
+             step_overhead_ms: float | None = None, transition: str | None = None,
+             calibration: str | Path | None = None, workload: str | Workload | None = None,
+             allow_vocab_mismatch: bool = False, force_calibration: bool = False,
+             engine: str | EngineProfile | None = None, cost: str = DEFAULT_COST,
+             distilled: bool = True) -> Scenario:
+    """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
+    4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
+    per_position; else a calibration's, else the workload's, else 0.7), the context (default 2048,
+    or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
+    and output lengths (unless given) make the curves carry the prefill share. A separate draft must
+    share the target's vocabulary unless `allow_vocab_mismatch`. `engine` names the engine profile
+    (engines/*.yaml: vllm = V1 0.11+, vllm-0.10, vllm-v0, sglang, trtllm, hf; None: DEFAULT_ENGINE, vllm) whose
+    overheads, verify layout and CUDA-graph limits the step model applies; `cost` how a forward is
+    priced (roofline or kernels); `distilled` = False keeps the generic efficiency defaults instead
+    of the GPU's parameters distilled from measured kernel tables (hardware YAML `distilled:`).
+
+    Refused in one line: a tp no engine accepts for the model (heads, KV heads, MLP widths, experts
+    under expert parallelism, GPUs per NVLink box), a context beyond the model's
+    max_position_embeddings, and efficiency values that leave a step time non-finite."""
+    from ..model.scenario import Scenario
+    from ..model.kernels.mode import cost_mode as kernel_cost_mode
+    from ..specs.deployment import tp_problem
+    from ..specs.engine import DEFAULT_ENGINE
+    from ..specs.loader import load_engine
+    from ..model.step import COST_MODES
+
+    wl, base = workload, None
+    if isinstance(workload, str):
+        from ..specs.workload import load_workload
+
+        wl, base = load_workload(workload)
+    if wl is not None and prompt_len is None and output_len is None:
+        prompt_len, output_len = wl.means(base=base)
+    if (prompt_len is None) != (output_len is None):
+        raise CrossoverError("give prompt and output lengths together (mean tokens per request)")
+    target, hw = _model(model), _hardware(hardware)
+    if context is None:
+        context = DEFAULT_CONTEXT if prompt_len is None else prompt_len + output_len / 2.0  # type: ignore[operator]
+    elif not (context >= 0 and math.isfinite(context)):
+        raise CrossoverError(f"context (--context) must be a finite number >= 0 tokens (got {context})")
+    for name, v in (("prompt length (--prompt-len)", prompt_len), ("output length (--output-len)", output_len)):
+        if v is not None and not (v >= 0 and math.isfinite(v)):
+            raise CrossoverError(f"{name} must be a finite number >= 0 tokens (got {v})")
+    peak = context if prompt_len is None else max(context, prompt_len + output_len)  # type: ignore[operator]
+    _check_positions(target, context, peak, prompt_len is not None)
+    calibrated = {}
+    if calibration is not None:
+        from ..analysis.calibration import check_transfer, load_calibration, saved_scenario
+
+        calibrated = load_calibration(calibration)
+    eff = _efficiency(calibrated, bandwidth_fraction=bandwidth_fraction, flops_fraction=flops_fraction,
+                      step_overhead_ms=step_overhead_ms, transition=transition)
+    if not distilled:
+        eff = eff.model_copy(update={"distilled": False})
+    profile = load_engine(DEFAULT_ENGINE if engine is None else engine)
+    if cost not in COST_MODES:
+        raise CrossoverError(f"unknown cost mode {cost!r} (--cost); choose from {', '.join(COST_MODES)}")
+    if cost == "kernels":  # the tables' package is there (else the install line), before any work
+        kernel_cost_mode(profile.framework, hw.name)
+    dep = _deployment(target, hw, tp, peak, context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                      efficiency=eff, expert_parallel=expert_parallel, engine=profile, cost=cost)
+    if calibration is not None:  # a fit of another model, hardware or TP applies only when forced
+        note = check_transfer(saved_scenario(calibration), target.name, hw.name, dep.tp, force_calibration,
+                              source=calibration, transferred=list(calibrated))
+        if note:
+            warnings.warn(note)
+    acc = acceptance_of(acceptance=acceptance, tau=tau, per_position=per_position, match_rate=match_rate,
+                        method=method, calibrated=calibrated.get("acceptance"), workload=wl)
+    spec = speculation(target, method=method, k=k, tree=tree, draft=draft, draft_tp=draft_tp,
+                       draft_vocab=draft_vocab, draft_kv_budget=draft_kv_budget, acceptance=acc,
+                       allow_vocab_mismatch=allow_vocab_mismatch)
+    if spec.method == "draft" and spec.draft is not None and spec.draft is not target:
+        given = draft_tp is not None
+        problem = tp_problem(spec.draft, hw, int(spec.draft_tp or dep.tp), expert_parallel,
+                             label="draft tp", flag="--draft-tp" if given else "the target's --tp; set --draft-tp")
+        if problem is not None:
+            raise CrossoverError(problem)
+    sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None)
+    _check_finite_steps(sc)
+    return sc
+
+
+def _check_positions(model: Model, context: float, peak: float, lengths: bool) -> None:
+    """A one-line error for sequences longer than the model's max_position_embeddings (when given):
+    vLLM refuses a max_model_len above it, SGLang a context_length above it."""
+    limit = model.max_position_embeddings
+    if limit is None or peak <= limit:
+        return
+    what = (f"prompt + output ({peak:g} tokens; --prompt-len, --output-len)" if lengths and peak > context
+            else f"context {context:g} (--context)")
+    raise CrossoverError(f"{what} exceeds {model.name}'s {limit} positions (max_position_embeddings); "
+                         f"engines refuse sequences longer than the model was trained for")
+
+
+def _check_finite_steps(sc: Scenario) -> None:
+    """A one-line error when the efficiency values leave a step time non-finite or non-positive (e.g.
+    a denormal bandwidth fraction): priced at batch 1 and at the most sequences memory could hold."""
+    import numpy as np
+
+    from ..analysis.curves import evaluate
+    from ..model.memory import batch_ceiling
+    from ..specs.deployment import MIN_FRACTION
+
+    top = max(1, min(batch_ceiling(sc.deployment), 1 << 20))
+    with np.errstate(all="ignore"):
+        c = evaluate(sc, np.array([1.0, float(top)]))
+        times = np.concatenate([np.ravel(c.step_off), np.ravel(c.step_on)])
+    if not np.all(np.isfinite(times)) or not np.all(times > 0):
+        raise CrossoverError(
+            "these efficiency values give a step time that is not a finite positive number "
+            "(--bandwidth-fraction, --flops-fraction, --step-overhead-ms or the calibration's); "
+            f"use fractions in [{MIN_FRACTION:g}, 1] and finite overheads")
+
+
+def inputs(sc: Scenario) -> dict[str, Any]:
+    """What a scenario resolved to, as the CLI's `--json` reports it under `inputs`."""
+    dep, spec = sc.deployment, sc.speculation
+    acc, k = spec.acceptance, spec.k
+    return {
+        "model": dep.model.name, "hardware": dep.hardware.name, "tp": dep.tp, "tp_auto": sc.tp_auto,
+        "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype,
+        "context": int(sc.context) if sc.context == int(sc.context) else sc.context,
+        "prompt_len": sc.prompt_len, "output_len": sc.output_len, "method": spec.method,
+        "draft": spec.draft.name if spec.draft else None, "draft_kv_budget": spec.draft_kv_budget, "k": k,
+        "acceptance_kind": acc.kind,
+        "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
+        "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
+        "tree": list(spec.tree) if spec.tree else None,
+        "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
+        "verify_width": spec.verify_width,
+        "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
+        "cost": dep.cost, "cost_source": _cost_source(dep),
+        "distilled_from": dep.hardware.distilled.source if dep.hardware.distilled and dep.efficiency.distilled else None,
+        "efficiency": _efficiency_in_effect(dep),
+    }
+
+
+def _cost_source(dep: Deployment) -> str:
+    """Where a forward's seconds come from: the measured tables (package, version, framework and
+    table versions) or the analytical roofline."""
+    from ..model.kernels.mode import cost_mode as kernel_cost_mode
+
+    if dep.cost == "kernels":
+        return kernel_cost_mode(dep.engine.framework, dep.hardware.name).source
+    return "analytical roofline (op bytes and FLOPs over achieved bandwidth and FLOP/s)"
+
+
+def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
+    """The efficiency dials with the engine profile's overheads filled in where no override is set."""
+    from ..specs.deployment import ENGINE_OVERHEADS
+
+    out = dep.efficiency.model_dump()
+    for name in ENGINE_OVERHEADS:
+        out[name] = getattr(dep, name)
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    """memory's batch_ceiling and check_batches, part of this module's interface (imported on use)."""
+    if name in ("batch_ceiling", "check_batches"):
+        from ..model import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,344 @@
+"""Measured sweeps beside the model: read both arms, check every point against the speed of light,
+predict at the measured levels, and calibrate the model's free parameters to the sweep. The API
+verbs `crossover.measured` and `crossover.calibrate` (and the CLI's) are built from these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .build import DEFAULT_K, DEFAULT_METHOD
+from ..comparison.engine_effects import engine_effects
+from ..errors import CrossoverError
+from ..measurements import Columns, MeasuredTable, read_columns
+from ..analysis.bounds import files_model
+
+# The model (specs, step model, calibration) is imported where a model is asked for: a sweep read
+# without one loads only the readers and the report.
+if TYPE_CHECKING:
+    from ..analysis.calibration import Observation
+    from ..model.scenario import Scenario
+
+Paths = Sequence[str | Path] | None
+
+
+# SGLang's --speculative-algorithm values and the methods that price them
+SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NGRAM": "ngram", "NEXTN": "mtp", "STANDALONE": "draft"}
+
+
+def files_method(table: MeasuredTable, method: str | None) -> tuple[str, str | None]:
+    """The method to price the sweep with, and a note: `method` when given (noting files that say
+    another ran), else the one the on-arm files name (SGLang's speculative_algorithm), else the default."""
+    algos = sorted(table.columns.algorithms)
+    named = {SGLANG_METHODS.get(a) for a in algos}
+    if method is not None:
+        if len(named) == 1 and None not in named and method not in named:
+            return method, f"note: the files ran {algos[0]} (SGLang); priced as --method {method}"
+        return method, None
+    if len(named) == 1 and None not in named:
+        found = named.pop()
+        return found, (f"note: method {found} from the files (SGLang speculative_algorithm {algos[0]}; --method "
+                       "sets another)")
+    return DEFAULT_METHOD, None
+
+
+def read_arms(on: Paths = None, off: Paths = None, files: Paths = None, load_axis: str | None = None) -> MeasuredTable:
+    """Both arms of a sweep: `on` and `off` result files (or folders), or `files` whose own fields
+    name the arm; a one-line error when no level is measured in both."""
+    if not files and not (on and off):
+        raise CrossoverError("give --on FILES and --off FILES (or --files whose own fields name the arm)")
+    parts = [read_columns(off, arm="off", load_axis=load_axis)] if off else []
+    parts += [read_columns(on, arm="on", load_axis=load_axis)] if on else []
+    parts += [read_columns(files, arm=None, load_axis=load_axis)] if files else []
+    table = MeasuredTable(columns=Columns.concat(parts))  # column arrays: no Python object per row
+    if not len(table.levels()[0]):
+        raise CrossoverError("no load level is measured in both arms; give --on and --off files of the same sweep")
+    return table
+
+
+def files_tau(table: MeasuredTable) -> float | None:
+    """The mean acceptance length (tau) the on-arm files report, if any."""
+    taus = table.on_taus()[1].tolist()  # by load, as the on-arm points
+    return sum(taus) / len(taus) if taus else None
+
+
+def files_match_rate(table: MeasuredTable) -> float | None:
+    """n-gram: the share of request steps that carried a draft (measurements.acceptance.match_rate),
+    from the on-arm files' counters summed over the runs (vllm bench serve's spec_decode_num_drafts,
+    spec_decode_accepted_tokens, total_output_tokens and completed). None where the files do not
+    report all four."""
+    c = table.columns
+    drafts, accepted = c.metric("spec_decode_num_drafts"), c.metric("spec_decode_accepted_tokens")
+    out, done = c.metric("total_output_tokens"), c.metric("completed")
+    rows = c.on & ~np.isnan(drafts) & ~np.isnan(accepted) & ~np.isnan(out) & ~np.isnan(done)
+    if not rows.any():
+        return None
+    from ..measurements.acceptance import match_rate
+
+    return match_rate(float(drafts[rows].sum()), float(out[rows].sum()), float(done[rows].sum()),
+                      float(accepted[rows].sum()))
+
+
+def check_file_taus(table: MeasuredTable, k: int | None) -> None:
+    """Each on-arm file's tau against the k the model will use: a tau above k + 1 is named with its
+    file and value (not as an average of several files)."""
+    k = DEFAULT_K if k is None else k
+    for row, tau in zip(*(a.tolist() for a in table.on_taus())):
+        if tau > k + 1 + 1e-9:
+            p = table.columns.point(row)
+            from_file = f" (the file says k = {p.k})" if p.k is not None and p.k != k else ""
+            raise CrossoverError(f"{p.source}: acceptance length (tau) {p.acceptance_length:g} exceeds k + 1 = {k + 1} "
+                                 f"for k = {k}{from_file}; give the k of that run with --k, or check the file")
+
+
+def model_for_check(table: MeasuredTable, model: str | None, hardware: str | None) -> tuple[str | None, str | None]:
+    """(the model to check the points with, the note to print when the check cannot run): an
+    explicit model, else the one the files name (`model_id`), which needs only the hardware."""
+    if model:
+        return model, None
+    named = table.model_ids()
+    found = files_model(named)
+    if found is not None and hardware:
+        return found, None
+    if found is not None:
+        return None, (f"note: physics check skipped: the files' model is {found}; give --hardware (and --tp) to "
+                      f"check every point against the speed of light")
+    if named:
+        return None, (f"note: physics check skipped: the files' model_id {', '.join(repr(n) for n in named)} is no "
+                      f"library model; give --model (a spec name or YAML) and --hardware")
+    return None, ("note: physics check skipped: the files name no model; give --model and --hardware to check "
+                  "every point against the speed of light")
+
+
+@dataclass
+class MeasuredResult:
+    """`crossover measured`: the measured table, the physics check of every point, the prediction
+    at the measured levels (with a model), and notes for stderr."""
+
+    table: MeasuredTable
+    scenario: Scenario | None
+    checks: list = field(default_factory=list)
+    predicted: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    engine_effects: dict[str, Any] | None = None  # a slowdown deeper than the model allows, and its causes
+    engine_metrics: dict[str, Any] | None = None  # the server's acceptance (--engine-metrics)
+
+    @property
+    def impossible(self) -> list:
+        """Points faster than the speed of light allows."""
+        from ..analysis.bounds import BoundChecks
+
+        return BoundChecks.of(self.checks).beaten()
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..reporting.measured import measured_dict
+
+        out = measured_dict(self.table, self.checks, self.predicted)
+        if self.predicted is not None:
+            out["engine_effects"] = self.engine_effects
+        if self.engine_metrics is not None:
+            out["engine_metrics"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.engine_metrics.items()}
+        return out
+
+    def to_text(self) -> str:
+        from ..reporting.measured import measured_table
+        from ..analysis.bounds import LIKELY_CAUSES
+
+        text = measured_table(self.table, self.checks, LIKELY_CAUSES, self.predicted)
+        e = self.engine_effects
+        if not e:
+            return text
+        what = "slowdown deeper" if e["direction"] == "below" else "speedup larger"
+        lines = ["", f"{what} than the model allows at {self.table.load_axis} {e['level']:g} (measured "
+                 f"{e['measured_speedup']:.3f}, predicted {e['predicted_speedup']:.3f} with {e['engine']}); engine "
+                 "effects that can cause it:"]
+        lines += [f"  - {c['effect']}" + (f" ({c['check']})" if c.get("check") else "") for c in e["causes"]]
+        return text + "\n" + "\n".join(lines)
+
+
+def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
+             model: str | None = None, hardware: str | None = None, tp: int | None = None,
+             method: str | None = None, draft: str | None = None, k: int | None = None,
+             calibration: str | Path | None = None, force: bool = False,
+             engine: str | None = None, distilled: bool = True,
+             engine_metrics: Paths = None) -> MeasuredResult:
+    """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
+    that name it), every point checked against the speed of light and the model beside each level.
+    `force`: apply a calibration fitted on another model, hardware or TP (build.scenario checks).
+    `engine_metrics`: the server's own acceptance (a vLLM log, or a /metrics scrape after the run
+    and optionally one before it): its tau, k and n-gram match rate replace the files'."""
+    table = read_arms(on, off, files, load_axis)
+    metrics = read_engine_metrics(engine_metrics)
+    model, note = model_for_check(table, model, hardware)
+    notes = [note] if note else []
+    inferred = method is None
+    method, method_note = files_method(table, method)
+    if metrics is not None:
+        notes.insert(0, metrics_note(metrics, method))
+    if not model:
+        if calibration is not None:
+            raise CrossoverError("--calibration applies to the prediction beside the measurement: give --model and "
+                                 "--hardware too")
+        return MeasuredResult(table, None, notes=notes, engine_metrics=metrics)
+    if not hardware:
+        raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
+    if inferred and method == "draft" and draft is None:
+        raise CrossoverError("the files ran SGLang's STANDALONE speculation (a separate draft model): give --draft NAME, "
+                             "or --method to price another")
+    if method_note:
+        notes.append(method_note)
+    from .build import scenario
+    from ..comparison.compare import predicted_at_levels
+    from ..analysis.bounds import check
+
+    if k is None and metrics is not None and metrics.get("k"):
+        k = int(metrics["k"])
+    check_file_taus(table, k)
+    p_len, o_len = table.mean_lengths()
+    if p_len is None or o_len is None:  # the prefill mix needs both lengths: pure decode otherwise
+        p_len = o_len = None
+    tau = files_tau(table)
+    if metrics is not None and metrics.get("acceptance_length"):
+        tau = float(metrics["acceptance_length"])
+    match = None
+    if method == "ngram":
+        match = metrics.get("match_rate") if metrics is not None else None
+        if match is None:
+            match = files_match_rate(table)
+            if match is not None:
+                notes.append(f"note: n-gram match rate {match:.3f} from the files' counters (drafts per request "
+                             "step); the crossover moves with it")
+    if engine is None and table.columns.formats == {"sglang"}:  # the files name their engine: no silent vllm
+        engine = "sglang"
+        notes.append("note: engine profile sglang: the files are SGLang bench_serving results (--engine sets another)")
+    sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=tau, match_rate=match,
+                  calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
+                  distilled=distilled, **({} if engine is None else {"engine": engine}))
+    predicted = predicted_at_levels(table, sc)
+    if predicted is None:
+        notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "
+                        "(total_input_tokens, total_output_tokens, completed), which the serving simulator needs")
+    return MeasuredResult(table, sc, check(sc, table), predicted, notes, engine_effects(table, sc, predicted),
+                          metrics)
+
+
+def read_engine_metrics(paths: Paths) -> dict[str, Any] | None:
+    """The server's acceptance from a vLLM log or a /metrics scrape after the run ([after, before]:
+    the before-scrape subtracted), with its source; None without."""
+    if not paths:
+        return None
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if len(paths) > 2:
+        raise CrossoverError("--engine-metrics takes one file, or a scrape after the run and one before it (AFTER,BEFORE)")
+    from ..measurements.acceptance import read_acceptance
+
+    out = dict(read_acceptance(paths[0], paths[1] if len(paths) == 2 else None))
+    out["source"] = ",".join(str(p) for p in paths)
+    if not out.get("acceptance_length") and not out.get("match_rate"):
+        raise CrossoverError(f"{out['source']}: no acceptance length in these engine metrics (V1 counters "
+                             "vllm:spec_decode_num_drafts and num_accepted_tokens, or SpecDecoding log lines)")
+    return out
+
+
+def metrics_note(m: dict[str, Any], method: str) -> str:
+    """One line: what the engine metrics said."""
+    parts = []
+    if m.get("acceptance_length"):
+        parts.append(f"acceptance length {m['acceptance_length']:.3f}")
+    if m.get("acceptance_rate") is not None:
+        parts.append(f"rate {m['acceptance_rate']:.3f}")
+    if m.get("k"):
+        parts.append(f"k {m['k']}")
+    if method == "ngram":
+        parts.append(f"n-gram match rate {m['match_rate']:.3f} (drafts per request step; the crossover moves with it)"
+                     if m.get("match_rate") is not None else
+                     "no n-gram match rate (needs vllm:generation_tokens and vllm:request_success in a scrape)")
+    return f"note: engine metrics {m['source']}: " + ", ".join(parts)
+
+
+def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
+    """A request-rate sweep as observations: each arm's requests in flight by Little's law (rate x mean
+    end-to-end latency) and its mean TPOT; throughput only echoes the offered rate, so it is not fitted."""
+    from ..analysis.calibration import TPOT_MS_RANGE, Observation
+    from ..analysis.bounds import in_flight
+
+    obs = []
+    for load, off, on in table.pairs():
+        for p in (off, on):
+            if not p.metrics.get("mean_e2el_ms") or not p.metrics.get("mean_tpot_ms"):
+                raise CrossoverError(f"{p.source}: a request-rate sweep is calibrated on mean TPOT at the requests "
+                                     f"in flight (rate x mean_e2el_ms), so both arms need mean_e2el_ms and "
+                                     f"mean_tpot_ms at every level")
+            e2e = p.metrics["mean_e2el_ms"]
+            if not TPOT_MS_RANGE[0] <= e2e <= TPOT_MS_RANGE[1]:
+                raise CrossoverError(f"{p.source}: mean_e2el_ms {e2e:g} is no measurement (expected "
+                                     f"{TPOT_MS_RANGE[0]:g}-{TPOT_MS_RANGE[1]:g} ms)")
+        obs.append(Observation(in_flight(off, sc), off.output_throughput, on.output_throughput,
+                               off.metrics["mean_tpot_ms"], on.metrics["mean_tpot_ms"], f"{off.source} | {on.source}",
+                               load_on=in_flight(on, sc), use_throughput=False))
+    return obs
+
+
+@dataclass
+class CalibrateResult:
+    """`crossover calibrate`: the fit (parameters, errors, crossover interval) and its scenario."""
+
+    fit: Any  # calibration.Fit
+    inputs: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..reporting.measured import calibration_dict
+
+        return {**calibration_dict(self.fit), "inputs": self.inputs}
+
+    def to_text(self) -> str:
+        from ..reporting.measured import calibration_table
+
+        return calibration_table(self.fit, self.inputs)
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """What `--out` saves (and `--calibration` reads back)."""
+        return self.fit.to_yaml_dict()
+
+
+def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
+                    bootstrap: int = 60, model: str | None = None, prompt_len: float | None = None,
+                    output_len: float | None = None, progress=None, **scenario_kwargs: Any) -> CalibrateResult:
+    """Fit efficiencies, overheads and (unless the files report tau or one is given) the acceptance
+    rate to a measured sweep; the model defaults to the one the files name. `progress(done, total)`
+    follows the bootstrap (calibration.calibrate)."""
+    from .build import inputs, scenario
+    from ..analysis.calibration import Observation, calibrate
+
+    table = read_arms(on, off, files, load_axis)
+    if isinstance(bootstrap, bool) or int(bootstrap) != bootstrap or bootstrap < 0:
+        raise CrossoverError(f"--bootstrap must be >= 0 refits (0: no interval), got {bootstrap}")
+    if not model:
+        named = table.model_ids()
+        model = files_model(named)
+        if model is None:
+            what = (f"the files' model_id {', '.join(repr(n) for n in named)} is no library model" if named
+                    else "the files name no model (model_id)")
+            raise CrossoverError(f"give --model: {what}")
+    given = any(scenario_kwargs.get(key) is not None for key in ("acceptance", "tau", "per_position"))
+    if scenario_kwargs.get("tree") is None and scenario_kwargs.get("tau") is None:
+        check_file_taus(table, scenario_kwargs.get("k"))
+    if prompt_len is None and output_len is None:
+        prompt_len, output_len = table.mean_lengths()
+    tau = files_tau(table)
+    if tau is not None and not given:
+        scenario_kwargs["tau"] = tau  # the files report it: use it, do not fit it
+    sc = scenario(model, prompt_len=prompt_len, output_len=output_len, **scenario_kwargs)
+    if table.load_axis == "request_rate":
+        obs, axis = _rate_observations(table, sc), "in_flight"
+    else:
+        obs = [Observation(load, off.output_throughput, on.output_throughput, off.metrics.get("mean_tpot_ms"),
+                           on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
+               for load, off, on in table.pairs()]
+        axis = table.load_axis
+    fit = calibrate(sc, obs, fit_acceptance=tau is None and not given, load_axis=axis, bootstrap=int(bootstrap),
+                    progress=progress)
+    return CalibrateResult(fit, inputs(sc))

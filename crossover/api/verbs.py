@@ -1,0 +1,234 @@
+"""The Python API: every verb of the command line as a function that returns a typed result.
+
+    import crossover
+    result = crossover.predict(model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=3)
+    print(result.crossover_batch, result.to_dict()["regime"])
+
+Each function takes a `scenario` (from `crossover.scenario(...)`) or the same keyword arguments
+`crossover.scenario` takes; `.to_dict()` is exactly what the CLI prints with `--json`, `.to_text()`
+what it prints without.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import results
+from ..analysis.adaptive import adaptive_throughput
+from .build import acceptance_of, inputs, scenario, speculation
+from ..analysis.curves import DEFAULT_BATCHES
+from ..model.scenario import Scenario, memory_limits
+from ..analysis.curves import predict as _predict
+from ..analysis.engine_config import engine_configs
+from ..errors import CrossoverError
+from ..model.memory import batch_ceiling
+from ..planning.plan import DEFAULT_RETRY_REPLICAS, DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
+from ..planning.plan import plan as _plan
+from ..analysis.policy import best_k_policy, routing_policy
+from ..planning.pricing import DEFAULT_PUE, DEFAULT_YEARS, costs, parse_price_flags
+from ..serving.engine import EngineLimits
+from ..serving.sweep import sweep
+from ..specs import load_hardware, load_model
+from ..model.step import StepModel, op_breakdown
+from ..planning.traffic import Traffic, demand
+from ..analysis.trees import best_tree_policy
+from ..analysis.whatif import grid, parse_axis
+from ..specs.workload import Workload, load_workload
+
+
+def _scenario(sc: Scenario | None, kwargs: dict[str, Any]) -> Scenario:
+    if sc is not None and kwargs:
+        raise CrossoverError(f"give a scenario or scenario keywords, not both ({', '.join(kwargs)})")
+    return sc if sc is not None else scenario(**kwargs)
+
+
+def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAULT_BATCHES,
+            breakdown: float | None = None, **scenario_kwargs: Any) -> results.PredictResult:
+    """Throughput off and on at each batch, the crossover and the memory limits; with `breakdown`
+    (a batch), the per-op and per-term step times there and which cost mode priced each op."""
+    sc = _scenario(scenario, scenario_kwargs)
+    if batches is not DEFAULT_BATCHES:  # loads the KV cache could hold (fractional: the curve is continuous)
+        ceiling = batch_ceiling(sc.deployment)
+        bad = [b for b in batches if not (np.isfinite(b) and 0 < b <= ceiling)]
+        if bad:
+            raise CrossoverError(f"batch {bad[0]:g} is no load this deployment could run: batches lie in (0, "
+                                 f"{ceiling}], what its KV cache could ever hold")
+    bd = None
+    if breakdown is not None:
+        if not (np.isfinite(breakdown) and 0 < breakdown <= batch_ceiling(sc.deployment)):
+            raise CrossoverError(f"--breakdown batch {breakdown:g} is no load this deployment could run (0, "
+                                 f"{batch_ceiling(sc.deployment)}]")
+        bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), breakdown, sc.context, sc.speculation)
+    return results.PredictResult(_predict(sc, list(batches)), inputs(sc), bd)
+
+
+def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
+             request_rate: Sequence[float] | None = None, num_prompts: int = 1000, seed: int = 0,
+             burstiness: float = 1.0, max_num_seqs: int | None = None, max_num_batched_tokens: int = 8192,
+             policy: bool = False, hysteresis: tuple[int, int] | None = None, scenario: Scenario | None = None,
+             progress=None, **scenario_kwargs: Any) -> results.SimulateResult:
+    """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
+    identical but for speculation (and, with `policy`, a third that routes k by load with the best-k
+    schedule; with `hysteresis=(low, high)`, one that speculates until the running batch rises above
+    `high` and resumes when it falls below `low`)."""
+    wl, base = load_workload(workload)
+    if (concurrency is None) == (request_rate is None):
+        raise CrossoverError("give concurrency levels or request rates (one of the two)")
+    if scenario is None:
+        p_mean, o_mean = wl.means(base=base)
+        scenario_kwargs.setdefault("prompt_len", p_mean)
+        scenario_kwargs.setdefault("output_len", o_mean)
+        scenario_kwargs["workload"] = wl
+    sc = _scenario(scenario, scenario_kwargs)
+    resolved = inputs(sc)
+    axis = "concurrency" if concurrency is not None else "request_rate"
+    levels = list(concurrency if concurrency is not None else request_rate)  # type: ignore[arg-type]
+    # max_num_seqs None: 256, with the engine's own cap on speculating arms (SGLang's 48)
+    limits = EngineLimits.of(sc.deployment, max_num_seqs, max_num_batched_tokens)
+    schedule: Any = None
+    if policy and hysteresis is not None:
+        raise CrossoverError("route by the best-k schedule (policy) or by hysteresis, not both")
+    if hysteresis is not None:
+        low, high = (int(x) for x in hysteresis)
+        if not (1 <= low <= high):
+            raise CrossoverError(f"hysteresis thresholds must satisfy 1 <= low <= high (got {low}, {high})")
+        schedule = (low, high)
+        resolved["routing"] = {"rule": "hysteresis", "speculate_below": low, "stop_above": high}
+    if policy:
+        pol = routing_policy(sc, *wl.sample(np.random.default_rng(0), 20_000, base), limits.seats(True))
+        schedule = pol.best_k
+        resolved["policy_schedule"] = pol.schedule
+    res = sweep(sc, wl, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burstiness, limits=limits,
+                base=base, schedule=schedule, progress=progress)
+    resolved.update({"workload": wl.name, "num_prompts": num_prompts, "seed": seed, "burstiness": burstiness,
+                     "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens})
+    if limits.seats(True) != limits.max_num_seqs:
+        resolved["max_num_seqs_speculating"] = limits.seats(True)
+        resolved["max_num_seqs_note"] = (f"{sc.deployment.engine.display_name}'s own cap when speculating; "
+                                         f"--max-num-seqs sets both arms")
+    return results.SimulateResult(res, resolved)
+
+
+def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int | None = None,
+           adaptive: bool = False, confidence_threshold: float = 0.0, confidence_concentration: float = 2.0,
+           tree_nodes: int | None = None, draft_model_id: str | None = None,
+           **scenario_kwargs: Any) -> results.PolicyResult:
+    """The best k at every batch up to `batch_max` (default: the memory limit, at most 1024), the
+    engine configs that apply it, and optionally adaptive verification and draft trees by load."""
+    sc = _scenario(scenario, scenario_kwargs)
+    resolved = inputs(sc)
+    if batch_max is None:
+        batch_max = max(1, min(memory_limits(sc)[0], 1024))
+    pol = best_k_policy(sc, int(batch_max), int(k_max))
+    spec = sc.speculation
+    draft = spec.draft.name if spec.method == "draft" and spec.draft is not None else None
+    configs = engine_configs(pol, draft_model_id or draft)
+    resolved["k_max"], resolved["batch_max"] = int(k_max), int(batch_max)
+    out = results.PolicyResult(pol, configs, resolved)
+    if adaptive:
+        pts = sorted({int(x) for x in np.geomspace(1, batch_max, 12).round()} | {int(batch_max)})
+        res = adaptive_throughput(sc, pts, int(k_max), threshold=confidence_threshold, kappa=confidence_concentration)
+        out.adaptive = {"batch": pts, "tokens_per_s": [round(float(x), 2) for x in res.tokens_per_s],
+                        "verified_drafts_per_seq": [round(float(x), 3) for x in res.verified_drafts],
+                        "best_fixed_k": [int(pol.best_k[p - 1]) for p in pts],
+                        "best_fixed_tokens_per_s": [round(float(pol.best_tput[p - 1]), 2) for p in pts],
+                        "off_tokens_per_s": [round(float(pol.tput[0][p - 1]), 2) for p in pts],
+                        "threshold": confidence_threshold, "concentration": confidence_concentration}
+    if tree_nodes is not None:
+        trees = best_tree_policy(sc, int(batch_max), int(tree_nodes), int(k_max))
+        rows = []
+        for r in trees.schedule():
+            i = trees.sizes.index(r["nodes"])
+            b = r["batch_min"]
+            rows.append({**r, "tau": round(trees.tau[i], 4), "tokens_per_s": round(float(trees.tput[i][b - 1]), 2),
+                         "best_chain_k": int(pol.best_k[b - 1]),
+                         "best_chain_tokens_per_s": round(float(pol.best_tput[b - 1]), 2),
+                         "paths": [list(x) for x in trees.paths[i]]})
+        out.trees = {"max_nodes": trees.sizes[-1], "max_depth": int(k_max), "schedule": rows}
+    return out
+
+
+def _names(value: str | Sequence[Any] | None, default: Sequence[Any]) -> list[Any]:
+    """A comma list ('bf16,fp8') or a sequence, as a list; `default` when None."""
+    if value is None:
+        return list(default)
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
+
+
+PLAN_HARDWARE = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s", "mi300x")
+
+
+def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = None,
+         slo_p99_tpot_ms: float | None = None, slo_ttft_ms: float | None = None, slo_p99_ttft_ms: float | None = None,
+         slo_itl_ms: float | None = None, slo_p99_itl_ms: float | None = None, slo_e2e_ms: float | None = None,
+         slo_p99_e2e_ms: float | None = None, peak_rps: float | None = None,
+         peak_output_tokens_per_s: float | None = None, traffic: str | Traffic | None = None,
+         hardware: str | Sequence[str] = PLAN_HARDWARE, tp: str | Sequence[int] = (1, 2, 4, 8),
+         weight_dtype: str | Sequence[str] | None = None, kv_dtype: str | Sequence[str] = ("bf16",),
+         max_num_seqs: str | Sequence[int] = (256,), k_max: int | None = None,
+         price: str | Sequence[str] | dict[str, float] | None = None, price_file: str | None = None,
+         power_cost: float | None = None, pue: float = DEFAULT_PUE, years: float = DEFAULT_YEARS,
+         cost_basis: str = "rental", verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS,
+         burstiness: float = 1.0, seed: int = 0, jobs: int | None = None, max_num_batched_tokens: int = 8192,
+         expert_parallel: bool = False, retry_replicas: int = DEFAULT_RETRY_REPLICAS, progress=None,
+         **speculation_kwargs: Any) -> results.PlanResult:
+    """How many GPUs of which kind, deployed how, serve the demand under the SLOs, at what cost: every
+    hardware x TP x weight/KV dtype x speculation arm x max running sequences, sized, priced, ranked,
+    the best `verify` checked in the serving simulator. SLOs are ms (p50 and p99 of TPOT, TTFT, ITL,
+    E2E as vLLM's benchmark reports them); the demand is one of `peak_rps`, `peak_output_tokens_per_s`
+    or a `traffic` CSV (time,requests per interval). A finalist that misses an SLO in simulation is
+    simulated again with up to `retry_replicas` more replicas (its fleet grows to the first that meets
+    it, `replicas_added`) before it is demoted. `progress(done, total, what)` follows the screening and
+    the simulations."""
+    target = load_model(model)
+    hws = [load_hardware(h) for h in _names(hardware, PLAN_HARDWARE)]
+    if not hws:
+        raise CrossoverError("plan needs at least one accelerator")
+    wl, base = load_workload(workload)
+    p_len, o_len = wl.means(base=base)
+    need = demand(peak_rps=peak_rps, peak_output_tokens_per_s=peak_output_tokens_per_s, traffic=traffic,
+                  output_len=o_len)
+    prices = price if isinstance(price, dict) else parse_price_flags(price)
+    cost = costs(hws, price=prices, price_file=price_file, power_usd_per_kwh=power_cost, pue=pue, years=years,
+                 basis=cost_basis)
+    kw = dict(speculation_kwargs)
+    acc = acceptance_of(acceptance=kw.pop("acceptance", None), tau=kw.pop("tau", None),
+                        per_position=kw.pop("per_position", None), match_rate=kw.pop("match_rate", None),
+                        method=kw.get("method", "eagle"), workload=wl)
+    spec = speculation(target, acceptance=acc, **kw)
+    tps = tuple(int(t) for t in _names(tp, (1, 2, 4, 8)))
+    wds = tuple(_names(weight_dtype, (None,)))
+    kvds = tuple(_names(kv_dtype, ("bf16",)))
+    mns = tuple(int(n) for n in _names(max_num_seqs, (256,)))
+    slo = {"median_tpot_ms": slo_tpot_ms, "p99_tpot_ms": slo_p99_tpot_ms, "median_ttft_ms": slo_ttft_ms,
+           "p99_ttft_ms": slo_p99_ttft_ms, "median_itl_ms": slo_itl_ms, "p99_itl_ms": slo_p99_itl_ms,
+           "median_e2el_ms": slo_e2e_ms, "p99_e2el_ms": slo_p99_e2e_ms}
+    res = _plan(target, hws, spec, wl, need, slo, cost, prompt_len=p_len, output_len=o_len, tps=tps,
+                weight_dtypes=wds, kv_dtypes=kvds, max_num_seqs=mns, k_max=k_max,
+                max_num_batched_tokens=int(max_num_batched_tokens), expert_parallel=bool(expert_parallel),
+                verify=int(verify), num_prompts=int(num_prompts), burstiness=float(burstiness), seed=int(seed),
+                jobs=jobs, base=base, retry_replicas=retry_replicas, progress=progress)
+    resolved = {"model": target.name, "workload": wl.name, "prompt_len": p_len, "output_len": o_len,
+                "slo_ms": res.slo, "hardware": [h.name for h in hws], "tp": list(tps),
+                "weight_dtype": [w or target.weight_dtype for w in wds], "kv_dtype": list(kvds),
+                "max_num_seqs": list(mns), "method": spec.method, "k": spec.k, "k_max": int(k_max or spec.k),
+                "tau": round(spec.tau, 4), "verify": int(verify), "retry_replicas": int(retry_replicas),
+                "num_prompts": int(num_prompts),
+                "burstiness": float(burstiness), "seed": int(seed), "expert_parallel": bool(expert_parallel)}
+    return results.PlanResult(res, resolved)
+
+
+def whatif(x: str = "batch=1..512", y: str = "k=1..8", *, points: int = 64, scenario: Scenario | None = None,
+           **scenario_kwargs: Any) -> results.WhatifResult:
+    """Speedup over two axes (batch, k, acceptance, context, hardware), e.g. x='batch=1..512',
+    y='acceptance=0.5..0.9', and the crossover along x for each y."""
+    if int(points) < 2:
+        raise CrossoverError("points must be >= 2 (--points)")
+    x_axis, xs = parse_axis(x, int(points))
+    y_axis, ys = parse_axis(y, int(points))
+    sc = _scenario(scenario, scenario_kwargs)
+    return results.WhatifResult(grid(sc, x_axis, xs, y_axis, ys), inputs(sc))

@@ -1,0 +1,122 @@
+"""Engine effects behind a measured sweep the model does not explain: where a measured slowdown is
+deeper than the model allows, or speculation measured winning where the model says it loses, the
+engine behaviour that can cause it, each checked against the model where it can be (another
+engine profile re-predicts the levels). Used by `measured` (crossover/measured.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..model.scenario import Scenario
+    from ..measurements import MeasuredTable
+
+
+# A measured speedup below 1 and this far (ln) below the model's is deeper than the model allows; one
+# above 1 this far above a predicted loss is larger than the model allows.
+DEEPER_THAN_MODEL = 0.15
+
+
+def _widest_gap(ratios: np.ndarray, predicted: list, below: bool) -> tuple[float, int] | None:
+    """(ln(measured / predicted), level index) of the widest gap on one side: measured < 1 and below
+    the prediction (`below`), or measured > 1 where the model predicts < 1 (speculation measured winning
+    where the model says it loses); the first level of equal ones; None when no level is on that side
+    by more than DEEPER_THAN_MODEL."""
+    predicted_speedup = np.array(predicted, float)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        side = (ratios < 1.0) if below else (ratios > 1.0) & (predicted_speedup < 1.0)
+        rows = np.flatnonzero(np.isfinite(ratios) & (ratios > 0) & side & (predicted_speedup > 0))
+        gaps = ratios[rows] / predicted_speedup[rows]  # measured / predicted, the same divisions as one by one
+    if not len(rows):
+        return None
+    # ln is monotone: the widest gap lies among the ratios within rounding of the extreme one, the only
+    # ones whose ln is taken here; sign orders the gaps so that the widest is the largest either way
+    sign = -1.0 if below else 1.0
+    extreme = gaps.min() if below else gaps.max()
+    near = rows[sign * gaps >= sign * extreme * (1 - sign * 1e-12)].tolist()
+    widest, first = max((sign * math.log(float(ratios[i]) / predicted[i]), -i) for i in near)
+    return (sign * widest, -first) if widest > DEEPER_THAN_MODEL else None
+
+
+def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str, Any] | None:
+    """The model at the measured levels with another engine profile (predicted_at_levels)."""
+    from .compare import predicted_at_levels
+    from ..model.scenario import Scenario
+    from ..specs.loader import load_engine
+
+    dep = sc.deployment.model_copy(update={"engine": load_engine(engine)})
+    return predicted_at_levels(table, Scenario(dep, sc.speculation, sc.context, sc.prompt_len, sc.output_len))
+
+
+def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where the measured slowdown is deepest beyond the model's (speedup < 1, ln(measured /
+    predicted) < -0.15), or else where a measured speedup most exceeds a predicted loss (measured > 1,
+    predicted < 1, ln > 0.15), the engine effects that can cause it, each checked against the model
+    where it can be (the vllm-v0 or vllm-0.10 profile re-predicts the levels; graph limits and batch
+    caps from the deployment's engine profile)."""
+    if predicted is None:
+        return None
+    from .compare import speedups
+
+    loads, _, _, ratios = speedups(table)  # per level, from the column arrays (no point objects)
+    found = _widest_gap(ratios, predicted["speedup"], below=True)
+    if found is None:
+        above = _widest_gap(ratios, predicted["speedup"], below=False)
+        return None if above is None else _larger_than_model(table, sc, loads, ratios, predicted, above[1])
+    i = found[1]
+    load, ratio, ps = float(loads[i]), float(ratios[i]), predicted["speedup"][i]
+    spec, engine = sc.speculation, sc.deployment.engine
+    causes: list[dict[str, str]] = []
+    if engine.verify_layout != "batch_expansion":
+        p0 = _predicted_with(table, sc, "vllm-v0")
+        check0 = f"--engine vllm-v0 predicts {p0['speedup'][i]:.3f} there" if p0 else ""
+        causes.append({"effect": "vLLM V0 scored drafts by batch expansion, k+1 single-query sequences that each "
+                                 "re-read the KV cache (vLLM before 0.10, or V0 forced)", "check": check0})
+    width = spec.verify_width
+    key = load if engine.graph_capture_unit == "requests" else load * width
+    unit = engine.graph_capture_unit
+    if engine.graph_capture_limit and key > engine.graph_capture_limit:
+        causes.append({"effect": f"verify steps of {key:.0f} {unit} run without CUDA graphs beyond {engine.label}'s "
+                                 f"capture limit of {engine.graph_capture_limit} {unit} (vLLM: max_cudagraph_capture_"
+                                 "size; SGLang: --cuda-graph-max-bs)", "check": ""})
+    else:
+        causes.append({"effect": "verify batch sizes that miss a captured CUDA-graph size run attention eagerly "
+                                 "(capture sizes rounded to multiples of 1 + k, vllm PR #53407): check the captured "
+                                 "sizes in the engine log", "check": ""})
+    if spec.method == "ngram":
+        causes.append({"effect": "a CPU n-gram proposer turns vLLM V1's async scheduling off (host time on the "
+                                 "critical path) and its ragged batches run PIECEWISE graphs", "check": ""})
+    if load > 48:
+        causes.append({"effect": "SGLang caps running requests at 48 when speculation is on (server_args.py): above "
+                                 "it the speculative arm queues", "check": ""})
+    if table.load_axis == "request_rate":
+        causes.append({"effect": "the speculative arm saturating first: past its capacity its queue grows and the "
+                                 "latency ratio measures queueing, not step cost (see the achieved request rates)",
+                       "check": ""})
+    return {"level": load, "direction": "below", "measured_speedup": round(ratio, 4), "predicted_speedup": round(ps, 4),
+            "engine": engine.label, "causes": causes}
+
+
+def _larger_than_model(table: MeasuredTable, sc: Scenario, loads, ratios, predicted: dict[str, Any],
+                       i: int) -> dict[str, Any]:
+    """engine_effects for a measured speedup larger than the model allows at level `i`: host time both
+    arms pay per step or per sequence, which speculation, taking fewer steps per token, pays less often."""
+    spec, engine = sc.speculation, sc.deployment.engine
+    causes: list[dict[str, str]] = []
+    if engine.framework == "vllm" and engine.full_graphs and engine.verify_layout != "batch_expansion":
+        p10 = _predicted_with(table, sc, "vllm-0.10")
+        causes.append({"effect": "vLLM V1 before 0.11 captured PIECEWISE CUDA graphs only: every step, plain decode "
+                                 "too, runs attention outside the graph at a host cost per sequence that speculation, "
+                                 "with fewer steps per token, pays less often",
+                       "check": f"--engine vllm-0.10 predicts {p10['speedup'][i]:.3f} there" if p10 else ""})
+    causes.append({"effect": "host time per step beyond the profile's (scheduling and output processing that the "
+                             "engine does not overlap): both arms pay it per step, and speculation over fewer steps",
+                   "check": f"{engine.label} charges {engine.step_overhead_ms:g} ms per step"})
+    causes.append({"effect": "acceptance at this load above the files' mean (the model takes one tau for every "
+                             "level): per-level acceptance lengths in the files, or --engine-metrics, pin it",
+                   "check": f"tau {spec.tau:.2f} assumed"})
+    return {"level": float(loads[i]), "direction": "above", "measured_speedup": round(float(ratios[i]), 4),
+            "predicted_speedup": round(predicted["speedup"][i], 4), "engine": engine.label, "causes": causes}

@@ -1,0 +1,402 @@
+"""The step model: what one engine step costs, for any mix of sequences decoding (q = 1),
+verifying drafts (q = verify width), prefilling prompt chunks and drafting.
+
+`StepModel.price` is the only code that adds a step's terms: the target forward, the engine's
+per-step overhead, each sequential draft pass with its launch overhead, the draft reading new
+prompts, and the speculative bookkeeping (per step and per verifying sequence). Every caller
+(curves, adaptive, what-if, trees, policy, the serving simulator, plots, validation) describes its
+step as a `Mix` and calls it.
+
+A forward's seconds come from a cost mode: `Roofline` (bytes / bandwidth against FLOPs / FLOP/s,
+op by op, roofline.py) or `KernelTables` (measured kernel tables of the engine's framework on the
+GPU, kernels.py); a further mode is one class with the same two methods, registered in COST_MODES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import CrossoverError
+from .kernels.mode import cost_mode as kernel_cost_mode
+from .roofline import CompiledOps, StepCost, compiled_target
+from ..specs.deployment import Deployment
+from .speculation import Speculation, compiled_draft
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The work of one forward pass: `tokens` new positions, logits at `sampled` of them (None: all),
+    and the attention sums per distinct window of the compiled ops (window axis first): KV tokens read and
+    query-key pairs scored. Integer `tokens` select the tabulated evaluation (same numbers)."""
+
+    tokens: np.ndarray
+    kv: np.ndarray
+    qk: np.ndarray
+    sampled: np.ndarray | None = None
+    # KV tokens (per window) that the verifying sequences would read on top of `kv` if each of
+    # their positions were scored as its own single-query sequence (vLLM V0's batch expansion).
+    expansion: np.ndarray | float = 0.0
+
+    def __add__(self, other: "Forward") -> "Forward":
+        """Two groups of sequences in one forward."""
+        s1 = self.tokens if self.sampled is None else self.sampled
+        s2 = other.tokens if other.sampled is None else other.sampled
+        return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2,
+                       self.expansion + other.expansion)
+
+    def expanded(self) -> "Forward":
+        """The same positions scored by batch expansion: position j of a verifying sequence is a
+        sequence of its own over context + j tokens, so each reads the KV history (k+1 reads in all)."""
+        return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled)
+
+
+def uniform(ops: CompiledOps, batch, q, context) -> Forward:
+    """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast).
+    Scored one position per sequence, query j would read context + j + 1 tokens: the causal
+    query-key sum, so the expansion is qk - kv (0 where q = 1)."""
+    tokens, kv, qk = ops.uniform_sums(batch, q, context)
+    return Forward(tokens, kv, qk, None, qk - kv)
+
+
+def prompts(ops: CompiledOps, count, length: float, attended: float) -> Forward:
+    """`count` whole prompts of `length` tokens prefilled from an empty cache, causal within each;
+    each attends to at most `attended` of its tokens (a draft's KV budget), logits at the last."""
+    n = np.asarray(count, float)
+    w = np.asarray(ops.windows)[(slice(None),) + (None,) * n.ndim]
+    return Forward(n * length, n * np.minimum(attended, w), n * length * np.minimum((attended + 1.0) / 2.0, w), n)
+
+
+def ragged(ops: CompiledOps, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None,
+           verifying: np.ndarray | None = None) -> Forward:
+    """Sequences along the last axis with `q` new positions over `context` cached tokens each (q = 0:
+    the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path. With a
+    `verifying` mask, the batch-expansion reads of those sequences (see `uniform`) are kept too."""
+    kv, qk = ops.window_sums(q, context)
+    t = q.sum(axis=-1).astype(np.int64) if tokens is None else tokens
+    expansion: np.ndarray | float = 0.0
+    if verifying is not None:
+        kv_v, qk_v = ops.window_sums(np.where(verifying, q, 0.0), np.where(verifying, context, 0.0))
+        expansion = qk_v - kv_v
+    return Forward(t, kv, qk, sampled, expansion)
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What one engine step (or an array of them, broadcast) runs.
+
+    target: the target forward over every decode, verify and prefill position of the step.
+    verifying: sequences that verify drafts; the speculative overheads (per step and per sequence)
+      and the draft passes apply where it is > 0.
+    draft_passes: (number of sequential passes, one pass's forward) groups; a chain is one group of
+      k passes of width 1, a tree one group per distinct width.
+    draft_prefill: the draft reading this step's prompt tokens (EAGLE heads, MTP layers and draft
+      models keep their own KV cache); where a draft pass runs in the same step it shares that
+      pass's launch (no second per-forward overhead).
+    """
+
+    target: Forward
+    verifying: np.ndarray | float = 0.0
+    draft_passes: tuple[tuple[np.ndarray | float, Forward], ...] = ()
+    draft_prefill: Forward | None = None
+    # Whether every sequence of the step has the same query length (a 'uniform' batch: pure decode,
+    # or verify at one width), which engines replay as one full CUDA graph; a ragged step (n-gram
+    # misses beside matches, prompt chunks beside decodes) runs its attention outside the graph.
+    # A number in [0, 1]: the share of the steps it stands for that are uniform (a mean step whose
+    # prompts arrive in some steps only).
+    uniform: np.ndarray | bool | float = True
+    sequences: np.ndarray | float | None = None  # sequences in the step (None: one per target token)
+
+
+@dataclass
+class StepBreakdown:
+    """Seconds of a step by term (arrays over the broadcast inputs) and the target forward per op."""
+
+    terms: dict[str, np.ndarray]  # each broadcasts to `total`
+    total: np.ndarray
+    target: StepCost | None = None  # per-op detail of the target forward (price(detail=True))
+    drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group
+
+    TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
+             "spec_overhead", "spec_overhead_per_seq", "proposer_lookup", "ragged_attention")
+
+    def term(self, name: str) -> np.ndarray:
+        """One term's seconds, broadcast to the shape of `total`."""
+        return np.broadcast_to(self.terms[name], self.total.shape)
+
+    @property
+    def verify(self) -> np.ndarray:
+        """The target's part: its forward plus the engine step overhead."""
+        return np.broadcast_to(self.terms["target_forward"] + self.terms["step_overhead"], self.total.shape)
+
+    @property
+    def draft(self) -> np.ndarray:
+        """The draft's time: its passes with their launch overheads and its reading of new prompts."""
+        t = self.terms
+        return np.broadcast_to(t["draft_forwards"] + t["draft_step_overhead"] + t["draft_prefill"], self.total.shape)
+
+    @property
+    def ops(self):
+        """Per-op costs of the target forward (requires price(detail=True))."""
+        if self.target is None:
+            raise CrossoverError("the per-op breakdown needs price(mix, detail=True)")
+        return self.target.ops
+
+
+class CostMode(Protocol):
+    """How a forward's seconds are found (the seam for the roofline and measured kernel tables)."""
+
+    name: str
+
+    def forward(self, ops: CompiledOps, work: Forward) -> StepCost:
+        """Seconds of one forward with the per-op breakdown."""
+
+    def seconds(self, ops: CompiledOps, work: Forward) -> np.ndarray:
+        """Seconds of one forward (total only: the hot path)."""
+
+
+class Roofline:
+    """Each op at combine(bytes / achieved bandwidth, FLOPs / achieved FLOP/s) (roofline.py)."""
+
+    name = "roofline"
+
+    def forward(self, ops: CompiledOps, work: Forward) -> StepCost:
+        return ops.evaluate(work.tokens, work.kv, work.qk, work.sampled)
+
+    def seconds(self, ops: CompiledOps, work: Forward) -> np.ndarray:
+        if np.asarray(work.tokens).dtype.kind in "iu":
+            return ops.seconds(work.tokens, work.kv, work.qk, work.sampled)
+        return ops.evaluate(work.tokens, work.kv, work.qk, work.sampled).total
+
+
+class KernelTables:
+    """Each op from the measured kernel tables of the deployment's engine framework on its GPU
+    (kernels.py, crossover[kernels]); ops without a table at the roofline, marked in the breakdown."""
+
+    name = "kernels"
+
+    @staticmethod
+    def mode(ops: CompiledOps):
+        """The table-backed cost mode of these ops' deployment (memoised per framework and GPU)."""
+        dep = ops.deployment
+        if dep is None:
+            raise CrossoverError("these compiled ops carry no deployment to find kernel tables for")
+        return kernel_cost_mode(dep.engine.framework, dep.hardware.name)
+
+    def forward(self, ops: CompiledOps, work: Forward) -> StepCost:
+        return self.mode(ops).forward(ops, work)
+
+    def seconds(self, ops: CompiledOps, work: Forward) -> np.ndarray:
+        return self.mode(ops).seconds(ops, work)
+
+
+COST_MODES: dict[str, CostMode] = {"roofline": Roofline(), "kernels": KernelTables()}
+
+
+@dataclass(frozen=True, eq=False)
+class StepModel:
+    """A deployment's compiled target (and draft) forwards and the one pricing of an engine step."""
+
+    deployment: Deployment
+    target: CompiledOps
+    draft: CompiledOps | None
+    cost: CostMode
+    draft_kv_budget: int | None = None  # the draft attends to at most this many cached tokens
+    ngram: bool = False  # proposals come from the engine's n-gram lookup (a CPU cost per sequence)
+
+    @staticmethod
+    def of(deployment: Deployment, speculation: Speculation | None = None, cost: str | None = None) -> "StepModel":
+        """The step model of a deployment (and a speculation method's draft), memoised; the cost
+        mode is the deployment's (`cost` overrides it)."""
+        if cost is not None and cost != deployment.cost:
+            deployment = deployment.model_copy(update={"cost": cost})
+        if deployment.cost not in COST_MODES:
+            raise CrossoverError(f"unknown cost mode {deployment.cost!r}; choose from {', '.join(COST_MODES)}")
+        if speculation is None:
+            return _step_model(deployment, None, None, False)
+        return _step_model(deployment, speculation.drafter, speculation.draft_kv_budget, speculation.method == "ngram")
+
+    @cached_property
+    def target_layers(self) -> float:
+        """Layers of the target forward (each launches its kernels when the step runs eagerly)."""
+        return float(sum(op.count for op in self.target.source_ops if op.kind == "attention"))
+
+    # ------------------------------------------------------------------ the one price
+
+    def price(self, mix: Mix, detail: bool = False) -> StepBreakdown:
+        """Seconds of the step(s) described by `mix`, by term, with the deployment's engine profile
+        applied: how verify is scored (batch expansion re-reads the KV cache), the CUDA-graph limit
+        (an eager forward takes at least its layers' launch time), the n-gram proposer's lookup and
+        the per-step, per-sequence and per-draft-pass overheads."""
+        dep = self.deployment
+        engine = dep.engine
+        run = self.cost.forward if detail else (lambda ops, w: StepCost(self.cost.seconds(ops, w)))
+        verifying = np.asarray(mix.verifying, float)
+        drafting = verifying > 0
+        every = bool(drafting.all())
+        any_draft = bool(drafting.any())
+        work = mix.target
+        if engine.verify_layout == "batch_expansion" and any_draft:
+            work = work.expanded()
+        target = run(self.target, work)
+        target_s = target.total
+        eager = self._eager(work.tokens, verifying)
+        if eager is not None:  # outside a captured graph: at least the layers' launch time
+            target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)
+
+        def gate(x):
+            """`x` where sequences verify (and so draft), 0 where none does."""
+            return x if every else np.where(drafting, x, 0.0)
+
+        terms = {"target_forward": target_s, "step_overhead": dep.step_overhead_s,
+                 "draft_forwards": 0.0, "draft_step_overhead": 0.0, "draft_prefill": 0.0,
+                 "spec_overhead": gate(dep.spec_overhead_s) if any_draft else 0.0,
+                 "spec_overhead_per_seq": gate(verifying * dep.spec_overhead_per_seq_s) if any_draft else 0.0,
+                 "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
+                 "ragged_attention": self._ragged(mix)}
+        drafts = []
+        if mix.draft_passes and self.draft is None:
+            raise CrossoverError("this step model has no draft forward to run")
+        for count, pass_work in (mix.draft_passes if any_draft else ()):
+            one = run(self.draft, pass_work)
+            drafts.append(one)
+            terms["draft_forwards"] = terms["draft_forwards"] + gate(count * one.total)
+            terms["draft_step_overhead"] = terms["draft_step_overhead"] + gate(count * dep.draft_step_overhead_s)
+        if mix.draft_prefill is not None and self.draft is not None:
+            pre = run(self.draft, mix.draft_prefill).total
+            if mix.draft_passes and any_draft:  # inside the first draft pass: no second launch
+                pre = pre - gate(self.draft.overhead_s)
+            terms["draft_prefill"] = np.where(np.asarray(mix.draft_prefill.tokens) > 0, pre, 0.0)
+        total = terms["target_forward"] + terms["step_overhead"]
+        for name in StepBreakdown.TERMS[2:]:
+            total = total + terms[name]
+        total = np.asarray(total)
+        return StepBreakdown(terms, total, target if detail else None, drafts)
+
+    def _ragged(self, mix: Mix) -> np.ndarray | float:
+        """Host time of a step whose attention runs outside a full CUDA graph, per sequence: a ragged
+        step's, 0 for uniform steps where the engine replays those as full graphs (every step's where
+        it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: an eager
+        step builds the same per-sequence attention metadata (its launch floor is a separate cost)."""
+        per_seq = self.deployment.ragged_per_seq_s
+        # share of the steps whose attention runs outside the graph
+        ragged = 1.0 - np.asarray(mix.uniform, float) if self.deployment.engine.full_graphs else np.float64(1.0)
+        if per_seq == 0.0 or not ragged.any():
+            return 0.0
+        seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
+        return ragged * seqs * per_seq
+
+    def _eager(self, tokens, verifying: np.ndarray) -> np.ndarray | None:
+        """Where the target forward runs outside a captured CUDA graph (None: nowhere). The graph key
+        is the step's tokens (vLLM V1), its sequences after batch expansion (vLLM V0: one per
+        position, so also the tokens), or its requests (SGLang, TensorRT-LLM: the verifying
+        sequences of a speculative step, else one per token of a decode step)."""
+        engine = self.deployment.engine
+        if self.deployment.eager_layer_s == 0.0:
+            return None
+        limit = engine.graph_capture_limit
+        if limit == 0:
+            return np.True_
+        key = np.asarray(tokens, float)
+        if engine.graph_capture_unit == "requests":
+            key = np.where(verifying > 0, verifying, key)
+        over = key > limit
+        return over if over.any() else None
+
+    # ------------------------------------------------------------------ common mixes
+
+    def ragged_target(self, q: np.ndarray, context: np.ndarray, sampled=None,
+                      verifying: np.ndarray | None = None) -> Forward:
+        """The target forward of sequences with `q` new positions each over `context` (last axis;
+        see `ragged`); `verifying` marks the sequences that verify drafts, whose positions the
+        engine scores as separate sequences when it batch-expands (vLLM V0)."""
+        if self.deployment.engine.verify_layout != "batch_expansion":
+            verifying = None
+        return ragged(self.target, q, context, sampled=sampled, verifying=verifying)
+
+    def draft_context(self, context):
+        """The context a draft pass attends to (capped by a self-speculation KV budget)."""
+        budget = self.draft_kv_budget
+        return context if budget is None else np.minimum(context, float(budget))
+
+    def draft_passes(self, decoding, context, pass_widths: tuple[int, ...]) -> tuple[tuple[int, Forward], ...]:
+        """Draft pass groups for `decoding` sequences over `context`: passes of each width together."""
+        if self.draft is None or not pass_widths:
+            return ()
+        ctx = self.draft_context(context)
+        return tuple((pass_widths.count(w), uniform(self.draft, decoding, float(w), ctx))
+                     for w in sorted(set(pass_widths)))
+
+    def decode(self, batch, context, spec: Speculation | None = None, *, width=None,
+               passes: tuple | None = None) -> Mix:
+        """A pure decode step: `batch` sequences over `context` cached tokens; with `spec`, each
+        verifies `width` positions (default the method's verify width) after the draft passes
+        (default the method's; give `passes` to override, e.g. k as an array)."""
+        if spec is None:
+            return Mix(uniform(self.target, batch, 1.0, context))
+        width = spec.verify_width if width is None else width
+        passes = self.draft_passes(batch, context, spec.draft_pass_widths) if passes is None else passes
+        return Mix(uniform(self.target, batch, width, context), np.asarray(batch, float), passes,
+                   uniform=self.uniform_verify(spec), sequences=np.asarray(batch, float))
+
+    def uniform_verify(self, spec: Speculation) -> bool:
+        """Whether a speculative decode step is a uniform batch: every sequence verifies the same
+        width, unless n-gram sequences without a match verify only their bonus position beside
+        those with one (an engine that pads their drafts keeps it uniform)."""
+        m = spec.acceptance.match_rate
+        return not (spec.method == "ngram" and 0.0 < m < 1.0 and not spec.pad_misses)
+
+    def with_prompts(self, decoding, count, prompt_len: float, context: float,
+                     spec: Speculation | None = None) -> Mix:
+        """`decoding` sequences over `context` (verifying with `spec`) and `count` whole prompts of
+        `prompt_len` tokens prefilled in the same step (a mean step: prompts arrive independently,
+        so a share 1 - exp(-count) of the steps carries one, and those are ragged)."""
+        target_pre = prompts(self.target, count, prompt_len, prompt_len)
+        seqs = np.asarray(decoding, float) + np.asarray(count, float)
+        flat = np.exp(-np.maximum(np.asarray(count, float), 0.0))  # share of steps without a prompt chunk
+        if spec is None:
+            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=flat, sequences=seqs)
+        target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
+        passes = self.draft_passes(decoding, context, spec.draft_pass_widths)
+        pre = None
+        if self.draft is not None and spec.draft_reads_prompts:
+            pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
+        return Mix(target, np.asarray(decoding, float), passes, pre, uniform=flat * self.uniform_verify(spec),
+                   sequences=seqs)
+
+
+@lru_cache(maxsize=256)
+def _step_model(deployment: Deployment, drafter: Speculation | None, budget: int | None, ngram: bool) -> StepModel:
+    draft = None if drafter is None else compiled_draft(drafter, deployment)
+    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[deployment.cost], budget, ngram)
+
+
+def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:
+    """One engine step of the target alone: a forward over `batch` x `q` new tokens plus the step
+    overhead, with the per-op breakdown."""
+    model = StepModel.of(dep)
+    return model.price(Mix(uniform(model.target, batch, q, context)), detail=True)
+
+
+def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculation) -> dict:
+    """One batch's steps off and on, per op of the target forward (ms, the bound each op hit and
+    which cost mode priced it) and per step term (ms): what `predict --breakdown` prints."""
+    b = np.array([float(batch)])
+    off = model.price(model.decode(b, context), detail=True)
+    on = model.price(model.decode(b, context, spec), detail=True)
+    marks_off = getattr(off.target, "priced_by", {})
+    marks_on = getattr(on.target, "priced_by", {})
+    ops_off, ops_on = off.ops, on.ops
+    rows = []
+    for name in ops_on:
+        o, n = ops_off.get(name), ops_on[name]
+        rows.append({"op": name, "off_ms": None if o is None else round(float(o.time[0]) * 1e3, 6),
+                     "on_ms": round(float(n.time[0]) * 1e3, 6), "bound_on": str(n.bound[0]),
+                     "priced_by": marks_on.get(name, marks_off.get(name, model.cost.name))})
+    terms = {t: {"off_ms": round(float(off.term(t)[0]) * 1e3, 6), "on_ms": round(float(on.term(t)[0]) * 1e3, 6)}
+             for t in StepBreakdown.TERMS}
+    return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms,
+            "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}

@@ -1,0 +1,415 @@
+"""Capacity planning: every hardware x TP x weight/KV dtype x speculation arm (off, on at its best k,
+routed by load) x max running sequences, each replica at its capacity under the SLOs (fleet.screen),
+the fleet that serves the demand's peak, what it costs (pricing), ranked; the best few verified in
+the serving simulator at the planned load and demoted when a simulated latency misses its SLO."""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..model.scenario import Scenario
+from ..errors import CrossoverError
+from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, family, replicas_for, screen, slo_label
+from .pricing import HOURS_PER_MONTH, Costs
+from ..serving.engine import MAX_NUM_SEQS, EngineLimits
+from ..serving.simulator import load_compiled
+from ..serving.sweep import run_level
+from ..specs.deployment import Deployment, tp_problem
+from ..specs.hardware import Hardware
+from ..specs.model import Model
+from ..model.speculation import MAX_K, Speculation
+from .traffic import Traffic
+from ..units import DTYPE_BYTES
+from ..specs.workload import Workload
+
+ARMS = ("off", "on", "routed")
+DEFAULT_VERIFY = 5  # finalists simulated (issue 13 item 4)
+DEFAULT_SIM_PROMPTS = 600  # requests per simulated finalist (the first 10% warm-up)
+DEFAULT_RETRY_REPLICAS = 2  # a finalist that misses in simulation is re-simulated with up to this many more replicas
+VERIFY_ROUNDS = 3  # at most this many x `verify` options simulated while retried or demoted finalists move down
+
+
+@dataclass
+class Option:
+    """One way to serve the demand: a replica's deployment and arm, the fleet, its cost, its checks."""
+
+    hardware: str
+    tp: int
+    weight_dtype: str
+    kv_dtype: str
+    max_num_seqs: int
+    arm: str
+    screened: Screened = field(default_factory=lambda: Screened("all"))
+    replicas: int | None = None
+    utilisation: float | None = None  # of the fleet's capacity at the peak
+    mean_utilisation: float | None = None  # over the whole demand (a trace's mean rate)
+    rental_usd_per_month: float | None = None
+    ownership_usd_per_month: float | None = None
+    usd_per_month: float | None = None  # on the ranking basis
+    usd_per_million_output_tokens: float | None = None  # the demand's tokens, at the SLO
+    usd_per_million_at_capacity: float | None = None  # one replica fully used, at the SLO
+    autoscaled_usd_per_month: float | None = None  # trace: renting per interval what it needs
+    autoscaled_replica_hours_share: float | None = None
+    price_missing: str | None = None
+    simulated: dict[str, float] | None = None
+    demoted_because: str | None = None
+    replicas_added: int = 0  # replicas added over the analytic sizing for the simulator's p99s to meet the SLO
+    retried_because: str | None = None  # the simulated miss at the analytic sizing that the added replicas fixed
+
+    @property
+    def dropped_because(self) -> str | None:
+        return self.screened.dropped_because
+
+    @property
+    def retry_note(self) -> str | None:
+        """'+1 replica after simulation: p99 TTFT 234.0 ms > SLO 150 ms with 1 replica', or None."""
+        if not self.replicas_added or self.replicas is None or not self.retried_because:
+            return None
+        n, was = self.replicas_added, self.replicas - self.replicas_added
+        miss = self.retried_because.rsplit(" at ", 1)[0].replace("simulated ", "")
+        return f"+{n} replica{'s' if n > 1 else ''} after simulation: {miss} with {was} replica{'s' if was > 1 else ''}"
+
+    @property
+    def gpus(self) -> int | None:
+        return None if self.replicas is None else self.replicas * self.tp
+
+    @property
+    def label(self) -> str:
+        return f"{self.hardware} tp {self.tp} {self.weight_dtype}/{self.kv_dtype} {self.arm}"
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.screened
+        r = lambda x, n=4: None if x is None else round(float(x), n)  # noqa: E731
+        return {"hardware": self.hardware, "tp": self.tp, "weight_dtype": self.weight_dtype,
+                "kv_dtype": self.kv_dtype, "max_num_seqs": self.max_num_seqs, "speculation": self.arm,
+                "k": s.k, "k_schedule": s.schedule, "speculate_below_running": s.speculate_below,
+                "running_per_replica": s.batch, "tokens_per_s_per_replica": r(s.tokens_per_s, 2),
+                "tokens_per_s_per_gpu": r(s.tokens_per_s / self.tp, 2) if s.batch else None,
+                "requests_per_s_per_replica": r(s.requests_per_s),
+                "analytic_ms": {k: r(v, 3) for k, v in s.latency.items()},
+                "replicas": self.replicas, "gpus": self.gpus, "utilisation": r(self.utilisation),
+                "headroom": r(None if self.utilisation is None else 1.0 - self.utilisation),
+                "mean_utilisation": r(self.mean_utilisation), "usd_per_month": r(self.usd_per_month, 2),
+                "rental_usd_per_month": r(self.rental_usd_per_month, 2),
+                "ownership_usd_per_month": r(self.ownership_usd_per_month, 2),
+                "usd_per_million_output_tokens": r(self.usd_per_million_output_tokens),
+                "usd_per_million_output_tokens_at_capacity": r(self.usd_per_million_at_capacity),
+                "autoscaled_usd_per_month": r(self.autoscaled_usd_per_month, 2),
+                "autoscaled_replica_hours_share": r(self.autoscaled_replica_hours_share),
+                "price_missing": self.price_missing,
+                "simulated": None if self.simulated is None else {k: r(v, 3) for k, v in self.simulated.items()},
+                "demoted_because": self.demoted_because, "replicas_added": self.replicas_added,
+                "retried_because": self.retried_because, "dropped_because": self.dropped_because}
+
+
+@dataclass
+class PlanResult:
+    """Every option; `ranked` (verified and passing first, then by cost), `dropped`, the recommendation."""
+
+    options: list[Option]
+    demand: Traffic
+    slo: dict[str, float]
+    costs: Costs
+    output_len: float
+    verified: int = 0
+    retry_replicas: int = 0
+
+    @property
+    def ranked(self) -> list[Option]:
+        """Options that serve the demand under the SLOs: passing ones first, demoted ones last, each
+        by cost on the basis (unpriced after priced), then GPUs."""
+        ok = [o for o in self.options if o.dropped_because is None]
+        return sorted(ok, key=lambda o: (o.demoted_because is not None, o.usd_per_month is None,
+                                         o.usd_per_month or 0.0, o.gpus, o.utilisation or 0.0,
+                                         (o.simulated or {}).get("p99_tpot_ms", math.inf)))
+
+    @property
+    def dropped(self) -> list[Option]:
+        """Options that do not fit, or miss the SLO at every load, each with why."""
+        return [o for o in self.options if o.dropped_because is not None]
+
+    @property
+    def closest(self) -> Option | None:
+        """When nothing meets the SLO: the dropped option that misses it by the least."""
+        near = [o for o in self.dropped if o.screened.miss > 0]
+        return min(near, key=lambda o: o.screened.miss) if near else None
+
+    @property
+    def recommendation(self) -> str:
+        """The plan in one line."""
+        ranked = self.ranked
+        if not ranked:
+            c = self.closest
+            if c is None:
+                return "no option fits: every deployment was refused (see dropped_because)"
+            return f"no option meets the SLO; closest: {c.label} ({c.dropped_because.split(': ', 1)[-1]})"
+        o = ranked[0]
+        s = o.screened
+        verb = "rent" if self.costs.basis == "rental" else "buy"
+        dt = o.weight_dtype + (f" weights, {o.kv_dtype} KV" if o.kv_dtype != "bf16" else " weights")
+        line = f"{verb} {o.gpus} x {o.hardware} as {o.replicas} TP-{o.tp} replicas ({dt}), "
+        if o.arm == "off":
+            line += "speculation off"
+        elif o.arm == "on":
+            line += f"speculation on (k={s.k})"
+        else:
+            ks = " -> ".join(str(r["k"]) for r in s.schedule or [])
+            line += (f"speculation on below {s.speculate_below} running sequences per replica (k {ks})"
+                     if s.speculate_below else f"speculation routed by load (k {ks})")
+        if o.usd_per_month is not None:
+            line += f"; ${o.usd_per_month:,.0f} per month; ${o.usd_per_million_output_tokens:.3f} per million output tokens"
+        else:
+            line += f"; cost unknown: {o.price_missing}"
+        if o.retry_note:
+            line += f" ({o.retry_note})"
+        elif self.verified and o.simulated is None:
+            line += " (not simulated: the simulated options ranked below it)"
+        if o.demoted_because:
+            line += f" (no option passed the simulator: {o.demoted_because})"
+        return line
+
+    @property
+    def unpriced(self) -> str | None:
+        """Which options have no cost on the ranking basis and how to price them, in one line (None:
+        every option is priced)."""
+        missing = [o for o in self.ranked if o.usd_per_month is None and o.price_missing]
+        if not missing:
+            return None
+        kinds: dict[str, list[str]] = {}  # 'no rental price' -> hardware names (pricing.Costs.missing's words)
+        for o in missing:
+            kind = o.price_missing.split(" for ", 1)[0]  # type: ignore[union-attr]
+            if o.hardware not in kinds.setdefault(kind, []):
+                kinds[kind].append(o.hardware)
+        what = "; ".join(f"{kind} in hardware/*.yaml for {', '.join(sorted(names))}" for kind, names in kinds.items())
+        how = []
+        if "no rental price" in kinds:
+            how.append("--price " + ",".join(f"{h}=USD" for h in sorted(kinds["no rental price"])) + " (per GPU-hour)")
+        file_keys = [key for kind, key in (("no purchase price", "purchase_usd_per_gpu"), ("no board power", "tdp_w"))
+                     if kind in kinds]
+        how.append("--price-file FILE" + (f" ({' and '.join(file_keys)} per GPU name)" if file_keys else ""))
+        return (f"unpriced: {len(missing)} of {len(self.ranked)} options ({what}; cost shown as -); price them with "
+                f"{' or '.join(how)}")
+
+
+def _simulate(task: tuple) -> dict[str, float]:
+    """One finalist at its planned per-replica request rate (a worker process runs this)."""
+    sc, schedule, arm, workload, rate, cap, num_prompts, seed, burstiness, limits = task
+    arms = () if arm == "routed" else (arm == "on",)
+    key = {"off": "off", "on": "on", "routed": "policy"}[arm]
+    res = run_level(sc, workload, "request_rate", rate, num_prompts=num_prompts, seed=seed, burstiness=burstiness,
+                    limits=limits, arms=arms, schedule=schedule, capacities={key: cap})[key]
+    keep = [*SLO_KEYS, "output_throughput", "request_throughput", "mean_tpot_ms"]
+    return {k: float(res[k]) for k in keep}
+
+
+def _pool_map(tasks: list[tuple], jobs: int, tick: Callable[[int, int], None] | None = None) -> list[dict[str, float]]:
+    """The simulations in `jobs` processes (forked where the platform allows; in-process for one), in
+    the tasks' order; `tick(done, total)` after each one finishes."""
+    tick = tick or (lambda done, total: None)
+    if jobs <= 1 or len(tasks) <= 1:
+        out = []
+        for t in tasks:
+            out.append(_simulate(t))
+            tick(len(out), len(tasks))
+        return out
+    ctx = get_context("fork") if "fork" in __import__("multiprocessing").get_all_start_methods() else None
+    if ctx is not None:
+        load_compiled()  # forked workers inherit the simulator's compiled loop
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
+        futures = [pool.submit(_simulate, t) for t in tasks]
+        for done, _ in enumerate(as_completed(futures), 1):
+            tick(done, len(tasks))
+        return [f.result() for f in futures]
+
+
+def _price(o: Option, costs: Costs, demand: Traffic, output_len: float, replicas: int | None = None) -> None:
+    """Fleet size (the analytic one, or `replicas` where the simulator needed more), utilisation and
+    costs of one feasible option."""
+    s = o.screened
+    o.replicas = replicas or replicas_for(demand.peak_rps, s.requests_per_s)
+    o.utilisation = demand.peak_rps / (o.replicas * s.requests_per_s)
+    o.mean_utilisation = demand.mean_rps / (o.replicas * s.requests_per_s)
+    gpus = o.replicas * o.tp
+    o.rental_usd_per_month = costs.rental_per_month(o.hardware, gpus)
+    o.ownership_usd_per_month = costs.ownership_per_month(o.hardware, gpus, o.mean_utilisation)
+    o.usd_per_month = costs.per_month(o.hardware, gpus, o.mean_utilisation)
+    o.price_missing = costs.missing(o.hardware)
+    tokens_per_month = demand.mean_rps * output_len * 3600.0 * HOURS_PER_MONTH
+    if o.usd_per_month is not None:
+        o.usd_per_million_output_tokens = o.usd_per_month / tokens_per_month * 1e6
+        one = costs.per_month(o.hardware, o.tp, 1.0)
+        o.usd_per_million_at_capacity = one / (s.tokens_per_s * 3600.0 * HOURS_PER_MONTH) * 1e6  # type: ignore[operator]
+    if demand.is_trace and o.rental_usd_per_month is not None:
+        # a replica's rate: its analytic capacity, or what the simulator verified it at
+        served = s.requests_per_s if replicas is None else demand.peak_rps / o.replicas
+        per = autoscaled_replicas(demand.rates, served)
+        o.autoscaled_replica_hours_share = 1.0 - float(per.mean()) / o.replicas
+        o.autoscaled_usd_per_month = o.rental_usd_per_month * float(per.mean()) / o.replicas
+
+
+def _schedule(s: Screened, max_num_seqs: int) -> np.ndarray:
+    """A routed arm's k per running batch 1..max_num_seqs (past its capacity: its last k)."""
+    sched = np.zeros(max_num_seqs, int)
+    for r in s.schedule or []:
+        sched[r["batch_min"] - 1:r["batch_max"]] = r["k"]
+    last = (s.schedule or [{"batch_max": 0, "k": 0}])[-1]
+    sched[last["batch_max"]:] = last["k"]
+    return sched
+
+
+def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload: Workload, demand: Traffic,
+         slo: dict[str, float], costs: Costs, *, prompt_len: float, output_len: float,
+         tps: Sequence[int] = (1, 2, 4, 8), weight_dtypes: Sequence[str | None] = (None,),
+         kv_dtypes: Sequence[str] = ("bf16",), max_num_seqs: Sequence[int] = (256,), k_max: int | None = None,
+         max_num_batched_tokens: int = 8192, expert_parallel: bool = False, efficiency=None,
+         verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = 1.0,
+         seed: int = 0, jobs: int | None = None, base: Path | None = None,
+         retry_replicas: int = DEFAULT_RETRY_REPLICAS,
+         progress: Callable[[int, int, str], None] | None = None) -> PlanResult:
+    """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`.
+    A finalist whose simulated latencies miss an SLO is simulated again with one more replica (a lower
+    request rate per replica), up to `retry_replicas` more; the first fleet that meets every SLO
+    replaces the analytic one (`replicas_added`), else the finalist is demoted. `progress(done, total,
+    what)` follows the screening and each round of simulations."""
+    slo = check_slo(slo)
+    k_max = int(k_max or spec.k)
+    if not 1 <= k_max <= MAX_K:
+        raise CrossoverError(f"--k-max must be in 1..{MAX_K} (got {k_max})")
+    for n in max_num_seqs:
+        if not 1 <= int(n) <= MAX_NUM_SEQS:
+            raise CrossoverError(f"--max-num-seqs must be in 1..{MAX_NUM_SEQS} (got {n})")
+    if verify < 0:
+        raise CrossoverError(f"--verify must be >= 0 (got {verify})")
+    if isinstance(retry_replicas, bool) or int(retry_replicas) != retry_replicas or retry_replicas < 0:
+        raise CrossoverError(f"--retry-replicas must be a whole number >= 0 (got {retry_replicas})")
+    report = progress or (lambda done, total, what: None)
+    jobs = (os.cpu_count() or 1) if jobs is None else int(jobs)
+    if jobs < 1:
+        raise CrossoverError(f"--jobs must be >= 1 (got {jobs})")
+    for label, dts in (("weight", weight_dtypes), ("kv", kv_dtypes)):
+        for dt in dts:
+            if dt is not None and dt not in DTYPE_BYTES:
+                raise CrossoverError(f"unknown {label} dtype {dt!r} (--{label}-dtype); expected one of "
+                                     f"{', '.join(DTYPE_BYTES)}")
+    kw = {"efficiency": efficiency} if efficiency is not None else {}
+    options: list[Option] = []
+    scenarios: dict[int, tuple[Scenario, np.ndarray | None]] = {}
+    deployments, screened = len(hardware) * len(tps) * len(weight_dtypes) * len(kv_dtypes), 0
+    for hw in hardware:
+        for tp in tps:
+            problem = tp_problem(model, hw, tp, expert_parallel)
+            for wd in weight_dtypes:
+                for kvd in kv_dtypes:
+                    screened += 1
+                    report(screened, deployments, "deployments screened")
+                    dep = Deployment(model=model, hardware=hw, tp=tp, weight_dtype=wd, kv_dtype=kvd,
+                                     expert_parallel=expert_parallel, **kw)
+                    for mns in max_num_seqs:
+                        base_opt = dict(hardware=hw.name, tp=tp, weight_dtype=dep.wdtype, kv_dtype=kvd,
+                                        max_num_seqs=int(mns))
+                        if problem is not None:
+                            options.append(Option(**base_opt, arm="all", screened=Screened(
+                                "all", dropped_because=f"tp {tp} refused: {problem.split(': ', 1)[-1]}")))
+                            continue
+                        for s in screen(dep, spec, prompt_len, output_len, slo, k_max=k_max, max_num_seqs=int(mns)):
+                            o = Option(**base_opt, arm=s.arm, screened=s)
+                            if s.dropped_because is None:
+                                _price(o, costs, demand, output_len)
+                                sp = spec if s.arm == "off" or s.k == spec.k else spec.with_k(int(s.k))  # type: ignore[arg-type]
+                                sched = _schedule(s, int(mns)) if s.arm == "routed" else None
+                                scenarios[id(o)] = (Scenario(dep, sp, prompt_len + output_len / 2.0, prompt_len,
+                                                             output_len), sched)
+                            options.append(o)
+    res = PlanResult(options, demand, slo, costs, output_len, retry_replicas=int(retry_replicas))
+    finalists = res.ranked[:verify]
+
+    def task(o: Option, replicas: int) -> tuple:
+        sc, sched = scenarios[id(o)]
+        limits = EngineLimits(o.max_num_seqs, max_num_batched_tokens)
+        return (sc, sched, o.arm, workload, demand.peak_rps / replicas, o.screened.requests_per_s, num_prompts, seed,
+                burstiness, limits)
+
+    def misses(sim: dict[str, float], replicas: int) -> str | None:
+        out = [f"simulated {slo_label(k)} {sim[k]:.1f} ms > SLO {v:g} ms" for k, v in slo.items() if not sim[k] <= v]
+        return "; ".join(out) + f" at {demand.peak_rps / replicas:.3g} req/s per replica" if out else None
+
+    def verify_round(finalists: list[Option], label: str) -> None:
+        """Simulate `finalists` at their planned load; retry the ones that miss with more replicas."""
+        sims = _pool_map([task(o, o.replicas) for o in finalists], jobs,  # type: ignore[arg-type]
+                         lambda done, total: report(done, total, label))
+        for o, sim in zip(finalists, sims):
+            o.simulated = sim
+            o.demoted_because = misses(sim, o.replicas)  # type: ignore[arg-type]
+        pending = [o for o in finalists if o.demoted_because]
+        last: dict[int, str] = {}
+        for extra in range(1, int(retry_replicas) + 1):
+            if not pending:
+                break
+            what = f"missed, re-simulated with {extra} more replica{'s' if extra > 1 else ''}"
+            sims = _pool_map([task(o, o.replicas + extra) for o in pending], jobs,  # type: ignore[operator]
+                             lambda done, total: report(done, total, what))
+            still = []
+            for o, sim in zip(pending, sims):
+                miss = misses(sim, o.replicas + extra)  # type: ignore[operator]
+                if miss is None:
+                    o.retried_because, o.demoted_because, o.simulated = o.demoted_because, None, sim
+                    o.replicas_added = extra
+                    _price(o, costs, demand, output_len, replicas=o.replicas + extra)  # type: ignore[operator]
+                else:
+                    last[id(o)] = miss
+                    still.append(o)
+            pending = still
+        more = f"{retry_replicas} more replica{'s' if retry_replicas > 1 else ''}"
+        for o in pending:
+            if id(o) in last:
+                o.demoted_because = f"{o.demoted_because}; with {more}: {last[id(o)]}"
+
+    # The best `verify` are simulated; where a retried (dearer) or demoted one moves down, the options
+    # that move up into the best `verify` are simulated too, up to VERIFY_ROUNDS x `verify` in all.
+    verified = 0
+    while verified < VERIFY_ROUNDS * verify:
+        todo = [o for o in res.ranked[:verify] if o.simulated is None][:VERIFY_ROUNDS * verify - verified]
+        if not todo:
+            break
+        verify_round(todo, "finalists simulated" if not verified else "finalists simulated (moved up)")
+        verified += len(todo)
+    res.verified = verified
+    return res
+
+
+def slo_sweep(res: PlanResult, key: str, values: Sequence[float], top: int = 8) -> list[dict[str, Any]]:
+    """For the best `top` options: GPUs and cost per million output tokens as the SLO `key` takes each
+    of `values` (the other SLOs held), each option at its own k; None where it cannot meet it."""
+    out = []
+    for o in res.ranked[:top]:
+        c: Curve | None = o.screened.curve
+        if c is None:
+            continue
+        gpus, usd = [], []
+        for v in values:
+            slo = {**res.slo, key: float(v)}
+            ok = c.ok(slo)
+            if not ok.any():
+                gpus.append(None)
+                usd.append(None)
+                continue
+            rps = float(np.max(np.where(ok, c.tokens_per_s, -np.inf))) / res.output_len
+            n = replicas_for(res.demand.peak_rps, rps) * o.tp
+            gpus.append(n)
+            util = res.demand.mean_rps / (n / o.tp * rps)
+            cost = res.costs.per_month(o.hardware, n, util)
+            tokens = res.demand.mean_rps * res.output_len * 3600.0 * HOURS_PER_MONTH
+            usd.append(None if cost is None else cost / tokens * 1e6)
+        out.append({"label": o.label, "arm": o.arm, "gpus": gpus, "usd_per_million_output_tokens": usd})
+    return out
+
+
+__all__ = ["ARMS", "Option", "PlanResult", "plan", "slo_sweep", "family"]

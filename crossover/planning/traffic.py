@@ -1,0 +1,135 @@
+"""Demand for capacity planning: a constant peak (requests/s or output tokens/s) or a trace of
+requests per interval read from a CSV file (a day or a week of traffic)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CrossoverError
+from ..files import read_text
+
+TRAFFIC_COLUMNS = ("time", "requests")
+CONSTANT_INTERVAL_S = 3600.0  # a constant demand is one hour at its rate (any length gives the same costs)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Requests arriving in equal intervals; a constant demand is one interval."""
+
+    interval_s: float
+    requests: np.ndarray  # requests arriving in each interval
+    source: str = "constant"
+
+    @property
+    def rates(self) -> np.ndarray:
+        """Requests/s in each interval."""
+        return self.requests / self.interval_s
+
+    @property
+    def peak_rps(self) -> float:
+        """The busiest interval's request rate: the fleet is sized for it."""
+        return float(self.rates.max())
+
+    @property
+    def mean_rps(self) -> float:
+        """Requests/s over the whole trace."""
+        return float(self.requests.sum() / self.duration_s)
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds the trace covers."""
+        return self.interval_s * len(self.requests)
+
+    @property
+    def is_trace(self) -> bool:
+        """Whether the demand varies over time (a traffic file)."""
+        return self.source != "constant"
+
+
+def constant(rps: float) -> Traffic:
+    """A constant demand of `rps` requests/s."""
+    return Traffic(CONSTANT_INTERVAL_S, np.array([rps * CONSTANT_INTERVAL_S]))
+
+
+def _time(value: str, row: int, path: str) -> float:
+    """Seconds: a number of seconds, or an ISO 8601 date-time."""
+    try:
+        t = float(value)
+    except ValueError:
+        try:
+            t = datetime.fromisoformat(value.strip()).timestamp()
+        except ValueError:
+            raise CrossoverError(f"{path} row {row}: time {value!r} is neither seconds nor an ISO 8601 date-time "
+                                 "(e.g. 2026-01-05T14:00)") from None
+    if not math.isfinite(t):
+        raise CrossoverError(f"{path} row {row}: time {value!r} is not finite")
+    return t
+
+
+def read_traffic(path: str | Path) -> Traffic:
+    """A CSV with the header `time,requests`: each row an interval's start (seconds or ISO 8601) and
+    the requests that arrived in it. Intervals are equal and contiguous (a gap or a repeated time is
+    an error naming the row), requests finite and >= 0, at least two rows."""
+    p = Path(path)
+    name = str(path)
+    text = read_text(p, "a traffic CSV `time,requests`")
+    rows = [r for r in csv.reader(text.splitlines()) if any(c.strip() for c in r)]
+    if not rows:
+        raise CrossoverError(f"traffic file {name} is empty; expected a header `time,requests` and rows")
+    header = tuple(c.strip().lower() for c in rows[0])
+    if header != TRAFFIC_COLUMNS:
+        raise CrossoverError(f"traffic file {name}: columns {','.join(header) or '(none)'}; expected exactly "
+                             f"{','.join(TRAFFIC_COLUMNS)} (interval start, requests in the interval)")
+    body = rows[1:]
+    if len(body) < 2:
+        raise CrossoverError(f"traffic file {name}: {len(body)} interval(s); at least two give the interval length")
+    times, reqs = [], []
+    for i, r in enumerate(body, start=2):
+        if len(r) != 2:
+            raise CrossoverError(f"{name} row {i}: {len(r)} fields; expected 2 (time,requests)")
+        times.append(_time(r[0], i, name))
+        try:
+            n = float(r[1])
+        except ValueError:
+            raise CrossoverError(f"{name} row {i}: requests {r[1]!r} is not a number") from None
+        if not math.isfinite(n) or n < 0:
+            raise CrossoverError(f"{name} row {i}: requests {r[1]!r}; expected a finite number >= 0")
+        reqs.append(n)
+    t = np.asarray(times)
+    steps = np.diff(t)
+    step = float(steps[0])
+    if step <= 0:
+        raise CrossoverError(f"{name} row 3: time does not increase (intervals must be in order)")
+    bad = np.nonzero(~np.isclose(steps, step, rtol=1e-9, atol=1e-6))[0]
+    if bad.size:
+        i = int(bad[0])
+        what = "a gap" if steps[i] > step else "out of order or repeated"
+        raise CrossoverError(f"{name} row {i + 3}: {what} ({steps[i]:g} s after the previous row; every interval "
+                             f"is {step:g} s): give every interval, 0 where no requests came")
+    out = Traffic(step, np.asarray(reqs), source=name)
+    if out.peak_rps <= 0:
+        raise CrossoverError(f"traffic file {name}: no requests in any interval; nothing to plan for")
+    return out
+
+
+def demand(*, peak_rps: float | None = None, peak_output_tokens_per_s: float | None = None,
+           traffic: str | Path | Traffic | None = None, output_len: float) -> Traffic:
+    """Exactly one of a peak request rate, a peak output token rate (divided by the workload's mean
+    output length) or a traffic trace."""
+    given = [x is not None for x in (peak_rps, peak_output_tokens_per_s, traffic)]
+    if sum(given) != 1:
+        raise CrossoverError("give the demand once: --peak-rps, --peak-output-tokens-per-s or --traffic FILE")
+    if traffic is not None:
+        return traffic if isinstance(traffic, Traffic) else read_traffic(traffic)
+    value, flag = ((peak_rps, "--peak-rps") if peak_rps is not None
+                   else (peak_output_tokens_per_s, "--peak-output-tokens-per-s"))
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise CrossoverError(f"{flag} must be a finite number > 0 (got {value})")
+    rps = float(value) if peak_rps is not None else float(value) / output_len
+    return constant(rps)

@@ -1,0 +1,198 @@
+"""Tables and dicts of measured sweeps (`crossover measured`) and calibrations (`crossover calibrate`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..analysis.crossings import EQUAL_RTOL, level_crossings
+from ..comparison.compare import PREDICT_RATE_PROMPTS, latency_crossovers, speedups
+from ..analysis.crossings import rounded
+from ..analysis.bounds import BoundChecks
+from .text import clean, latency_lines, other_crossings
+
+
+def _level_values(table) -> dict[str, list]:
+    """Per level by increasing load (no point objects), lists of the load, both arms' throughput,
+    the speedup (`compare.speedups`), tau and median TPOT (None where not reported)."""
+    loads, off, on, ratio = speedups(table)
+    c = table.columns
+
+    def listed(values: np.ndarray) -> list:
+        return [None if v != v else v for v in values.tolist()]
+
+    return {"load": loads.tolist(), "off": c.output_throughput[off].tolist(), "on": c.output_throughput[on].tolist(),
+            "ratio": ratio.tolist(), "tau": listed(c.acceptance_length[on]),
+            "tpot_off": listed(c.metric("median_tpot_ms")[off]), "tpot_on": listed(c.metric("median_tpot_ms")[on])}
+
+
+def _levels(table) -> tuple[dict[str, list], Any]:
+    """`_level_values` and the level crossings of the speedup."""
+    lv = _level_values(table)
+    return lv, level_crossings(lv["load"], lv["ratio"])
+
+
+def _impossible_bracket(loads: list[float], cross: float | None, checks) -> list:
+    """The bound checks beaten (faster than physics) at the two levels the crossover lies between."""
+    if cross is None or not checks:
+        return []
+    below = max((x for x in loads if x <= cross), default=None)
+    above = min((x for x in loads if x >= cross), default=None)
+    return BoundChecks.of(checks).beaten(at=[x for x in (below, above) if x is not None])
+
+
+def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON contract of `crossover measured --json`."""
+    lv, lc = _levels(table)
+    cross = lc.crossover
+    keys = ["level", "off_output_throughput", "on_output_throughput", "speedup", "on_acceptance_length",
+            "off_median_tpot_ms", "on_median_tpot_ms"]
+    columns = [lv["load"], lv["off"], lv["on"], list(map(clean, lv["ratio"])), lv["tau"], lv["tpot_off"],
+               lv["tpot_on"]]
+    if predicted is not None:
+        keys += ["predicted_off_output_throughput", "predicted_on_output_throughput", "predicted_speedup"]
+        columns += [rounded(predicted["off"], 2), rounded(predicted["on"], 2), rounded(predicted["speedup"], 4)]
+    points = [dict(zip(keys, row)) for row in zip(*columns)]
+    out: dict[str, Any] = {
+        "load_axis": table.load_axis,
+        "speedup_metric": "mean_e2el_ms off/on" if table.load_axis == "request_rate" else "output_throughput on/off",
+        "points": points,
+        "crossover": None if cross is None else round(cross, 4),
+        "bracketed": cross is not None,
+        "crossings": lc.crossings_json(),
+        "side": lc.side,
+        "latency": latency_crossovers(table),
+    }
+    if predicted is not None:
+        out["predicted_crossover"] = None if predicted["crossover"] is None else round(predicted["crossover"], 4)
+    if checks:
+        out["crossover_on_impossible_point"] = bool(_impossible_bracket(lv["load"], cross, checks))
+        bc = BoundChecks.of(checks)
+        keys = ("arm", "level", "measured", "bound", "fraction_of_bound", "beats_physics", "in_flight", "source")
+        columns = (np.where(bc.on, "on", "off").tolist(), bc.load.tolist(), bc.measured.tolist(),
+                   rounded(bc.bound.tolist(), 2), rounded(bc.fraction.tolist(), 4), bc.beats.tolist(),
+                   rounded(bc.batch.tolist(), 3), bc.sources)
+        out["physics"] = [dict(zip(keys, row)) for row in zip(*columns)]
+    return out
+
+
+def _column(values: list, spec: str) -> list[str]:
+    """Each value formatted by `spec` (e.g. "8.3f"), or "-" in its width where None or not finite."""
+    dash = "-".rjust(int(spec.split(".")[0]))
+    return [format(v, spec) if v is not None and math.isfinite(v) else dash for v in values]
+
+
+def _ln_column(measured: list, predicted: list) -> list[str]:
+    """ln(measured / predicted) per level, or "-" where either is not positive."""
+    return [f"{math.log(m / p):+7.3f}" if m > 0 and p > 0 else "      -" for m, p in zip(measured, predicted)]
+
+
+def measured_table(table, checks, causes, predicted: dict[str, Any] | None = None) -> str:
+    """The measured on/off table, the crossover, the model beside it and the physics check."""
+    lv, lc = _levels(table)
+    cross, side = lc.crossover, lc.side
+    axis = table.load_axis
+    lines = [f"{'level':>9} ({axis}) | {'off tok/s':>10} {'on tok/s':>10} {'speedup':>8} | {'TPOT p50 off':>12} "
+             f"{'on':>8} | {'tau':>5}"]
+    pad = " " * (len(axis) + 2)
+    taus = [f"{tau:5.2f}" if tau else "    -" for tau in lv["tau"]]
+    lines += [f"{load:>9g} {pad} | {off:>10.1f} {on:>10.1f} {ratio} | {tp_off} {tp_on} | {tau}" for
+              load, off, on, ratio, tp_off, tp_on, tau in zip(
+                  lv["load"], lv["off"], lv["on"], _column(lv["ratio"], "8.3f"), _column(lv["tpot_off"], "12.2f"),
+                  _column(lv["tpot_on"], "8.2f"), taus)]
+    lines.append("")
+    if side == "equal":
+        lines.append(f"crossover: none; the arms are equal within noise (speedup within {EQUAL_RTOL:.0%} of 1 at "
+                     f"every level)")
+    elif cross is None:
+        lines.append(f"crossover: not bracketed by the measured levels; speculation stayed "
+                     f"{'faster' if side == 'on' else 'slower'}")
+    else:
+        lines.append(f"crossover: {axis} {cross:.1f} (interpolated between the bracketing levels)")
+        bad = _impossible_bracket(lv["load"], cross, checks)
+        if bad:
+            lines.append("           but it rests on a physically impossible point: " + ", ".join(
+                f"{c.arm} at {c.load:g} beats the speed-of-light bound" for c in bad) + " (see the physics check)")
+    lines += other_crossings(lc, axis)
+    lines += latency_lines(latency_crossovers(table), axis)
+    if predicted is not None:
+        lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = measured / predicted):",
+                  f"{'level':>9} | {'off tok/s':>10} {'ln':>7} | {'on tok/s':>10} {'ln':>7} | {'speedup':>8} {'ln':>7}"]
+        lines += [f"{load:>9g} | {po:>10.1f} {ln_off} | {pn:>10.1f} {ln_on} | {ps:>8.3f} {ln_ratio}" for
+                  load, po, ln_off, pn, ln_on, ps, ln_ratio in zip(
+                      lv["load"], predicted["off"], _ln_column(lv["off"], predicted["off"]), predicted["on"],
+                      _ln_column(lv["on"], predicted["on"]), predicted["speedup"],
+                      _ln_column(lv["ratio"], predicted["speedup"]))]
+        pc = predicted["crossover"]
+        lines.append(f"predicted crossover: {axis} {pc:.1f}" if pc is not None else
+                     f"predicted crossover: none up to {axis} {predicted['range']:g}")
+        if axis == "request_rate":
+            lines.append(f"(request rates through the serving simulator, {PREDICT_RATE_PROMPTS} requests per level at "
+                         f"the files' mean lengths; speedup = mean e2e latency off/on)")
+    if checks:
+        lines.append("")
+        lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")
+        rates = axis == "request_rate"
+        for c in checks:
+            flag = "  BEATS PHYSICS" if c.beats_physics else ""
+            held = f"  (bound at {c.batch:.1f} in flight)" if rates and c.batch else ""
+            lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / {c.bound:>10.1f} tok/s = "
+                         f"{c.fraction:6.1%}{flag}{held}")
+        if BoundChecks.of(checks).beats.any():
+            lines.append("  likely causes: " + "; ".join(causes))
+    return "\n".join(lines)
+
+
+def calibration_dict(fit) -> dict[str, Any]:
+    """The JSON contract of `crossover calibrate --json` (inputs added by the caller)."""
+    return {
+        "parameters": fit.parameters(),
+        "fixed": fit.fixed,
+        # parameters the sweep cannot identify, held at the scenario's value: name -> {value, reason}
+        "fixed_at_default": fit.at_default,
+        "load_axis": fit.load_axis,
+        "crossover": None if fit.crossover is None else round(fit.crossover, 4),
+        # null ends: no crossover in that share of the bootstrap refits
+        "crossover_interval": None if fit.crossover_interval is None else [
+            None if not np.isfinite(x) else round(x, 4) for x in fit.crossover_interval],
+        "residuals": fit.residuals,
+    }
+
+
+def calibration_table(fit, inputs: dict[str, Any]) -> str:
+    """Fitted values with uncertainties, per-point residuals, and the crossover with its interval."""
+    lines = [f"calibrated {inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} "
+             f"k={inputs['k']} ({fit.load_axis} sweep, {len(fit.residuals)} levels)", "",
+             f"{'parameter':<24} {'value':>10} {'stderr':>10}"]
+    for name, p in fit.parameters().items():
+        note = "  (at its bound: the data push it there)" if p["at_bound"] else ""
+        lines.append(f"{name:<24} {p['value']:>10.4g} {p['stderr']:>10.2g}{note}")
+    for name, v in fit.fixed.items():
+        lines.append(f"{name:<24} {v:>10.4g} {'(fixed)':>10}")
+    for name, d in fit.at_default.items():
+        lines.append(f"{name:<24} {d['value']:>10.4g} {'(default)':>10}  {d['reason']}")
+    by_tput = all("tokens_per_s_off" in r for r in fit.residuals)
+    what, key = ("tok/s", "tokens_per_s") if by_tput else ("TPOT ms", "mean_tpot_ms")
+    width = 8 if by_tput else 13
+    lines += ["", f"{'level' if by_tput else 'in flight':>{width}} | {'off ' + what:>12} {'predicted':>10} {'ln':>7} | "
+                  f"{'on ' + what:>12} {'predicted':>10} {'ln':>7}"]
+    for r in fit.residuals:
+        off, on = r[f"{key}_off"], r[f"{key}_on"]
+        level = f"{r[fit.load_axis]:g}" if by_tput else f"{r[fit.load_axis]:.1f} / {r['in_flight_on']:.1f}"
+        lines.append(f"{level:>{width}} | {off['measured']:>12.1f} {off['predicted']:>10.1f} "
+                     f"{off['ln_ratio']:>+7.3f} | {on['measured']:>12.1f} {on['predicted']:>10.1f} {on['ln_ratio']:>+7.3f}")
+    if not by_tput:
+        lines.append("(a request-rate sweep: each level is fitted at its requests in flight off/on, rate x mean "
+                     "e2e latency, on mean TPOT; the crossover is in requests in flight)")
+    lines.append("")
+    iv = fit.crossover_interval
+    band = "" if iv is None or not np.isfinite(iv[0]) else (
+        f" (90% bootstrap interval {iv[0]:.1f} - {f'{iv[1]:.1f}' if np.isfinite(iv[1]) else 'no crossover'}; "
+        f"measurement noise and parameter uncertainty)")
+    if fit.crossover is None:
+        lines.append(f"crossover: none within twice the largest measured level{band}")
+    else:
+        lines.append(f"crossover: {fit.load_axis} {fit.crossover:.1f}{band}")
+    return "\n".join(lines)

@@ -1,0 +1,364 @@
+"""Tables for people and dicts for programs. Values stay typed until this edge."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..analysis.crossings import EQUAL_RTOL
+from ..comparison.compare import latency_crossings
+
+if TYPE_CHECKING:  # annotations only: the model stack loads with the first prediction
+    from ..analysis.curves import Prediction
+
+
+def _num(x: float, digits: int = 4) -> float:
+    return float(round(float(x), digits))
+
+
+def prediction_dict(pred: Prediction) -> dict[str, Any]:
+    """The JSON contract of `crossover predict --json` (inputs added by the caller)."""
+    c = pred.curves
+    tau = pred.tau
+    on_tps = c.tokens_per_s_on
+    points = []
+    for i, b in enumerate(c.batch):
+        points.append({
+            "batch": int(b) if float(b).is_integer() else float(b),
+            "step_ms_off": _num(c.step_off[i] * 1e3),
+            "step_ms_on": _num(c.step_on[i] * 1e3),
+            "draft_ms": _num(c.draft[i] * 1e3),
+            "verify_ms": _num(c.verify[i] * 1e3),
+            "tokens_per_s_off": _num(c.tokens_per_s_off[i], 2),
+            "tokens_per_s_on": _num(on_tps[i], 2),
+            "speedup": _num(pred.speedup[i]),
+            "fits_off": bool(pred.fits_off[i]),
+            "fits_on": bool(pred.fits_on[i]),
+        })
+    cb = pred.crossover_batch
+    spec = pred.scenario.speculation
+    return {
+        "crossover_batch": None if cb is None else _num(cb, 3),
+        "crossover_within_memory": None if cb is None else bool(cb <= pred.max_batch_on),
+        "crossings": [{"batch": _num(x.batch, 3), "direction": x.direction} for x in pred.crossings],
+        "regime": pred.regime,
+        "max_batch_off": pred.max_batch_off,
+        "max_batch_on": pred.max_batch_on,
+        "tau": _num(tau, 6),
+        "verify_width": _num(spec.verify_width, 6),
+        "wasted_positions_per_step": _num(spec.verify_width - tau, 6),
+        "points": points,
+    }
+
+
+def engine_line(inputs: dict[str, Any]) -> str:
+    """Which engine profile and cost mode priced the steps (one line)."""
+    if "engine_version" not in inputs:
+        return ""
+    layout = {"batch_expansion": "verify by batch expansion: each of the k+1 positions re-reads the KV cache",
+              "multi_query": "one multi-query verify pass"}[inputs["verify_layout"]]
+    cost = inputs["cost"] if inputs["cost"] != "kernels" else f"kernels ({inputs['cost_source']})"
+    return f"engine: {inputs['engine_version']} ({layout}); cost: {cost}"
+
+
+def breakdown_table(bd: dict[str, Any]) -> str:
+    """Per op of the target forward and per step term, off and on at one batch, with the bound and
+    the cost mode that priced each op."""
+    lines = [f"breakdown at batch {bd['batch']:g}, context {bd['context']:g} (ms per step)",
+             f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by"]
+    for r in bd["ops"]:
+        off = "-" if r["off_ms"] is None else f"{r['off_ms']:.3f}"
+        lines.append(f"  {r['op']:<24} {off:>9} {r['on_ms']:>9.3f}  {r['bound_on']:<10}  {r['priced_by']}")
+    for name, t in bd["terms"].items():
+        if name != "target_forward" and (t["off_ms"] or t["on_ms"]):
+            lines.append(f"  {'+ ' + name:<24} {t['off_ms']:>9.3f} {t['on_ms']:>9.3f}")
+    lines.append(f"  {'= step':<24} {bd['total_off_ms']:>9.3f} {bd['total_on_ms']:>9.3f}")
+    return "\n".join(lines)
+
+
+def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
+    """A readable table of the curves and a summary line with the crossover."""
+    d = prediction_dict(pred)
+    acc = inputs["acceptance"]
+    acc_s = ",".join(f"{a:g}" for a in acc) if isinstance(acc, list) else f"{acc:g}"
+    acc_label = {"rate": "acceptance", "tau": "tau", "per_position": "acceptance per position"}[inputs["acceptance_kind"]]
+    draft = f" ({inputs['draft']})" if inputs["draft"] else ""
+    if inputs["method"] == "ngram":  # a share of steps proposes nothing
+        draft = f" (match rate {inputs['match_rate']:g}: the crossover moves with it, --match-rate)"
+    tp_note = " (auto)" if inputs["tp_auto"] else ""
+    mix = ""
+    if inputs.get("prompt_len") is not None:
+        mix = f" (prompt {inputs['prompt_len']:g} + output {inputs['output_len']:g} tokens: prefill share included)"
+    lines = [
+        f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}{tp_note}, {inputs['weight_dtype']} weights, "
+        f"context {inputs['context']:g}{mix}",
+        f"speculation: {inputs['method']}{draft}, k={inputs['k']}, {acc_label} {acc_s} -> tau {d['tau']:.3f} "
+        f"tokens/step, {d['wasted_positions_per_step']:.2f} wasted verify positions/step",
+        engine_line(inputs),
+        "",
+        f"{'batch':>7} {'step ms off':>12} {'step ms on':>11} {'draft ms':>9} {'tok/s off':>11} "
+        f"{'tok/s on':>11} {'speedup':>8}  fits",
+    ]
+    for p in d["points"]:
+        fits = "yes" if p["fits_on"] else ("off only" if p["fits_off"] else "no")
+        lines.append(
+            f"{p['batch']:>7g} {p['step_ms_off']:>12.2f} {p['step_ms_on']:>11.2f} {p['draft_ms']:>9.2f} "
+            f"{p['tokens_per_s_off']:>11.0f} {p['tokens_per_s_on']:>11.0f} {p['speedup']:>8.3f}  {fits}")
+    lines.append("")
+    lines.append(f"memory limit: batch {d['max_batch_off']} without speculation, {d['max_batch_on']} with it")
+    bmax = max(p["batch"] for p in d["points"])
+    cap = pred.scenario.deployment.engine.spec_max_running
+    if cap is not None and bmax > cap:
+        lines.append(f"engine cap: {inputs['engine_version']} runs at most {cap} requests with speculation unless the "
+                     f"running-request limit is set (SGLang: --max-running-requests); batches above {cap} assume it is")
+    if d["crossover_batch"] is None:
+        side = "faster" if d["regime"] == "always_faster" else "slower"
+        lines.append(f"crossover: none in batch 1..{bmax:g}; speculation is {side} throughout ({d['regime']})")
+    else:
+        first = d["crossings"][0]
+        what = "stops paying off" if first["direction"] == "down" else "starts paying off"
+        mem = "" if d["crossover_within_memory"] else " (beyond the memory limit with speculation)"
+        lines.append(f"crossover: batch {d['crossover_batch']:.1f} - speculation {what} there{mem}")
+        for extra in d["crossings"][1:]:
+            lines.append(f"           and again at batch {extra['batch']:.1f} ({extra['direction']})")
+    return "\n".join(lines)
+
+
+def spec_listing(specs: list, kind: str) -> str:
+    """One line per spec."""
+    from ..model.ops import total_params  # the model stack: loaded by the listing verbs only
+
+    lines = []
+    for s in specs:
+        if kind == "hardware":
+            lines.append(f"{s.name:<14} {s.memory_gb:>6g} GB {s.memory_bandwidth_gb_s:>7g} GB/s "
+                         f"{s.bf16_dense_tflops:>7g} bf16 TFLOP/s  {s.display_name}")
+        else:
+            kind_s = "MoE" if s.moe else "dense"
+            if s.mla:
+                kind_s += "+MLA"
+            lines.append(f"{s.name:<16} {total_params(s) / 1e9:>8.2f} B params {kind_s:<9} {s.display_name}")
+    return "\n".join(lines)
+
+
+def spec_text(spec) -> str:
+    """A spec as readable key: value lines (sources included)."""
+    import yaml
+
+    return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False).rstrip()
+
+
+def clean(x: float | bool) -> float | bool | None:
+    """JSON-safe value: booleans stay booleans, NaN and infinities become null."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    x = float(x)
+    return round(x, 4) if math.isfinite(x) else None
+
+
+def simulation_dict(res) -> dict[str, Any]:
+    """The JSON contract of `crossover simulate --json` (inputs added by the caller)."""
+    key = res.axis
+    levels = []
+    for lv, ratio in zip(res.levels, res.ratios):
+        levels.append({
+            key: int(lv.value) if key == "concurrency" else float(lv.value),
+            "off": {k: clean(v) for k, v in lv.off.items()},
+            "on": {k: clean(v) for k, v in lv.on.items()},
+            "speedup": clean(ratio),
+        })
+        if lv.policy is not None:
+            levels[-1]["policy"] = {k: clean(v) for k, v in lv.policy.items()}
+    return {
+        "load_axis": key,
+        "speedup_metric": "output_throughput on/off" if key == "concurrency" else "mean_e2el_ms off/on",
+        "levels": levels,
+        f"crossover_{key}": None if res.crossover is None else round(res.crossover, 4),
+        f"crossover_{key}_interval": None if res.crossover_interval is None
+        else [None if x is None else round(x, 4) for x in res.crossover_interval],
+        "crossings": res.level_crossings.crossings_json(),
+        "crossover_side": res.side,
+        "latency": _simulated_latency(res),
+    }
+
+
+def _simulated_latency(res) -> dict[str, dict[str, Any]]:
+    return latency_crossings([lv.value for lv in res.levels], [lv.off for lv in res.levels],
+                             [lv.on for lv in res.levels])
+
+
+def simulation_rows(res) -> list[dict[str, Any]]:
+    """One flat row per level and arm, for CSV."""
+    rows = []
+    for lv in res.levels:
+        for arm in ("off", "on"):
+            row: dict[str, Any] = {res.axis: lv.value, "arm": arm}
+            row.update({k: clean(v) for k, v in getattr(lv, arm).items()})
+            rows.append(row)
+    keys: dict[str, None] = {}
+    for r in rows:
+        keys.update(dict.fromkeys(r))
+    return [{k: r.get(k) for k in keys} for r in rows]
+
+
+def simulation_table(res, inputs: dict[str, Any]) -> str:
+    """Side-by-side off / on / ratio per level, and the crossover."""
+    axis = res.axis
+    label = "conc" if axis == "concurrency" else "req/s"
+    lines = [
+        f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, workload {inputs['workload']} "
+        f"(mean prompt {inputs['prompt_len']:.0f}, output {inputs['output_len']:.0f} tokens), "
+        f"{inputs['num_prompts']} requests per level (at least 10 rounds of the clients), seed {inputs['seed']}",
+        f"speculation: {inputs['method']}, k={inputs['k']}, tau {inputs['tau']:.3f} tokens/step",
+        engine_line(inputs),
+        *([f"running requests: at most {inputs['max_num_seqs']} off, {inputs['max_num_seqs_speculating']} on "
+           f"({inputs['max_num_seqs_note']})"] if inputs.get("max_num_seqs_speculating") else []),
+        "",
+        f"{label:>7} | {'output tok/s':^26} | {'TTFT p50 ms':^15} | {'TPOT p50 ms':^15} | {'TPOT p99 ms':^15} "
+        f"| {'E2E p99 s':^13}",
+        f"{'':>7} | {'off':>8} {'on':>8} {'ratio':>8} | {'off':>7} {'on':>7} | {'off':>7} {'on':>7} | "
+        f"{'off':>7} {'on':>7} | {'off':>6} {'on':>6}",
+    ]
+    for lv, ratio in zip(res.levels, res.ratios):
+        f, n = lv.off, lv.on
+        lines.append(
+            f"{lv.value:>7g} | {_tput(f)} {_tput(n)} {ratio:>8.3f} | "
+            f"{f['median_ttft_ms']:>7.1f} {n['median_ttft_ms']:>7.1f} | {f['median_tpot_ms']:>7.2f} "
+            f"{n['median_tpot_ms']:>7.2f} | {f['p99_tpot_ms']:>7.2f} {n['p99_tpot_ms']:>7.2f} | "
+            f"{f['p99_e2el_ms'] / 1e3:>6.2f} {n['p99_e2el_ms'] / 1e3:>6.2f}")
+    if axis == "request_rate":
+        lines += _rate_lines(res)
+    if res.levels and res.levels[0].policy is not None:
+        route = inputs.get("routing") or {}
+        how = (f"hysteresis: speculate until the running batch exceeds {route['stop_above']}, resume below "
+               f"{route['speculate_below']}" if route.get("rule") == "hysteresis"
+               else "the best-k schedule applied step by step")
+        lines += ["", f"routing by load ({how}):",
+                  f"{label:>7} | {'policy tok/s':>12} {'vs on':>7} {'vs off':>7} | {'mean E2E s':>10} {'vs on':>7} "
+                  f"{'vs off':>7}"]
+        for lv in res.levels:
+            p_, f, n = lv.policy, lv.off, lv.on
+            lines.append(f"{lv.value:>7g} | {p_['output_throughput']:>12.0f} "
+                         f"{p_['output_throughput'] / n['output_throughput']:>7.3f} "
+                         f"{p_['output_throughput'] / f['output_throughput']:>7.3f} | {p_['mean_e2el_ms'] / 1e3:>10.2f} "
+                         f"{n['mean_e2el_ms'] / p_['mean_e2el_ms']:>7.3f} {f['mean_e2el_ms'] / p_['mean_e2el_ms']:>7.3f}")
+    lines.append("")
+    metric = "output throughput on/off" if axis == "concurrency" else "mean end-to-end latency off/on"
+    what = "concurrency" if axis == "concurrency" else "request rate"
+    lc = res.level_crossings
+    if lc.side == "equal":
+        lines.append(f"crossover: none in {what} {res.levels[0].value:g}..{res.levels[-1].value:g}; the arms are "
+                     f"equal within noise ({metric} within {EQUAL_RTOL:.0%} of 1 at every level)")
+    elif res.crossover is None:
+        side = "faster" if res.side == "on" else "slower"
+        lines.append(f"crossover: not reached in {what} {res.levels[0].value:g}..{res.levels[-1].value:g}; "
+                     f"speculation stayed {side} ({metric})")
+    else:
+        ci = res.crossover_interval
+        band = "" if ci is None else (f"; {ci[0]:.1f} to " + (f"{ci[1]:.1f}" if ci[1] is not None else
+                                      f"beyond {res.levels[-1].value:g}") + " within the levels' 95% throughput "
+                                      "intervals")
+        lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1{band})")
+    lines += other_crossings(lc, what)
+    lines += latency_lines(_simulated_latency(res), what)
+    return "\n".join(lines)
+
+
+def _tput(arm: dict[str, Any]) -> str:
+    """Output tok/s in 8 columns, a `*` when the arm's queue grew without bound at that level."""
+    return f"{arm['output_throughput']:>7.0f}{'*' if arm.get('saturated') else ' '}"
+
+
+def _rate_lines(res) -> list[str]:
+    """Offered and achieved request rates per level, and which arms saturated (request-rate sweeps)."""
+    first = res.levels[0]
+    cap = {a: getattr(first, a).get("capacity_request_rate") for a in ("off", "on")}
+    lines = ["", f"{'req/s':>7} | {'achieved req/s':^16} | saturated     (capacity at the engine's limit: "
+                 f"off {cap['off']:.2f}, on {cap['on']:.2f} req/s)",
+             f"{'offered':>7} | {'off':>7} {'on':>8} |"]
+    for lv in res.levels:
+        sat = [a for a in ("off", "on") if getattr(lv, a).get("saturated")]
+        lines.append(f"{lv.value:>7g} | {lv.off['achieved_request_rate']:>7.2f} {lv.on['achieved_request_rate']:>8.2f} "
+                     f"| {', '.join(sat) if sat else '-'}")
+    if any(lv.off.get("saturated") or lv.on.get("saturated") for lv in res.levels):
+        lines.append("* saturated: the offered rate exceeds what the server completes with its batch at the engine's "
+                     "limit, so the queue grows without bound and latencies grow with --num-prompts")
+    return lines
+
+
+def other_crossings(lc, axis: str) -> list[str]:
+    """Lines for the sign changes besides the crossover (noise between levels, or a second crossing)."""
+    if len(lc.crossings) < 2:
+        return []
+    listed = ", ".join(f"{x:.1f} ({d})" for x, d in lc.crossings)
+    return [f"           the ratio changes side {len(lc.crossings)} times: at {axis.replace('_', ' ')} {listed}"]
+
+
+def _where(d: dict[str, Any], axis: str) -> str:
+    """A latency metric's crossing as words."""
+    what = axis.replace("_", " ")
+    if d["bracketed"]:
+        more = f" (and {len(d['crossings']) - 1} more sign change(s))" if len(d["crossings"]) > 1 else ""
+        return f"crosses at {what} {d['crossover']:.1f}{more}"
+    if d["side"] == "equal":
+        return f"no crossover; equal within noise (within {EQUAL_RTOL:.0%})"
+    return f"not bracketed; {'lower' if d['side'] == 'on' else 'higher'} with speculation throughout"
+
+
+def latency_lines(lat: dict[str, dict[str, Any]], axis: str) -> list[str]:
+    """The latency crossings as text lines (empty when no metric is in both arms)."""
+    if not lat:
+        return []
+    lines = ["", "latency, off/on per level (> 1: lower with speculation):"]
+    for name, d in lat.items():
+        lines.append(f"  {name:<15} {' '.join(f'{r:6.3f}' for r in d['ratios'])}   {_where(d, axis)}")
+    if any(n.endswith("itl_ms") for n in lat):
+        lines.append("  (ITL is the gap between streamed chunks, and a speculative step streams several tokens "
+                     "at once: compare TPOT per token)")
+    return lines
+
+
+def policy_dict(pol, configs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON contract of `crossover policy --json` (inputs added by the caller)."""
+    return {
+        "schedule": pol.schedule,
+        "speculate_below_batch": pol.speculate_below_batch,
+        "engine_configs": {k: configs[k] for k in ("vllm", "sglang", "tensorrt_llm")},
+        "rule": configs["rule"],
+        "gains": {k: round(v, 4) for k, v in pol.gains().items()},
+        "throughput": {
+            "batch": [int(b) for b in pol.batches],
+            "schedule": [round(float(x), 2) for x in pol.best_tput],
+            "always_on": [round(float(x), 2) for x in pol.tput[pol.ks.index(pol.configured_k)]],
+            "always_off": [round(float(x), 2) for x in pol.tput[0]],
+        },
+    }
+
+
+def policy_table(pol, configs: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """The schedule, its gains, and the engine configs."""
+    lines = [f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']}, acceptance "
+             f"{inputs['acceptance']}, context {inputs['context']:g}; k = 0..{inputs['k_max']}, batch 1.."
+             f"{inputs['batch_max']}", "", f"{'batch range':>15}  {'best k':>6}  {'tok/s at range start':>20}"]
+    for r in pol.schedule:
+        i = r["batch_min"] - 1
+        lines.append(f"{r['batch_min']:>7}-{r['batch_max']:<7}  {r['k']:>6}  {pol.best_tput[i]:>20.0f}")
+    g = pol.gains()
+    lines += ["", f"rule: {configs['rule']}",
+              f"gain over always-on (k={pol.configured_k}): mean {g['mean_gain_over_always_on']:.3f}x, "
+              f"max {g['max_gain_over_always_on']:.3f}x; over always-off: mean {g['mean_gain_over_always_off']:.3f}x, "
+              f"max {g['max_gain_over_always_off']:.3f}x", "", "vLLM:", "  " + configs["vllm"]["flag"]]
+    lines += ["  note: " + n for n in configs["vllm"]["notes"]]
+    trt = configs["tensorrt_llm"]
+    lines += ["TensorRT-LLM (YAML for --config):"]
+    if trt["speculative_config"]:
+        import yaml
+
+        text = yaml.safe_dump({"speculative_config": trt["speculative_config"]}, sort_keys=False).rstrip()
+        lines += ["  " + ln for ln in text.splitlines()]
+    lines += ["  note: " + n for n in trt["notes"]]
+    lines += ["SGLang:", "  " + (configs["sglang"]["flags"] or "(none)")]
+    lines += ["  note: " + n for n in configs["sglang"]["notes"]]
+    return "\n".join(lines)
