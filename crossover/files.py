@@ -8,6 +8,8 @@ variable CROSSOVER_MAX_INPUT_MB (or `set_max_input_mb`, which the CLI's --max-in
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 import stat
 import tempfile
 from pathlib import Path
@@ -17,14 +19,26 @@ from .errors import CrossoverError
 
 MAX_INPUT_MB_DEFAULT = 512.0
 MAX_INPUT_ENV = "CROSSOVER_MAX_INPUT_MB"
-_max_input_mb: float | None = None  # set by set_max_input_mb; None: the environment or the default
+# The limit a caller set, per context (thread, task): None: the environment or the default. A CLI run
+# sets it inside `input_limit` only, so an in-process caller never inherits another run's limit.
+_max_input_mb: ContextVar[float | None] = ContextVar("crossover_max_input_mb", default=None)
 
 
 def set_max_input_mb(mb: float | None) -> None:
-    """Raise (or lower) the size limit of every input file read after this call; None: back to
-    CROSSOVER_MAX_INPUT_MB or the default."""
-    global _max_input_mb
-    _max_input_mb = None if mb is None else _check_limit(mb, "--max-input-mb")
+    """Raise (or lower) the size limit of every input file read after this call in this context
+    (thread or task); None: back to CROSSOVER_MAX_INPUT_MB or the default."""
+    _max_input_mb.set(None if mb is None else _check_limit(mb, "--max-input-mb"))
+
+
+@contextmanager
+def input_limit(mb: float | None) -> Iterator[None]:
+    """The size limit of input files read inside the block (None: the environment or the default);
+    the limit before it is restored after."""
+    token = _max_input_mb.set(None if mb is None else _check_limit(mb, "--max-input-mb"))
+    try:
+        yield
+    finally:
+        _max_input_mb.reset(token)
 
 
 def _check_limit(mb, where: str) -> float:
@@ -39,9 +53,8 @@ def _check_limit(mb, where: str) -> float:
 
 def max_input_bytes() -> int:
     """The size limit of one input file, in bytes."""
-    if _max_input_mb is not None:
-        mb = _max_input_mb
-    else:
+    mb = _max_input_mb.get()
+    if mb is None:
         env = os.environ.get(MAX_INPUT_ENV, "").strip()
         mb = _check_limit(env, f"environment variable {MAX_INPUT_ENV}") if env else MAX_INPUT_MB_DEFAULT
     return int(min(mb * 1e6, 2.0**62))

@@ -97,7 +97,8 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
         schedule = (low, high)
         resolved["routing"] = {"rule": "hysteresis", "speculate_below": low, "stop_above": high}
     if policy:
-        pol = routing_policy(sc, *wl.sample(np.random.default_rng(0), 20_000, base), limits.seats(True))
+        # the schedule's lengths are drawn with the run's own seed (the same requests' distribution)
+        pol = routing_policy(sc, *wl.sample(np.random.default_rng(seed), 20_000, base), limits.seats(True))
         schedule = pol.best_k
         resolved["policy_schedule"] = pol.schedule
     res = sweep(sc, wl, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burstiness, limits=limits,

@@ -10,7 +10,7 @@ import sys
 from typing import Sequence
 
 from ..errors import CrossoverError
-from ..files import set_max_input_mb
+from ..files import input_limit
 from .common import warnings_as_lines
 from .outputs import check_outputs
 from .parser import build_parser
@@ -86,10 +86,10 @@ def _main(argv: Sequence[str] | None) -> int:
             parser.print_help()
             return 2
         verb = _verb(args.verb)
-        set_max_input_mb(getattr(args, "max_input_mb", None))  # None: CROSSOVER_MAX_INPUT_MB or 512
-        check_outputs(args)  # before any work: never an input, never an existing file without --force
-        with warnings_as_lines():  # the library's warnings, one stderr line each
-            return verb(args)
+        with input_limit(getattr(args, "max_input_mb", None)):  # None: CROSSOVER_MAX_INPUT_MB or 512
+            check_outputs(args)  # before any work: never an input, never an existing file without --force
+            with warnings_as_lines():  # the library's warnings, one stderr line each
+                return verb(args)
     except CrossoverError as exc:
         print(f"crossover: error: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ them to a measured sweep. Pure roofline ("speed of light") is `Efficiency.speed_
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from pydantic import ConfigDict, Field, PositiveInt, model_validator
@@ -99,6 +100,13 @@ class Efficiency(Spec):
         )
 
 
+@functools.lru_cache(maxsize=1)
+def default_engine() -> EngineProfile:
+    """The default engine profile (engines/vllm.yaml), read once per process: building a Deployment
+    without an engine reads no file. Profiles are frozen, so every Deployment may share it."""
+    return load_engine(DEFAULT_ENGINE)
+
+
 def _tp_reasons(model: Model, hardware: Hardware, tp: int, expert_parallel: bool) -> list[str]:
     reasons = []
     if model.num_attention_heads % tp:
@@ -165,7 +173,7 @@ class Deployment(Spec):
     efficiency: Efficiency = Field(default_factory=Efficiency)
     # What the serving engine adds around the kernels (engines/*.yaml) and how a forward's seconds
     # are found: "roofline" (analytical) or "kernels" (measured tables, crossover[kernels]).
-    engine: EngineProfile = Field(default_factory=lambda: load_engine(DEFAULT_ENGINE))
+    engine: EngineProfile = Field(default_factory=lambda: default_engine())
     cost: str = "roofline"
 
     @model_validator(mode="after")
