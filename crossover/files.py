@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .errors import CrossoverError
+from .errors import FileError, InputError
 
 MAX_INPUT_MB_DEFAULT = 512.0
 MAX_INPUT_ENV = "CROSSOVER_MAX_INPUT_MB"
@@ -45,9 +45,9 @@ def _check_limit(mb, where: str) -> float:
     try:
         v = float(mb)
     except (TypeError, ValueError):
-        raise CrossoverError(f"{where} must be a number of megabytes > 0, got {mb!r}") from None
+        raise InputError(f"{where} must be a number of megabytes > 0, got {mb!r}", parameter="max_input_mb") from None
     if not (v > 0 and v != float("inf")):
-        raise CrossoverError(f"{where} must be a finite number of megabytes > 0, got {mb!r}")
+        raise InputError(f"{where} must be a finite number of megabytes > 0, got {mb!r}", parameter="max_input_mb")
     return v
 
 
@@ -87,17 +87,17 @@ def read_chunks(path: str | Path, expected: str, size: int = 1 << 24) -> Iterato
         # then refuses it. A regular file reads as usual.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise CrossoverError(f"{path}: no such file") from None
+        raise FileError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise CrossoverError(f"{path}: is a directory; expected {expected}") from None
+        raise FileError(f"{path}: is a directory; expected {expected}") from None
     except OSError as exc:
-        raise CrossoverError(f"{path}: cannot read ({exc.strerror or exc}); expected {expected}") from None
+        raise FileError(f"{path}: cannot read ({exc.strerror or exc}); expected {expected}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise CrossoverError(f"{path}: is {_kind(st.st_mode)}, not a regular file; expected {expected}")
+            raise FileError(f"{path}: is {_kind(st.st_mode)}, not a regular file; expected {expected}")
         if st.st_size > limit:
-            raise CrossoverError(_too_big(path, st.st_size, limit))
+            raise FileError(_too_big(path, st.st_size, limit))
         try:
             os.set_blocking(fd, True)
         except OSError:
@@ -109,10 +109,10 @@ def read_chunks(path: str | Path, expected: str, size: int = 1 << 24) -> Iterato
                 break
             total += len(chunk)
             if total > limit:
-                raise CrossoverError(_too_big(path, total, limit))
+                raise FileError(_too_big(path, total, limit))
             yield chunk
     except OSError as exc:
-        raise CrossoverError(f"{path}: cannot read ({exc.strerror or exc}); expected {expected}") from None
+        raise FileError(f"{path}: cannot read ({exc.strerror or exc}); expected {expected}") from None
     finally:
         os.close(fd)
 
@@ -146,7 +146,7 @@ def _decode(path: Path, data: bytes, expected: str, errors: str = "strict") -> s
     try:
         text = data.decode("utf-8", errors=errors)
     except UnicodeDecodeError:
-        raise CrossoverError(f"{path}: not a UTF-8 text file; expected {expected}") from None
+        raise FileError(f"{path}: not a UTF-8 text file; expected {expected}") from None
     del data
     # Universal newlines, as text-mode reading gives: \r\n and a lone \r end a line.
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
@@ -160,12 +160,12 @@ def write_atomic(path: str | Path, write: Callable[[str], None]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix, dir=target.parent)
         os.close(fd)
     except OSError as exc:
-        raise CrossoverError(f"cannot write {path}: {exc.strerror}") from None
+        raise FileError(f"cannot write {path}: {exc.strerror}") from None
     try:
         write(tmp)
         os.replace(tmp, target)
     except OSError as exc:
-        raise CrossoverError(f"cannot write {path}: {exc.strerror}") from None
+        raise FileError(f"cannot write {path}: {exc.strerror}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -176,8 +176,8 @@ def write_text(path: str | Path, text: str) -> None:
     write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def too_deep(path: str | Path, expected: str) -> CrossoverError:
+def too_deep(path: str | Path, expected: str) -> FileError:
     """The one line for a JSON or YAML input nested deeper than the parser's recursion allows
     (RecursionError): no real result file, spec or calibration nests more than a few levels."""
-    return CrossoverError(f"{path}: nested too deeply to read (hundreds of levels of lists or mappings); "
+    return FileError(f"{path}: nested too deeply to read (hundreds of levels of lists or mappings); "
                           f"expected {expected}")

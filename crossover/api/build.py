@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..errors import CrossoverError
+from ..errors import CrossoverError, api_boundary
 
 # The model stack is imported by the functions that build with it, not for the defaults (the parser)
 if TYPE_CHECKING:
@@ -245,6 +245,7 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
     return dep
 
 
+@api_boundary
 def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFAULT_HARDWARE, *,
              tp: int | None = None, method: str = DEFAULT_METHOD, k: int | None = None,
              acceptance: float | None = None, tau: float | None = None,

@@ -12,7 +12,7 @@ import numpy as np
 
 from .build import DEFAULT_K, DEFAULT_METHOD
 from ..comparison.engine_effects import engine_effects
-from ..errors import CrossoverError
+from ..errors import CrossoverError, api_boundary
 from ..measurements import Columns, MeasuredTable, read_columns
 from ..analysis.bounds import files_model
 
@@ -159,6 +159,7 @@ class MeasuredResult:
         return text + "\n" + "\n".join(lines)
 
 
+@api_boundary
 def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
              model: str | None = None, hardware: str | None = None, tp: int | None = None,
              method: str | None = None, draft: str | None = None, k: int | None = None,
@@ -304,6 +305,7 @@ class CalibrateResult:
         return self.fit.to_yaml_dict()
 
 
+@api_boundary
 def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
                     bootstrap: int = 60, model: str | None = None, prompt_len: float | None = None,
                     output_len: float | None = None, progress=None, **scenario_kwargs: Any) -> CalibrateResult:

@@ -22,7 +22,7 @@ from ..analysis.curves import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits
 from ..analysis.curves import predict as _predict
 from ..analysis.engine_config import engine_configs
-from ..errors import CrossoverError
+from ..errors import CrossoverError, api_boundary
 from ..model.memory import batch_ceiling
 from ..planning.plan import DEFAULT_RETRY_REPLICAS, DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
 from ..planning.plan import plan as _plan
@@ -44,6 +44,7 @@ def _scenario(sc: Scenario | None, kwargs: dict[str, Any]) -> Scenario:
     return sc if sc is not None else scenario(**kwargs)
 
 
+@api_boundary
 def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAULT_BATCHES,
             breakdown: float | None = None, **scenario_kwargs: Any) -> results.PredictResult:
     """Throughput off and on at each batch, the crossover and the memory limits; with `breakdown`
@@ -64,6 +65,7 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
     return results.PredictResult(_predict(sc, list(batches)), inputs(sc), bd)
 
 
+@api_boundary
 def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
              request_rate: Sequence[float] | None = None, num_prompts: int = 1000, seed: int = 0,
              burstiness: float = 1.0, max_num_seqs: int | None = None, max_num_batched_tokens: int = 8192,
@@ -112,6 +114,7 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
     return results.SimulateResult(res, resolved)
 
 
+@api_boundary
 def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int | None = None,
            adaptive: bool = False, confidence_threshold: float = 0.0, confidence_concentration: float = 2.0,
            tree_nodes: int | None = None, draft_model_id: str | None = None,
@@ -163,6 +166,7 @@ def _names(value: str | Sequence[Any] | None, default: Sequence[Any]) -> list[An
 PLAN_HARDWARE = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s", "mi300x")
 
 
+@api_boundary
 def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = None,
          slo_p99_tpot_ms: float | None = None, slo_ttft_ms: float | None = None, slo_p99_ttft_ms: float | None = None,
          slo_itl_ms: float | None = None, slo_p99_itl_ms: float | None = None, slo_e2e_ms: float | None = None,
@@ -223,6 +227,7 @@ def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = No
     return results.PlanResult(res, resolved)
 
 
+@api_boundary
 def whatif(x: str = "batch=1..512", y: str = "k=1..8", *, points: int = 64, scenario: Scenario | None = None,
            **scenario_kwargs: Any) -> results.WhatifResult:
     """Speedup over two axes (batch, k, acceptance, context, hardware), e.g. x='batch=1..512',

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Sequence
 
-from ..errors import CrossoverError
+from ..errors import CrossoverError, from_validation
 from ..files import input_limit
 from .common import warnings_as_lines
 from .outputs import check_outputs
@@ -28,13 +28,6 @@ VERBS = {"predict": ("model_verbs", "cmd_predict"), "simulate": ("model_verbs", 
 def _verb(name: str):
     module, function = VERBS[name]
     return getattr(importlib.import_module(f".{module}", __package__), function)
-
-
-def _validation_line(exc) -> str:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"])
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    return f"{field}: {msg}" if field else msg
 
 
 # errno of a failed write to stdout that is the system's, not the command's: one line, exit 2
@@ -111,7 +104,7 @@ def _main(argv: Sequence[str] | None) -> int:
         pydantic = sys.modules.get("pydantic")
         if pydantic is None or not isinstance(exc, pydantic.ValidationError):
             raise
-        print(f"crossover: error: {_validation_line(exc)}", file=sys.stderr)
+        print(f"crossover: error: {from_validation(exc)}", file=sys.stderr)
         return 2
 
 

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..errors import CrossoverError
+from ..errors import FileError, InputError
 from ..files import read_text, read_text_chunks, too_deep
 from .csv_table import CSV_DOC, _looks_like_csv, _read_csv
 from .fields import (
@@ -64,9 +64,9 @@ def read_columns(paths: Sequence[str | Path], arm: str | None = None, load_axis:
     """What `read_measurements` reads, as column arrays (no Python object per row): what
     `MeasuredTable(columns=...)` holds."""
     if arm is not None and arm not in ARMS:
-        raise CrossoverError(f"arm must be 'on' or 'off' (or None to read it from the files), got {arm!r}")
+        raise InputError(f"arm must be 'on' or 'off' (or None to read it from the files), got {arm!r}", parameter="arm")
     if load_axis is not None and load_axis not in LOAD_AXES:
-        raise CrossoverError(f"load_axis must be one of {', '.join(LOAD_AXES)} (or None), got {load_axis!r}")
+        raise InputError(f"load_axis must be one of {', '.join(LOAD_AXES)} (or None), got {load_axis!r}", parameter="load_axis")
     if isinstance(paths, (str, Path)):
         paths = [paths]
     parts = [_file_columns(f, arm, load_axis) for p in paths for f in _expand(Path(p))]
@@ -82,7 +82,7 @@ def _expand(path: Path) -> list[Path]:
             and not f.name.endswith(".pytorch.json") and f.name != "warmup.json"
         )
         if not files:
-            raise CrossoverError(f"{path}: no *.json, *.jsonl or *.csv result files in this directory")
+            raise FileError(f"{path}: no *.json, *.jsonl or *.csv result files in this directory")
         # `vllm bench sweep serve` writes summary.json as a list repeating the run=<n>.json files
         # next to it; read it only when it is the sole JSON there, or every run would count twice.
         summary = path / "summary.json"
@@ -91,7 +91,7 @@ def _expand(path: Path) -> list[Path]:
             files.remove(summary)
         return files
     if not path.exists():
-        raise CrossoverError(f"{path}: no such file or directory")
+        raise FileError(f"{path}: no such file or directory")
     return [path]
 
 
@@ -121,7 +121,7 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
             break
     body_at = _BLANK.match(text).end()
     if body_at == len(text):
-        raise CrossoverError(f"{path}: empty file; expected a vLLM/SGLang result or a measured CSV")
+        raise FileError(f"{path}: empty file; expected a vLLM/SGLang result or a measured CSV")
     if text[body_at] in "{[":
         text += "".join(pieces)  # a JSON value is parsed from the whole text
         rows, formats, algorithms = ColumnBuilder(), set(), set()
@@ -147,7 +147,7 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
         out = _read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
         out.formats = frozenset({"csv"})
         return out
-    raise CrossoverError(
+    raise FileError(
         f"{path}: unknown format: expected a vLLM bench serve result (JSON or JSONL), an SGLang "
         f"bench_serving JSONL or a measured CSV ({CSV_DOC})")
 
@@ -178,7 +178,7 @@ def _json_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise CrossoverError(_json_error(path, text, exc)) from None
+            raise FileError(_json_error(path, text, exc)) from None
         except RecursionError:
             raise too_deep(path, "a vLLM/SGLang result") from None
         line += text.count("\n", counted, pos)
@@ -193,13 +193,13 @@ def _json_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             yield base, value
         elif isinstance(value, list):
             if not value:
-                raise CrossoverError(f"{base}: empty JSON list; expected vLLM results (a sweep summary.json)")
+                raise FileError(f"{base}: empty JSON list; expected vLLM results (a sweep summary.json)")
             for i, item in enumerate(value):
                 if not isinstance(item, dict):
-                    raise CrossoverError(f"{base}[{i}]: expected a JSON object (one result), got {_describe(item)}")
+                    raise FileError(f"{base}[{i}]: expected a JSON object (one result), got {_describe(item)}")
                 yield f"{base}[{i}]", item
         else:
-            raise CrossoverError(f"{base}: expected a JSON object or a list of them, got {_describe(value)}")
+            raise FileError(f"{base}: expected a JSON object or a list of them, got {_describe(value)}")
 
 
 def _json_error(path: Path, text: str, exc: json.JSONDecodeError) -> str:
@@ -226,7 +226,7 @@ def _detect(src: str, obj: dict) -> str:
         hint = " (it looks like an LLMPerf summary, which is not read)"
     else:
         hint = ""
-    raise CrossoverError(
+    raise FileError(
         f"{src}: unknown format: a JSON object with none of the keys of a vLLM result ('endpoint_type', "
         f"'total_token_throughput') or an SGLang bench_serving line ('server_info', "
         f"'total_output_tokens_retokenized'){hint}")

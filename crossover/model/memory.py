@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import CrossoverError
+from ..errors import CrossoverError, DoesNotFitError
 from .ops import Op, embedding_params, kv_share, model_ops
 from ..specs.deployment import Deployment
 from ..units import DTYPE_BYTES, GB
@@ -97,7 +97,7 @@ def check_fits(dep: Deployment, held: float) -> None:
     """A one-line error when not even one sequence of `held` tokens fits beside the weights."""
     if max_batch(dep, held) < 1:
         need = weight_bytes_per_gpu(dep) / GB
-        raise CrossoverError(
+        raise DoesNotFitError(
             f"{dep.model.name} does not fit on {dep.tp} x {dep.hardware.name}: {need:.1f} GB of weights per GPU plus "
             f"one sequence of {held:g} tokens exceed {dep.hardware.memory_gb:g} GB x {dep.memory_utilization:g}; "
             f"use a larger tp (--tp), a smaller context (--context) or fp8 weights (--weight-dtype fp8)")

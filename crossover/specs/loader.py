@@ -11,7 +11,7 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..errors import CrossoverError
+from ..errors import CrossoverError, FileError, InputError
 from ..files import read_text, too_deep
 from .engine import EngineProfile
 from .hardware import Hardware
@@ -88,11 +88,11 @@ def read_yaml(path: Path) -> dict:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "syntax error"
-        raise CrossoverError(f"{path}: malformed YAML{where}: {problem}") from None
+        raise FileError(f"{path}: malformed YAML{where}: {problem}") from None
     except RecursionError:
         raise too_deep(path, "a YAML spec") from None
     if not isinstance(data, dict):
-        raise CrossoverError(f"{path}: expected a mapping of keys to values at the top level")
+        raise FileError(f"{path}: expected a mapping of keys to values at the top level")
     return data
 
 
@@ -114,7 +114,7 @@ def parse_spec(data: dict, cls: type[T], origin: str) -> T:
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        raise CrossoverError(validation_message(exc, origin)) from None
+        raise FileError(validation_message(exc, origin)) from None
 
 
 # The spec class of each kind this module knows; modules above it (workload.py) pass their own.
@@ -134,7 +134,7 @@ def load_file(path: Path, kind: Kind, cls: type[BaseModel] | None = None) -> Bas
     try:
         mtime = path.stat().st_mtime
     except OSError:
-        raise CrossoverError(f"{path}: no such file") from None
+        raise FileError(f"{path}: no such file") from None
     return _load_file(str(path), cls or _SPEC_CLASSES[kind], mtime)
 
 
@@ -167,12 +167,16 @@ def available(kind: Kind) -> dict[str, Path]:
 _WHAT = {"hardware": "hardware", "models": "model", "workloads": "workload", "engines": "engine"}
 
 
+# the API keyword that names a spec of each kind (an error names it as the offending parameter)
+_PARAMETER = {"hardware": "hardware", "models": "model", "engines": "engine", "workloads": "workload"}
+
+
 def resolve_path(ref: str, kind: Kind, cls: type[BaseModel] | None = None) -> tuple[BaseModel, Path]:
     """A spec (as `cls`, default the kind's spec class) and its file, by exact name (never by
     substring) or by path."""
     what = _WHAT[kind]
     if not ref or not ref.strip():
-        raise CrossoverError(f"empty {what} name")
+        raise InputError(f"empty {what} name", parameter=_PARAMETER[kind])
     path = Path(ref).expanduser()
     if _looks_like_path(ref) and (path.exists() or ref.endswith((".yaml", ".yml", ".json")) or kind != "models"):
         return load_file(path, kind, cls), path
@@ -189,7 +193,7 @@ def resolve_path(ref: str, kind: Kind, cls: type[BaseModel] | None = None) -> tu
         f" (known: {', '.join(sorted(names))})")
     if kind == "models" and "/" in ref:
         listing += "; for another checkpoint, `crossover models import CONFIG.json` writes a spec from its config"
-    raise CrossoverError(f"unknown {what} {ref!r}{hint}{listing}")
+    raise InputError(f"unknown {what} {ref!r}{hint}{listing}", parameter=_PARAMETER[kind])
 
 
 def _hints(ref: str, names: dict[str, Path]) -> list[str]:
