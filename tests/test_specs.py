@@ -1,4 +1,5 @@
-"""Spec libraries, the loader (names, paths, CROSSOVER_SPEC_PATH, bad files) and the HF config import."""
+"""Spec libraries, the loader (names, paths, CROSSOVER_SPEC_PATH, bad files, YAML depth), the HF config
+import (no silent guesses), the deployment's named fallback fractions and counts from the op list."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import yaml
 
 from crossover.errors import CrossoverError
 from crossover.model.ops import active_params, kv_elements_per_token_layer, total_params
-from crossover.specs import Hardware, Model, load_hardware, load_model, loader
+from crossover.specs import Deployment, Efficiency, Hardware, Model, load_hardware, load_model, loader
+from crossover.specs import deployment as deployment_mod
 from crossover.specs.hf_import import config_to_spec, import_config
 from crossover.specs.loader import available, parse_spec, resolve
 
@@ -536,3 +538,154 @@ def test_loader_cache_sees_edited_file(tmp_path):
 def test_shipped_dir_is_the_repository_library_when_run_from_source():
     assert loader.shipped_dir("hardware") == REPO / "hardware"
     assert loader.shipped_dir("models") == REPO / "models"
+
+
+# --------------------------------------------------------------------------- YAML: libyaml, depth
+
+def test_safe_load_yaml_is_safe_load_and_refuses_depth_before_the_c_composer_sees_it():
+    """Spec files go through libyaml (safe_load_yaml): the same mappings as yaml.safe_load for every
+    shipped spec; YAML_MAX_DEPTH levels load, one more raises RecursionError (the callers' "nested too
+    deeply" line), and 100,000 levels, which would overflow libyaml's recursive composer (a crash,
+    not an exception), are refused by the flat walk over the events first."""
+    import yaml
+
+    from crossover.specs.loader import YAML_MAX_DEPTH, safe_load_yaml
+
+    repo = Path(__file__).resolve().parent.parent
+    specs = [p for d in ("hardware", "models", "engines", "workloads") for p in sorted((repo / d).glob("*.yaml"))]
+    assert len(specs) > 20
+    for p in specs:
+        text = p.read_text()
+        assert safe_load_yaml(text) == yaml.safe_load(text), p
+    ok = "a: " + "[" * (YAML_MAX_DEPTH - 1) + "1" + "]" * (YAML_MAX_DEPTH - 1)
+    assert safe_load_yaml(ok) == yaml.safe_load(ok)
+    for depth in (YAML_MAX_DEPTH + 1, 100_000):
+        with pytest.raises(RecursionError):
+            safe_load_yaml("[" * depth + "]" * depth)
+    # what libyaml refuses is parsed again in Python: the pure-Python parser's own error, word for word
+    for bad in ("a: [1, 2", "a: b: c", "a:\n\t- 1"):
+        with pytest.raises(yaml.YAMLError) as got:
+            safe_load_yaml(bad)
+        with pytest.raises(yaml.YAMLError) as want:
+            yaml.safe_load(bad)
+        assert str(got.value) == str(want.value)
+
+
+def test_a_libyaml_with_its_own_nesting_limit_still_gives_recursion_error(monkeypatch):
+    """Newer libyaml builds stop at their own nesting limit with a ScannerError ("while increasing flow
+    level"): the document then goes to the pure-Python parser, which raises RecursionError for it (the
+    callers' "nested too deeply" line), not a "malformed YAML" one."""
+    import yaml
+
+    from crossover.specs import loader
+
+    def refuse(text, Loader=None):
+        raise yaml.scanner.ScannerError("while increasing flow level", None, "exceeded maximum nesting depth", None)
+        yield  # a generator, as yaml.parse is
+
+    monkeypatch.setattr(loader.yaml, "parse", refuse)
+    with pytest.raises(RecursionError):
+        loader.safe_load_yaml("[" * 5000 + "]" * 5000)
+    assert loader.safe_load_yaml("a: [1, 2]") == {"a": [1, 2]}  # valid text: the pure-Python parse
+
+
+# --------------------------------------------------------------------------- no silent guesses in the
+# Hugging Face import, named fallback fractions, imports at the top, counts from the op list
+
+
+def _config(name: str) -> dict:
+    return json.loads((FIXTURES / name).read_text())
+
+
+@pytest.mark.parametrize("fixture, drop, needle", [
+    ("llama-3.1-8b.config.json", ("intermediate_size",), "'intermediate_size' or 'ffn_dim'"),
+    ("mixtral-8x7b.config.json", ("num_experts_per_tok",), "'num_experts_per_tok' or 'moe_topk'"),
+])
+def test_import_refuses_to_guess_a_missing_shape_field(fixture, drop, needle):
+    cfg = _config(fixture)
+    for key in drop:
+        cfg.pop(key)
+    with pytest.raises(CrossoverError) as exc:
+        config_to_spec(cfg, "x", "cfg.json")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("cfg.json: missing ") and needle in msg
+
+
+def test_import_takes_the_alternative_field_names():
+    cfg = _config("llama-3.1-8b.config.json")
+    cfg["ffn_dim"] = cfg.pop("intermediate_size")
+    assert config_to_spec(cfg, "x")["intermediate_size"] == 14336
+    moe = _config("mixtral-8x7b.config.json")
+    moe["moe_topk"] = moe.pop("num_experts_per_tok")
+    assert config_to_spec(moe, "x")["moe"]["num_experts_per_tok"] == 2
+
+
+def test_fallback_fractions_are_named_and_apply_only_without_a_figure():
+    hw = load_hardware("h100-sxm")
+    hw = hw.model_copy(update={"distilled": None})  # the generic fallbacks: no kernel-table fit either
+    bare = hw.model_copy(update={"achieved_bandwidth_fraction": None, "achieved_flops_fraction": None})
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=bare)
+    assert dep.bandwidth == bare.bandwidth_bytes_s * deployment_mod.DEFAULT_BANDWIDTH_FRACTION
+    assert dep.flops == bare.peak_flops("bf16") * deployment_mod.DEFAULT_FLOPS_FRACTION
+    assert (deployment_mod.DEFAULT_BANDWIDTH_FRACTION, deployment_mod.DEFAULT_FLOPS_FRACTION) == (0.80, 0.75)
+    own = Deployment(model=load_model("llama-3.1-8b"), hardware=bare,
+                     efficiency=Efficiency(bandwidth_fraction=0.5, flops_fraction=0.5))
+    assert own.bandwidth == bare.bandwidth_bytes_s * 0.5 and own.flops == bare.peak_flops("bf16") * 0.5
+
+
+def test_removed_unit_helpers_stay_removed():
+    from crossover import units
+
+    assert not any(hasattr(units, n) for n in ("US", "MS", "dtype_bytes"))
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(module imported, inside a function) for every import statement of a source file."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom):
+            out.append(("." * n.level + (n.module or ""), id(n) in inner))
+        elif isinstance(n, ast.Import):
+            out += [(a.name, id(n) in inner) for a in n.names]
+    return out
+
+
+PKG = Path(__file__).resolve().parent.parent / "crossover"
+
+
+def test_the_spec_loader_does_not_import_workloads_and_imports_sit_at_the_top():
+    assert not any("workload" in mod for mod, _ in _imports(PKG / "specs" / "loader.py"))
+    for f in ("units.py", "files.py", "model/ops.py", "model/memory.py", "specs/workload.py", "specs/loader.py", "specs/hardware.py",
+              "specs/deployment.py", "specs/hf_import.py", "specs/frozen.py"):
+        assert not [m for m, inside in _imports(PKG / f) if inside], f
+    assert not [m for m, inside in _imports(PKG / "specs" / "model.py") if inside]
+
+
+def test_workloads_load_through_the_generic_loader():
+    from crossover.specs.workload import Workload, load_workload
+
+    wl, base = load_workload("sharegpt")
+    assert isinstance(wl, Workload) and base is not None and (base / "sharegpt.yaml").exists()
+
+
+def test_parameter_counts_and_kv_widths_come_from_the_op_list():
+    from crossover.model import ops
+    from crossover.model.memory import kv_bytes_per_seq_per_gpu
+
+    for name in ("llama-3.1-8b", "deepseek-v3", "mixtral-8x7b", "qwen3-235b-a22b"):
+        m = load_model(name)
+        listed = ops.model_ops(m)
+        streamed = sum(o.count * o.params * (o.num_experts if o.kind == "experts" else 1)
+                       for o in listed if o.kind in ("gemm", "experts"))
+        norms = (2 * m.num_hidden_layers + 1) * m.hidden_size
+        emb = 0 if m.tie_word_embeddings else ops.embedding_params(m)
+        assert ops.total_params(m) == streamed + norms + emb
+        dep = Deployment(model=m, hardware=load_hardware("h200"), kv_dtype="bf16")
+        if m.sliding_window is None and m.mla is None:
+            assert kv_bytes_per_seq_per_gpu(dep, listed, 100) == (
+                100 * m.num_hidden_layers * ops.kv_elements_per_token_layer(m) * 2)

@@ -1,4 +1,5 @@
-"""Issue 12, measured sweeps: every sign change, no crossover for equal arms, levels sorted by load."""
+"""Crossings of measured sweeps (issue 12): every sign change, no crossover for equal arms, levels sorted
+by load, and the physics check beside them (the model from the files, --strict)."""
 
 import json
 

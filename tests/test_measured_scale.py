@@ -1,12 +1,10 @@
-"""Issue 12 item 20: `measured` is linear in levels (it was quadratic: pairing, the load axis asked
+"""`measured` at scale (issue 12 item 20): linear in levels (it was quadratic: pairing, the load axis asked
 per level, a scenario and a curve per physics check) and reads a file into column arrays whose
 memory is proportional to the file (it held one Python object per row: 35 x the file).
 Times are in benchmarks/bench_measured.py; these tests count work and bytes, not seconds."""
 
 import json
-import os
 import random
-import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
@@ -207,107 +205,3 @@ def test_rounded_columns_are_round_itself():
         want = [round(v, digits) for v in values]
         assert [struct.pack("<d", x) for x in got] == [struct.pack("<d", x) for x in want]  # -0.0 and NaN too
     assert _rounded([1, 2.5], 2) == [1, 2.5] and type(_rounded([1, 2.5], 2)[0]) is int  # round() keeps ints
-
-
-def _imported(code: str) -> set[str]:
-    """The modules a fresh interpreter has imported after running `code` (this checkout's crossover)."""
-    code += "; import sys; print(' '.join(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
-    return set(out.split())
-
-
-# What a verb that reads a sweep without a model must not load: the model's specs (pydantic), the
-# step model, the calibration fit (scipy), the figures, the simulator's compiled loop, the planner.
-HEAVY = ("pydantic", "crossover.specs", "crossover.model", "crossover.analysis.calibration", "scipy", "matplotlib",
-         "numba", "crossover.serving", "crossover.planning", "crossover.api.verbs")
-
-
-def test_the_parser_loads_no_model_stack():
-    """Building the parser and parsing `measured` imports none of the model: each verb's flags are
-    added when that verb is parsed (--cost's choices come from the step model), and crossover.build's
-    defaults come without what it builds with."""
-    loaded = _imported("from crossover.cli.parser import build_parser; "
-                       "build_parser().parse_args(['measured', '--files', 'x.csv'])")
-    assert not {m for m in loaded if m.startswith(HEAVY)}, sorted(m for m in loaded if m.startswith(HEAVY))
-
-
-def test_measured_imports_only_what_it_needs(tmp_path):
-    """`crossover measured` never loads the calibration fit, the simulator, the planner, the figures
-    or the web server, with or without a model; without one, not the scenario builder's workloads."""
-    path = tmp_path / "s.csv"
-    write_levels(path, 20)
-    run = f"from crossover.cli import main; main(['measured', '--files', {str(path)!r}, '--json'%s])"
-    never = ("crossover.analysis.calibration", "crossover.specs.workload", "crossover.serving", "crossover.planning",
-             "crossover.api.verbs",
-             "crossover.web", "scipy", "matplotlib", "numba")
-    for flags in ("", ", " + ", ".join(repr(f) for f in ("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp",
-                                                          "1", "--k", "3"))):
-        loaded = _imported(run % flags)
-        assert "crossover.measurements" in loaded
-        assert not {m for m in loaded if m.startswith(never)}, (flags, sorted(m for m in loaded if m.startswith(never)))
-        if not flags:  # no model: no specs, no step model, no pydantic (the crossings are pure numbers)
-            model_stack = ("pydantic", "crossover.specs", "crossover.model", "crossover.analysis.curves")
-            assert not {m for m in loaded if m.startswith(model_stack)}, sorted(m for m in loaded if m.startswith(model_stack))
-
-
-def test_safe_load_yaml_is_safe_load_and_refuses_depth_before_the_c_composer_sees_it():
-    """Spec files go through libyaml (safe_load_yaml): the same mappings as yaml.safe_load for every
-    shipped spec; YAML_MAX_DEPTH levels load, one more raises RecursionError (the callers' "nested too
-    deeply" line), and 100,000 levels, which would overflow libyaml's recursive composer (a crash,
-    not an exception), are refused by the flat walk over the events first."""
-    import yaml
-
-    from crossover.specs.loader import YAML_MAX_DEPTH, safe_load_yaml
-
-    repo = Path(__file__).resolve().parent.parent
-    specs = [p for d in ("hardware", "models", "engines", "workloads") for p in sorted((repo / d).glob("*.yaml"))]
-    assert len(specs) > 20
-    for p in specs:
-        text = p.read_text()
-        assert safe_load_yaml(text) == yaml.safe_load(text), p
-    ok = "a: " + "[" * (YAML_MAX_DEPTH - 1) + "1" + "]" * (YAML_MAX_DEPTH - 1)
-    assert safe_load_yaml(ok) == yaml.safe_load(ok)
-    for depth in (YAML_MAX_DEPTH + 1, 100_000):
-        with pytest.raises(RecursionError):
-            safe_load_yaml("[" * depth + "]" * depth)
-    # what libyaml refuses is parsed again in Python: the pure-Python parser's own error, word for word
-    for bad in ("a: [1, 2", "a: b: c", "a:\n\t- 1"):
-        with pytest.raises(yaml.YAMLError) as got:
-            safe_load_yaml(bad)
-        with pytest.raises(yaml.YAMLError) as want:
-            yaml.safe_load(bad)
-        assert str(got.value) == str(want.value)
-
-
-def test_a_libyaml_with_its_own_nesting_limit_still_gives_recursion_error(monkeypatch):
-    """Newer libyaml builds stop at their own nesting limit with a ScannerError ("while increasing flow
-    level"): the document then goes to the pure-Python parser, which raises RecursionError for it (the
-    callers' "nested too deeply" line), not a "malformed YAML" one."""
-    import yaml
-
-    from crossover.specs import loader
-
-    def refuse(text, Loader=None):
-        raise yaml.scanner.ScannerError("while increasing flow level", None, "exceeded maximum nesting depth", None)
-        yield  # a generator, as yaml.parse is
-
-    monkeypatch.setattr(loader.yaml, "parse", refuse)
-    with pytest.raises(RecursionError):
-        loader.safe_load_yaml("[" * 5000 + "]" * 5000)
-    assert loader.safe_load_yaml("a: [1, 2]") == {"a": [1, 2]}  # valid text: the pure-Python parse
-
-
-def test_the_command_starts_one_blas_thread_unless_asked_for_more():
-    """The CLI's entry sets OPENBLAS_NUM_THREADS=1 before numpy loads (its thread pool costs ~0.15 s
-    of CPU per start and the command's linear algebra is a few parameters), and leaves a value the
-    user set alone."""
-    code = ("import os, sys; from crossover.cli import main; main(['hardware', 'list']); import numpy; "
-            "sys.stderr.write('BLAS=' + os.environ.get('OPENBLAS_NUM_THREADS', '-'))")
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    for given, expect in ((None, "1"), ("3", "3")):
-        if given:
-            env["OPENBLAS_NUM_THREADS"] = given
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-        assert out.returncode == 0, out.stderr
-        assert out.stderr.strip().endswith(f"BLAS={expect}")

@@ -1,7 +1,7 @@
-"""Issue 12: what the CLI fuzz test (tests/test_fuzz_cli.py) found, one focused test per class, and
-the input rules of items 17, 18 and 21: only regular files are read, up to a size limit; deep
-nesting, denormal measurements and a missing matplotlib are one line; --json is strict JSON and
-numpy's RuntimeWarnings never reach stderr."""
+"""Input limits of the CLI (issue 12): what the CLI fuzz test (tests/test_fuzz_cli.py) found, one
+focused test per class, and the input rules of items 17, 18 and 21: only regular files are read, up
+to a size limit; deep nesting, denormal measurements and a missing matplotlib are one line; --json is
+strict JSON and numpy's RuntimeWarnings never reach stderr."""
 
 from __future__ import annotations
 
