@@ -1,5 +1,6 @@
 """The Python API's errors: every failure is a CrossoverError of one kind (input, does-not-fit,
-file) naming the offending parameter where there is one; pydantic's ValidationError never leaks."""
+file) naming the offending parameter where there is one; pydantic's ValidationError never leaks
+(invariant 6, docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Every number the CLI prints for a golden set of 55 scenarios (methods, MoE/MLA, TP, trees,
-adaptive, what-if grids, simulator levels, plan) stays what it was, to 1e-9 relative."""
+adaptive, what-if grids, simulator levels, plan) stays what it was, to 1e-9 relative (invariant 4,
+docs/architecture.md)."""
 
 from __future__ import annotations
 

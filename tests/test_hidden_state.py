@@ -1,5 +1,5 @@
 """No hidden state between calls: what one run sets does not leak into the next, and the inputs a
-result rests on are the ones its call names."""
+result rests on are the ones its call names (invariant 7, docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The package's layers import downward only (docs/architecture.md): a module may import from its
+"""The package's layers import downward only (docs/architecture.md: the folders are the layers): a module may import from its
 own layer or lower ones, never from a higher one, and no two modules import each other."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ PKG = Path(__file__).resolve().parent.parent / "crossover"
 # Bottom to top: the folders are the layers (docs/architecture.md). A module's tier is its top-level
 # name under crossover/; inside model/ and analysis/ the modules have tiers of their own.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "units", "files"),  # foundation
+    ("errors", "units", "files", "defaults"),  # foundation: errors, units, file reading, every default
     ("specs", "measurements"),  # validated inputs; result-file readers (they model nothing)
     ("model",),  # the step cost model and Scenario
     ("analysis",),  # curves, crossover, policy, trees, what-if, calibration, bounds
@@ -49,9 +49,9 @@ def test_the_folders_are_the_layers():
     """`ls crossover/` shows the layers: beside the foundation modules (and the old step location),
     every module lives in a layer folder."""
     flat = sorted(p.stem for p in PKG.glob("*.py") if p.stem not in {"__init__", "__main__"})
-    assert flat == ["errors", "files", "step", "units"], flat
+    assert flat == ["defaults", "errors", "files", "step", "units"], flat
     folders = sorted(p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    assert set(folders) == {n for names in LAYERS for n in names} - {"", "__main__", "errors", "units", "files", "step"}
+    assert set(folders) == {n for names in LAYERS for n in names} - {"", "__main__", "errors", "units", "files", "defaults", "step"}
 
 
 def _modules() -> dict[str, Path]:

@@ -7,11 +7,11 @@ from typing import Literal
 
 import numpy as np
 
+from ..defaults import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits
 from ..model.step import Mix, StepModel
 
 Regime = Literal["crosses", "always_faster", "never_faster"]
-DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
 @dataclass

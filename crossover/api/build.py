@@ -10,6 +10,20 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..defaults import (
+    AUTO_TP,
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_CONTEXT,
+    DEFAULT_COST,
+    DEFAULT_DRAFT_VOCAB,
+    DEFAULT_HARDWARE,
+    DEFAULT_K,
+    DEFAULT_KV_DTYPE,
+    DEFAULT_METHOD,
+    DEFAULT_MODEL,
+    DEFAULT_NGRAM_MATCH_RATE,
+    MIN_SEQUENCES_FOR_AUTO_TP,
+)
 from ..errors import CrossoverError, api_boundary
 
 # The model stack is imported by the functions that build with it, not for the defaults (the parser)
@@ -21,27 +35,10 @@ if TYPE_CHECKING:
     from ..model.speculation import Speculation
     from ..specs.workload import Workload
 
-DEFAULT_MODEL = "llama-3.1-70b"
-DEFAULT_HARDWARE = "h100-sxm"
-DEFAULT_METHOD = "eagle"
-DEFAULT_K = 3
-DEFAULT_ACCEPTANCE = 0.7
-DEFAULT_CONTEXT = 2048
-DEFAULT_DRAFT_VOCAB = 32000  # EAGLE-3 / SpecForge draft heads keep the 32,000 most frequent tokens
-# Automatic TP: the smallest of 1, 2, 4, 8 GPUs whose KV cache holds this many sequences.
-MIN_SEQUENCES_FOR_AUTO_TP = 16
-AUTO_TP = (1, 2, 4, 8)
 # The largest fixed per-step overhead accepted: engines spend ~1-2 ms (specs/deployment.py); a second
 # per step is already no serving engine, and 1e308 ms would overflow the simulator's clock.
 MAX_STEP_OVERHEAD_MS = 1000.0
 
-
-DEFAULT_COST = "roofline"
-# Share of n-gram steps whose context holds a match (a proposal) when neither the user nor the
-# workload says: the one published proposal rate, vLLM V1 n-gram (k = 5, lookup 2-5) on code
-# editing, 993 drafted steps of 1,814 (vllm PR #24344: 993 drafted steps + 821 no-draft tokens).
-# Chat sits lower, summarisation higher; n-gram's crossover moves with it (--match-rate).
-DEFAULT_NGRAM_MATCH_RATE = 0.55
 ENGINES = ("vllm", "vllm-0.10", "vllm-v0", "sglang", "trtllm", "hf")  # the shipped profiles (engines())
 
 
@@ -253,7 +250,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
              draft: str | Model | None = None, draft_tp: int | None = None,
              draft_vocab: int = DEFAULT_DRAFT_VOCAB, draft_kv_budget: int | None = None, tree=None,
              context: float | None = None, prompt_len: float | None = None, output_len: float | None = None,
-             weight_dtype: str | None = None, kv_dtype: str = "bf16", expert_parallel: bool = False,
+             weight_dtype: str | None = None, kv_dtype: str = DEFAULT_KV_DTYPE, expert_parallel: bool = False,
              bandwidth_fraction: float | None = None, flops_fraction: float | None = None,
              step_overhead_ms: float | None = None, transition: str | None = None,
              calibration: str | Path | None = None, workload: str | Workload | None = None,
@@ -277,7 +274,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     from ..model.scenario import Scenario
     from ..model.kernels.mode import cost_mode as kernel_cost_mode
     from ..specs.deployment import tp_problem
-    from ..specs.engine import DEFAULT_ENGINE
+    from ..defaults import DEFAULT_ENGINE
     from ..specs.loader import load_engine
     from ..model.step import COST_MODES
 
@@ -410,12 +407,3 @@ def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
     for name in ENGINE_OVERHEADS:
         out[name] = getattr(dep, name)
     return out
-
-
-def __getattr__(name: str) -> Any:
-    """memory's batch_ceiling and check_batches, part of this module's interface (imported on use)."""
-    if name in ("batch_ceiling", "check_batches"):
-        from ..model import memory
-
-        return getattr(memory, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

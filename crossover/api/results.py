@@ -1,5 +1,5 @@
 """Typed results of the API's verbs: the computed objects, the resolved inputs, and `.to_dict()` /
-`.to_text()` exactly as the CLI prints them with and without `--json`."""
+`.to_text()` exactly as the CLI prints them with and without `--json` (invariant 3, docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .build import DEFAULT_K, DEFAULT_METHOD
+from ..defaults import DEFAULT_BOOTSTRAP, DEFAULT_K, DEFAULT_METHOD
 from ..comparison.engine_effects import engine_effects
 from ..errors import CrossoverError, api_boundary
+from .diagnostics import Diagnostic
 from ..measurements import Columns, MeasuredTable, read_columns
 from ..analysis.bounds import files_model
 
@@ -26,22 +27,24 @@ Paths = Sequence[str | Path] | None
 
 
 # SGLang's --speculative-algorithm values and the methods that price them
+SKIPPED = "physics_check_skipped"  # said after the output: what a user could add to check the points
 SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NGRAM": "ngram", "NEXTN": "mtp", "STANDALONE": "draft"}
 
 
-def files_method(table: MeasuredTable, method: str | None) -> tuple[str, str | None]:
+def files_method(table: MeasuredTable, method: str | None) -> tuple[str, Diagnostic | None]:
     """The method to price the sweep with, and a note: `method` when given (noting files that say
     another ran), else the one the on-arm files name (SGLang's speculative_algorithm), else the default."""
     algos = sorted(table.columns.algorithms)
     named = {SGLANG_METHODS.get(a) for a in algos}
     if method is not None:
         if len(named) == 1 and None not in named and method not in named:
-            return method, f"note: the files ran {algos[0]} (SGLang); priced as --method {method}"
+            return method, Diagnostic("method_differs_from_files", f"the files ran {algos[0]} (SGLang); priced as "
+                                      f"--method {method}", evidence={"algorithm": algos[0], "method": method})
         return method, None
     if len(named) == 1 and None not in named:
         found = named.pop()
-        return found, (f"note: method {found} from the files (SGLang speculative_algorithm {algos[0]}; --method "
-                       "sets another)")
+        return found, Diagnostic("method_from_files", f"method {found} from the files (SGLang speculative_algorithm "
+                                 f"{algos[0]}; --method sets another)", evidence={"algorithm": algos[0], "method": found})
     return DEFAULT_METHOD, None
 
 
@@ -94,7 +97,8 @@ def check_file_taus(table: MeasuredTable, k: int | None) -> None:
                                  f"for k = {k}{from_file}; give the k of that run with --k, or check the file")
 
 
-def model_for_check(table: MeasuredTable, model: str | None, hardware: str | None) -> tuple[str | None, str | None]:
+def model_for_check(table: MeasuredTable, model: str | None,
+                    hardware: str | None) -> tuple[str | None, Diagnostic | None]:
     """(the model to check the points with, the note to print when the check cannot run): an
     explicit model, else the one the files name (`model_id`), which needs only the hardware."""
     if model:
@@ -104,27 +108,34 @@ def model_for_check(table: MeasuredTable, model: str | None, hardware: str | Non
     if found is not None and hardware:
         return found, None
     if found is not None:
-        return None, (f"note: physics check skipped: the files' model is {found}; give --hardware (and --tp) to "
-                      f"check every point against the speed of light")
+        return None, Diagnostic(SKIPPED, f"physics check skipped: the files' model is {found}; give --hardware "
+                                f"(and --tp) to check every point against the speed of light",
+                                evidence={"model": found})
     if named:
-        return None, (f"note: physics check skipped: the files' model_id {', '.join(repr(n) for n in named)} is no "
-                      f"library model; give --model (a spec name or YAML) and --hardware")
-    return None, ("note: physics check skipped: the files name no model; give --model and --hardware to check "
-                  "every point against the speed of light")
+        return None, Diagnostic(SKIPPED, f"physics check skipped: the files' model_id "
+                                f"{', '.join(repr(n) for n in named)} is no library model; give --model (a spec name "
+                                f"or YAML) and --hardware", evidence={"model_ids": list(named)})
+    return None, Diagnostic(SKIPPED, "physics check skipped: the files name no model; give --model and --hardware "
+                            "to check every point against the speed of light")
 
 
 @dataclass
 class MeasuredResult:
     """`crossover measured`: the measured table, the physics check of every point, the prediction
-    at the measured levels (with a model), and notes for stderr."""
+    at the measured levels (with a model), and the diagnostics said beside it (stderr)."""
 
     table: MeasuredTable
     scenario: Scenario | None
     checks: list = field(default_factory=list)
     predicted: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
     engine_effects: dict[str, Any] | None = None  # a slowdown deeper than the model allows, and its causes
     engine_metrics: dict[str, Any] | None = None  # the server's acceptance (--engine-metrics)
+
+    @property
+    def notes(self) -> list[str]:
+        """The diagnostics as the lines the CLI prints."""
+        return [d.line for d in self.diagnostics]
 
     @property
     def impossible(self) -> list:
@@ -173,24 +184,24 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     and optionally one before it): its tau, k and n-gram match rate replace the files'."""
     table = read_arms(on, off, files, load_axis)
     metrics = read_engine_metrics(engine_metrics)
-    model, note = model_for_check(table, model, hardware)
-    notes = [note] if note else []
+    model, skipped = model_for_check(table, model, hardware)
+    said = [skipped] if skipped else []
     inferred = method is None
     method, method_note = files_method(table, method)
     if metrics is not None:
-        notes.insert(0, metrics_note(metrics, method))
+        said.insert(0, metrics_note(metrics, method))
     if not model:
         if calibration is not None:
             raise CrossoverError("--calibration applies to the prediction beside the measurement: give --model and "
                                  "--hardware too")
-        return MeasuredResult(table, None, notes=notes, engine_metrics=metrics)
+        return MeasuredResult(table, None, diagnostics=said, engine_metrics=metrics)
     if not hardware:
         raise CrossoverError("--model needs --hardware (and usually --tp) to check the points against physics")
     if inferred and method == "draft" and draft is None:
         raise CrossoverError("the files ran SGLang's STANDALONE speculation (a separate draft model): give --draft NAME, "
                              "or --method to price another")
     if method_note:
-        notes.append(method_note)
+        said.append(method_note)
     from .build import scenario
     from ..comparison.compare import predicted_at_levels
     from ..analysis.bounds import check
@@ -210,19 +221,22 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
         if match is None:
             match = files_match_rate(table)
             if match is not None:
-                notes.append(f"note: n-gram match rate {match:.3f} from the files' counters (drafts per request "
-                             "step); the crossover moves with it")
+                said.append(Diagnostic("match_rate_from_files", f"n-gram match rate {match:.3f} from the files' "
+                                        "counters (drafts per request step); the crossover moves with it",
+                                        evidence={"match_rate": match}))
     if engine is None and table.columns.formats == {"sglang"}:  # the files name their engine: no silent vllm
         engine = "sglang"
-        notes.append("note: engine profile sglang: the files are SGLang bench_serving results (--engine sets another)")
+        said.append(Diagnostic("engine_from_files", "engine profile sglang: the files are SGLang bench_serving "
+                                "results (--engine sets another)", evidence={"engine": "sglang"}))
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=tau, match_rate=match,
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
                   distilled=distilled, **({} if engine is None else {"engine": engine}))
     predicted = predicted_at_levels(table, sc)
     if predicted is None:
-        notes.insert(0, "note: no prediction beside this request-rate sweep: its files record no token totals "
-                        "(total_input_tokens, total_output_tokens, completed), which the serving simulator needs")
-    return MeasuredResult(table, sc, check(sc, table), predicted, notes, engine_effects(table, sc, predicted),
+        said.insert(0, Diagnostic("no_rate_prediction", "no prediction beside this request-rate sweep: its files "
+                                   "record no token totals (total_input_tokens, total_output_tokens, completed), "
+                                   "which the serving simulator needs"))
+    return MeasuredResult(table, sc, check(sc, table), predicted, said, engine_effects(table, sc, predicted),
                           metrics)
 
 
@@ -244,7 +258,7 @@ def read_engine_metrics(paths: Paths) -> dict[str, Any] | None:
     return out
 
 
-def metrics_note(m: dict[str, Any], method: str) -> str:
+def metrics_note(m: dict[str, Any], method: str) -> Diagnostic:
     """One line: what the engine metrics said."""
     parts = []
     if m.get("acceptance_length"):
@@ -257,7 +271,9 @@ def metrics_note(m: dict[str, Any], method: str) -> str:
         parts.append(f"n-gram match rate {m['match_rate']:.3f} (drafts per request step; the crossover moves with it)"
                      if m.get("match_rate") is not None else
                      "no n-gram match rate (needs vllm:generation_tokens and vllm:request_success in a scrape)")
-    return f"note: engine metrics {m['source']}: " + ", ".join(parts)
+    evidence = {key: m[key] for key in ("source", "acceptance_length", "acceptance_rate", "k", "match_rate")
+                if m.get(key) is not None}
+    return Diagnostic("engine_metrics", f"engine metrics {m['source']}: " + ", ".join(parts), evidence=evidence)
 
 
 def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
@@ -307,7 +323,7 @@ class CalibrateResult:
 
 @api_boundary
 def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
-                    bootstrap: int = 60, model: str | None = None, prompt_len: float | None = None,
+                    bootstrap: int = DEFAULT_BOOTSTRAP, model: str | None = None, prompt_len: float | None = None,
                     output_len: float | None = None, progress=None, **scenario_kwargs: Any) -> CalibrateResult:
     """Fit efficiencies, overheads and (unless the files report tau or one is given) the acceptance
     rate to a measured sweep; the model defaults to the one the files name. `progress(done, total)`

@@ -18,16 +18,38 @@ import numpy as np
 from . import results
 from ..analysis.adaptive import adaptive_throughput
 from .build import acceptance_of, inputs, scenario, speculation
-from ..analysis.curves import DEFAULT_BATCHES
+from ..defaults import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits
 from ..analysis.curves import predict as _predict
 from ..analysis.engine_config import engine_configs
+from ..defaults import (
+    DEFAULT_BURSTINESS,
+    DEFAULT_CONFIDENCE_CONCENTRATION,
+    DEFAULT_CONFIDENCE_THRESHOLD,
+    DEFAULT_COST_BASIS,
+    DEFAULT_K_MAX,
+    DEFAULT_KV_DTYPE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_METHOD,
+    DEFAULT_NUM_PROMPTS,
+    DEFAULT_PUE,
+    DEFAULT_RETRY_REPLICAS,
+    DEFAULT_SEED,
+    DEFAULT_SIM_PROMPTS,
+    DEFAULT_VERIFY,
+    DEFAULT_WHATIF_POINTS,
+    DEFAULT_WHATIF_X,
+    DEFAULT_WHATIF_Y,
+    DEFAULT_YEARS,
+    PLAN_HARDWARE,
+    PLAN_TP,
+)
 from ..errors import CrossoverError, api_boundary
 from ..model.memory import batch_ceiling
-from ..planning.plan import DEFAULT_RETRY_REPLICAS, DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
 from ..planning.plan import plan as _plan
 from ..analysis.policy import best_k_policy, routing_policy
-from ..planning.pricing import DEFAULT_PUE, DEFAULT_YEARS, costs, parse_price_flags
+from ..planning.pricing import costs, parse_price_flags
 from ..serving.engine import EngineLimits
 from ..serving.sweep import sweep
 from ..specs import load_hardware, load_model
@@ -67,8 +89,9 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
 
 @api_boundary
 def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
-             request_rate: Sequence[float] | None = None, num_prompts: int = 1000, seed: int = 0,
-             burstiness: float = 1.0, max_num_seqs: int | None = None, max_num_batched_tokens: int = 8192,
+             request_rate: Sequence[float] | None = None, num_prompts: int = DEFAULT_NUM_PROMPTS,
+             seed: int = DEFAULT_SEED, burstiness: float = DEFAULT_BURSTINESS, max_num_seqs: int | None = None,
+             max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
              policy: bool = False, hysteresis: tuple[int, int] | None = None, scenario: Scenario | None = None,
              progress=None, **scenario_kwargs: Any) -> results.SimulateResult:
     """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
@@ -115,8 +138,9 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
 
 
 @api_boundary
-def policy(scenario: Scenario | None = None, *, k_max: int = 8, batch_max: int | None = None,
-           adaptive: bool = False, confidence_threshold: float = 0.0, confidence_concentration: float = 2.0,
+def policy(scenario: Scenario | None = None, *, k_max: int = DEFAULT_K_MAX, batch_max: int | None = None,
+           adaptive: bool = False, confidence_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD,
+           confidence_concentration: float = DEFAULT_CONFIDENCE_CONCENTRATION,
            tree_nodes: int | None = None, draft_model_id: str | None = None,
            **scenario_kwargs: Any) -> results.PolicyResult:
     """The best k at every batch up to `batch_max` (default: the memory limit, at most 1024), the
@@ -163,22 +187,20 @@ def _names(value: str | Sequence[Any] | None, default: Sequence[Any]) -> list[An
     return list(value)
 
 
-PLAN_HARDWARE = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s", "mi300x")
-
-
 @api_boundary
 def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = None,
          slo_p99_tpot_ms: float | None = None, slo_ttft_ms: float | None = None, slo_p99_ttft_ms: float | None = None,
          slo_itl_ms: float | None = None, slo_p99_itl_ms: float | None = None, slo_e2e_ms: float | None = None,
          slo_p99_e2e_ms: float | None = None, peak_rps: float | None = None,
          peak_output_tokens_per_s: float | None = None, traffic: str | Traffic | None = None,
-         hardware: str | Sequence[str] = PLAN_HARDWARE, tp: str | Sequence[int] = (1, 2, 4, 8),
-         weight_dtype: str | Sequence[str] | None = None, kv_dtype: str | Sequence[str] = ("bf16",),
-         max_num_seqs: str | Sequence[int] = (256,), k_max: int | None = None,
+         hardware: str | Sequence[str] = PLAN_HARDWARE, tp: str | Sequence[int] = PLAN_TP,
+         weight_dtype: str | Sequence[str] | None = None, kv_dtype: str | Sequence[str] = (DEFAULT_KV_DTYPE,),
+         max_num_seqs: str | Sequence[int] = (DEFAULT_MAX_NUM_SEQS,), k_max: int | None = None,
          price: str | Sequence[str] | dict[str, float] | None = None, price_file: str | None = None,
          power_cost: float | None = None, pue: float = DEFAULT_PUE, years: float = DEFAULT_YEARS,
-         cost_basis: str = "rental", verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS,
-         burstiness: float = 1.0, seed: int = 0, jobs: int | None = None, max_num_batched_tokens: int = 8192,
+         cost_basis: str = DEFAULT_COST_BASIS, verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS,
+         burstiness: float = DEFAULT_BURSTINESS, seed: int = DEFAULT_SEED, jobs: int | None = None,
+         max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
          expert_parallel: bool = False, retry_replicas: int = DEFAULT_RETRY_REPLICAS, progress=None,
          **speculation_kwargs: Any) -> results.PlanResult:
     """How many GPUs of which kind, deployed how, serve the demand under the SLOs, at what cost: every
@@ -203,12 +225,12 @@ def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = No
     kw = dict(speculation_kwargs)
     acc = acceptance_of(acceptance=kw.pop("acceptance", None), tau=kw.pop("tau", None),
                         per_position=kw.pop("per_position", None), match_rate=kw.pop("match_rate", None),
-                        method=kw.get("method", "eagle"), workload=wl)
+                        method=kw.get("method", DEFAULT_METHOD), workload=wl)
     spec = speculation(target, acceptance=acc, **kw)
-    tps = tuple(int(t) for t in _names(tp, (1, 2, 4, 8)))
+    tps = tuple(int(t) for t in _names(tp, PLAN_TP))
     wds = tuple(_names(weight_dtype, (None,)))
-    kvds = tuple(_names(kv_dtype, ("bf16",)))
-    mns = tuple(int(n) for n in _names(max_num_seqs, (256,)))
+    kvds = tuple(_names(kv_dtype, (DEFAULT_KV_DTYPE,)))
+    mns = tuple(int(n) for n in _names(max_num_seqs, (DEFAULT_MAX_NUM_SEQS,)))
     slo = {"median_tpot_ms": slo_tpot_ms, "p99_tpot_ms": slo_p99_tpot_ms, "median_ttft_ms": slo_ttft_ms,
            "p99_ttft_ms": slo_p99_ttft_ms, "median_itl_ms": slo_itl_ms, "p99_itl_ms": slo_p99_itl_ms,
            "median_e2el_ms": slo_e2e_ms, "p99_e2el_ms": slo_p99_e2e_ms}
@@ -228,7 +250,7 @@ def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = No
 
 
 @api_boundary
-def whatif(x: str = "batch=1..512", y: str = "k=1..8", *, points: int = 64, scenario: Scenario | None = None,
+def whatif(x: str = DEFAULT_WHATIF_X, y: str = DEFAULT_WHATIF_Y, *, points: int = DEFAULT_WHATIF_POINTS, scenario: Scenario | None = None,
            **scenario_kwargs: Any) -> results.WhatifResult:
     """Speedup over two axes (batch, k, acceptance, context, hardware), e.g. x='batch=1..512',
     y='acceptance=0.5..0.9', and the crossover along x for each y."""

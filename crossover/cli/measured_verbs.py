@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..errors import CrossoverError
-from ..api.sweeps import measured
+from ..api.sweeps import SKIPPED, measured
 from .common import _lengths, _number, print_result
 
 
@@ -23,16 +23,18 @@ def cmd_measured(args: argparse.Namespace) -> int:
                    force=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),
                    distilled=not getattr(args, "no_distilled", False),
                    engine_metrics=args.engine_metrics.split(",") if getattr(args, "engine_metrics", None) else None)
-    for note in res.notes[:-1] if res.notes and res.notes[-1].startswith("note: physics check skipped") else res.notes:
-        print(note, file=sys.stderr)  # before the output; the skipped check is said after it
+    later = [d for d in res.diagnostics if d.kind == SKIPPED]  # the skipped check is said after the output
+    for d in res.diagnostics:
+        if d not in later:
+            print(d.line, file=sys.stderr)
     if args.plot:
         from ..api.build import inputs
         from ..reporting.plots import plot_measured
 
         plot_measured(res.table, (res.scenario, inputs(res.scenario)) if res.scenario else None, args.plot, res.predicted)
     print_result(args, res)
-    if res.notes and res.notes[-1].startswith("note: physics check skipped"):
-        print(res.notes[-1], file=sys.stderr)
+    for d in later:
+        print(d.line, file=sys.stderr)
     bad = res.impossible
     if getattr(args, "strict", False) and bad:
         where = ", ".join(f"{c.arm} at {c.load:g}" for c in bad[:4]) + (" ..." if len(bad) > 4 else "")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..api import verbs as api
-from ..analysis.curves import DEFAULT_BATCHES
+from ..defaults import DEFAULT_BATCHES
 from ..errors import CrossoverError
 from ..files import write_atomic, write_text
 from ..reporting.html import build as build_page

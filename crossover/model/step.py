@@ -228,7 +228,7 @@ class StepModel:
 
     def price(self, mix: Mix, detail: bool = False) -> StepBreakdown:
         """Seconds of the step(s) described by `mix`, by term, with the deployment's engine profile
-        applied: how verify is scored (batch expansion re-reads the KV cache), the CUDA-graph limit
+        applied (the only code that adds a step's terms: invariant 1, docs/architecture.md): how verify is scored (batch expansion re-reads the KV cache), the CUDA-graph limit
         (an eager forward takes at least its layers' launch time), the n-gram proposer's lookup and
         the per-step, per-sequence and per-draft-pass overheads."""
         dep = self.deployment

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..model.scenario import Scenario
+from ..defaults import DEFAULT_RETRY_REPLICAS, DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
 from ..errors import CrossoverError
 from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, family, replicas_for, screen, slo_label
 from .pricing import HOURS_PER_MONTH, Costs
@@ -31,9 +32,6 @@ from ..units import DTYPE_BYTES
 from ..specs.workload import Workload
 
 ARMS = ("off", "on", "routed")
-DEFAULT_VERIFY = 5  # finalists simulated (issue 13 item 4)
-DEFAULT_SIM_PROMPTS = 600  # requests per simulated finalist (the first 10% warm-up)
-DEFAULT_RETRY_REPLICAS = 2  # a finalist that misses in simulation is re-simulated with up to this many more replicas
 VERIFY_ROUNDS = 3  # at most this many x `verify` options simulated while retried or demoted finalists move down
 
 

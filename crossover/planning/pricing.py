@@ -11,17 +11,13 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from ..defaults import DEFAULT_PUE, DEFAULT_YEARS  # ownership defaults, with why
 from ..errors import CrossoverError
 from ..files import read_text, too_deep
 from ..specs.hardware import Hardware
 from ..specs.loader import safe_load_yaml
 
 HOURS_PER_MONTH = 8760.0 / 12.0  # 365 days x 24 h / 12 months = 730 h
-# Ownership defaults. PUE 1.0 counts the board alone (no cooling or power-delivery overhead): set
-# your facility's with --pue. The amortisation period is a planning assumption, not a sourced
-# figure: set --years to your depreciation schedule.
-DEFAULT_PUE = 1.0
-DEFAULT_YEARS = 5.0
 BASES = ("rental", "ownership")
 FILE_KEYS = ("price_per_hour_usd", "purchase_usd_per_gpu", "purchase_usd_per_node", "tdp_w")
 

@@ -14,7 +14,8 @@ from pydantic import ConfigDict, Field, PositiveInt, model_validator
 from ..errors import CrossoverError
 from ..units import COMPUTE_DTYPE, DTYPE_BYTES
 from .frozen import Spec
-from .engine import DEFAULT_ENGINE, EngineProfile
+from ..defaults import DEFAULT_ENGINE
+from .engine import EngineProfile
 from .hardware import Hardware
 from .loader import load_engine
 from .model import Model

@@ -22,7 +22,6 @@ VerifyLayout = Literal["multi_query", "batch_expansion"]
 GraphUnit = Literal["tokens", "sequences", "requests"]
 NgramMiss = Literal["bonus_only", "padded"]
 
-DEFAULT_ENGINE = "vllm"
 
 
 class EngineProfile(Spec):

@@ -16,10 +16,10 @@ import numpy as np
 
 import crossover
 
-from ..api import build
-from ..api.build import batch_ceiling
+from .. import defaults
 from ..model.scenario import memory_limits
 from ..errors import CrossoverError
+from ..model.memory import batch_ceiling
 from ..model.ops import total_params
 from ..serving.sweep import check_fits
 from ..specs.loader import available, resolve
@@ -48,8 +48,8 @@ def options() -> dict[str, Any]:
         "models": models, "hardware": hardware, "workloads": sorted(available("workloads")),
         "methods": list(METHODS), "engines": list(params.engines()), "cost_modes": list(params.cost_modes()),
         "takes": {key: params.scenario_takes(key) for key in ("engine", "cost")},
-        "defaults": {"model": build.DEFAULT_MODEL, "hardware": build.DEFAULT_HARDWARE, "method": build.DEFAULT_METHOD,
-                     "k": build.DEFAULT_K, "acceptance": build.DEFAULT_ACCEPTANCE, "context": build.DEFAULT_CONTEXT},
+        "defaults": {"model": defaults.DEFAULT_MODEL, "hardware": defaults.DEFAULT_HARDWARE, "method": defaults.DEFAULT_METHOD,
+                     "k": defaults.DEFAULT_K, "acceptance": defaults.DEFAULT_ACCEPTANCE, "context": defaults.DEFAULT_CONTEXT},
         "limits": {"max_k": params.MAX_K, "max_levels": params.MAX_LEVELS, "max_num_prompts": params.MAX_NUM_PROMPTS},
     }
 

@@ -11,8 +11,8 @@ import inspect
 import math
 from typing import Any, Mapping
 
+from .. import defaults, scenario
 from ..api import build
-from .. import scenario
 from ..errors import CrossoverError
 from ..specs.loader import available
 from ..model.speculation import METHODS
@@ -93,8 +93,8 @@ def flag(q: Query, key: str) -> bool:
 
 def speculation_kwargs(q: Query) -> dict[str, Any]:
     """method, k, draft and the acceptance (rate or tau) for crossover.scenario / simulate."""
-    kw: dict[str, Any] = {"method": choice(q, "method", METHODS, build.DEFAULT_METHOD),
-                          "k": number(q, "k", build.DEFAULT_K, lo=1, hi=MAX_K, integer=True)}
+    kw: dict[str, Any] = {"method": choice(q, "method", METHODS, defaults.DEFAULT_METHOD),
+                          "k": number(q, "k", defaults.DEFAULT_K, lo=1, hi=MAX_K, integer=True)}
     if kw["method"] == "draft":
         draft = q.get("draft") or "self"
         kw["draft"] = draft if draft == "self" else spec_name(q, "draft", "models", None)
@@ -116,13 +116,13 @@ def scenario_kwargs(q: Query, *, lengths: bool = True) -> dict[str, Any]:
     """Every keyword of crossover.scenario the page sets."""
     tp = q.get("tp", "auto")
     kw: dict[str, Any] = {
-        "model": spec_name(q, "model", "models", build.DEFAULT_MODEL),
-        "hardware": spec_name(q, "hardware", "hardware", build.DEFAULT_HARDWARE),
+        "model": spec_name(q, "model", "models", defaults.DEFAULT_MODEL),
+        "hardware": spec_name(q, "hardware", "hardware", defaults.DEFAULT_HARDWARE),
         "tp": None if tp in ("", "auto") else number(q, "tp", None, lo=1, hi=1024, integer=True),
         **speculation_kwargs(q),
     }
     if lengths:  # as the CLI: --context a whole number of tokens, the mean lengths > 0 (here >= 1)
-        kw["context"] = number(q, "context", build.DEFAULT_CONTEXT, lo=0, integer=True)
+        kw["context"] = number(q, "context", defaults.DEFAULT_CONTEXT, lo=0, integer=True)
         if flag(q, "mix"):
             kw["prompt_len"] = number(q, "prompt", 1024, lo=1)
             kw["output_len"] = number(q, "output", 256, lo=1)

@@ -1,0 +1,65 @@
+"""Every default a user can override, declared once: the value each verb uses when its option is not
+given. The API's signatures, the CLI's flags and help (`crossover.api.options`), the web page and the
+layers below all read them from here; nothing here imports anything (invariant 5, docs/architecture.md).
+
+Physics defaults with their sources (efficiency fractions, engine overheads) live with the specs they
+belong to (specs/deployment.py, engines/*.yaml); these are the choices of a scenario or a run.
+"""
+
+from __future__ import annotations
+
+# --- a scenario: what is predicted when nothing is said
+DEFAULT_MODEL = "llama-3.1-70b"
+DEFAULT_HARDWARE = "h100-sxm"
+DEFAULT_METHOD = "eagle"
+DEFAULT_K = 3
+DEFAULT_ACCEPTANCE = 0.7
+DEFAULT_CONTEXT = 2048
+DEFAULT_KV_DTYPE = "bf16"
+DEFAULT_DRAFT_VOCAB = 32000  # EAGLE-3 / SpecForge draft heads keep the 32,000 most frequent tokens
+DEFAULT_COST = "roofline"
+DEFAULT_ENGINE = "vllm"  # engines/vllm.yaml: vLLM V1 0.11+
+# Share of n-gram steps whose context holds a match (a proposal) when neither the user nor the
+# workload says: the one published proposal rate, vLLM V1 n-gram (k = 5, lookup 2-5) on code
+# editing, 993 drafted steps of 1,814 (vllm PR #24344: 993 drafted steps + 821 no-draft tokens).
+# Chat sits lower, summarisation higher; n-gram's crossover moves with it (--match-rate).
+DEFAULT_NGRAM_MATCH_RATE = 0.55
+# Automatic TP: the smallest of 1, 2, 4, 8 GPUs whose KV cache holds this many sequences.
+MIN_SEQUENCES_FOR_AUTO_TP = 16
+AUTO_TP = (1, 2, 4, 8)
+
+# --- predict: the batches of a curve
+DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+# --- simulate (vllm bench serve's defaults where it has one)
+DEFAULT_NUM_PROMPTS = 1000
+DEFAULT_SEED = 0
+DEFAULT_BURSTINESS = 1.0  # gamma shape of inter-arrival times: 1 = Poisson
+DEFAULT_MAX_NUM_SEQS = 256  # vLLM's
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's for online serving on large GPUs
+
+# --- policy
+DEFAULT_K_MAX = 8
+DEFAULT_CONFIDENCE_THRESHOLD = 0.0
+DEFAULT_CONFIDENCE_CONCENTRATION = 2.0
+
+# --- whatif
+DEFAULT_WHATIF_X = "batch=1..512"
+DEFAULT_WHATIF_Y = "k=1..8"
+DEFAULT_WHATIF_POINTS = 64
+
+# --- plan
+PLAN_HARDWARE = ("h100-sxm", "h200", "b200", "a100-80gb-sxm", "l40s", "mi300x")
+PLAN_TP = (1, 2, 4, 8)
+DEFAULT_VERIFY = 5  # finalists simulated at the planned load
+DEFAULT_SIM_PROMPTS = 600  # requests per simulated finalist (the first 10% warm-up)
+DEFAULT_RETRY_REPLICAS = 2  # a finalist that misses in simulation is re-simulated with up to this many more replicas
+DEFAULT_COST_BASIS = "rental"
+# Ownership. PUE 1.0 counts the board alone (no cooling or power-delivery overhead): set your
+# facility's with --pue. The amortisation period is a planning assumption, not a sourced figure:
+# set --years to your depreciation schedule.
+DEFAULT_PUE = 1.0
+DEFAULT_YEARS = 5.0
+
+# --- calibrate
+DEFAULT_BOOTSTRAP = 60  # refits for the crossover's interval
