@@ -118,7 +118,7 @@ class PlanResult:
     """`crossover plan`: the fleet each option needs for the demand under the SLOs, its cost, ranked;
     the one-line recommendation on top."""
 
-    plan: Any  # plan.PlanResult
+    plan: Any  # planning.plan.FleetPlan
     inputs: dict[str, Any]
 
     @property
@@ -176,3 +176,34 @@ class WhatifResult:
         g = self.grid
         return [[g.x_axis, g.y_axis, "speedup"]] + [[xv, yv, round(float(g.speedup[i, j]), 6)]
                                                     for i, yv in enumerate(g.y) for j, xv in enumerate(g.x)]
+
+
+@dataclass
+class ReportResult:
+    """`crossover report`: one self-contained HTML page of a scenario (curves, policy, an optional
+    simulation and capacity plan) for a design review; `write(folder)` saves it as index.html."""
+
+    html: str
+    inputs: dict[str, Any]
+
+    def to_text(self) -> str:
+        return self.html
+
+    def write(self, folder, force: bool = False):
+        """index.html in `folder` (created if missing); an existing page is replaced only with `force`."""
+        from pathlib import Path
+
+        from ..errors import FileError
+        from ..files import write_text
+
+        out = Path(folder)
+        try:
+            out.mkdir(parents=True, exist_ok=True)  # the report's folder is created if missing
+        except OSError as exc:
+            raise FileError(f"cannot write {out}: {exc.strerror}") from None
+        page = out / "index.html"
+        if page.exists() and not force:
+            raise FileError(f"{page} exists; give force=True (--force) to replace it")
+        write_text(page, self.html)
+        return page
+

@@ -260,3 +260,56 @@ def whatif(x: str = DEFAULT_WHATIF_X, y: str = DEFAULT_WHATIF_Y, *, points: int 
     y_axis, ys = parse_axis(y, int(points))
     sc = _scenario(scenario, scenario_kwargs)
     return results.WhatifResult(grid(sc, x_axis, xs, y_axis, ys), inputs(sc))
+
+
+# the keywords of crossover.scenario that describe the speculation (a report's plan takes them)
+SPECULATION_KEYWORDS = ("method", "k", "tree", "draft", "draft_tp", "draft_vocab", "draft_kv_budget", "acceptance",
+                        "tau", "per_position", "match_rate", "allow_vocab_mismatch")
+
+
+@api_boundary
+def report(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAULT_BATCHES,
+           workload: str | None = None, concurrency: Sequence[int] | None = None,
+           num_prompts: int = DEFAULT_NUM_PROMPTS, with_plan: bool = False, plan_peak_rps: float | None = None,
+           plan_slo_tpot_ms: float | None = None, **scenario_kwargs: Any) -> results.ReportResult:
+    """One self-contained HTML page of a scenario for a design review: the curves and crossover, the
+    best-k policy, with `workload` and `concurrency` a simulated sweep, and `with_plan` (a workload,
+    `plan_peak_rps` and `plan_slo_tpot_ms`) the capacity plan of this model, workload and accelerator
+    (its TP degrees 1, 2, 4, 8 and speculation)."""
+    from ..reporting.html import build as build_page
+
+    wl = base = None
+    p_len = o_len = None
+    if workload is not None:
+        wl, base = load_workload(workload)
+        p_len, o_len = wl.means(base=base)
+    elif concurrency:
+        raise CrossoverError("--concurrency needs --workload (the prompt and output lengths to simulate)")
+    if with_plan and (workload is None or plan_peak_rps is None or plan_slo_tpot_ms is None):
+        raise CrossoverError("--plan needs --workload, --plan-peak-rps and --plan-slo-tpot-ms")
+    if scenario is None:
+        scenario_kwargs.update(prompt_len=p_len, output_len=o_len, workload=wl)
+    speculation_kw = {k: v for k, v in scenario_kwargs.items() if k in SPECULATION_KEYWORDS and v is not None}
+    sc = _scenario(scenario, scenario_kwargs)
+    resolved = inputs(sc)
+    pred = predict(sc, batches=batches)
+    b_max = max(1, min(pred.prediction.max_batch_off, 512))
+    policy_text = None
+    if sc.speculation.tree is None:
+        policy_text = policy(sc, k_max=max(sc.speculation.k, 1), batch_max=b_max).to_text()
+    sim = None
+    if wl is not None and concurrency:
+        sim = simulate(workload, concurrency=concurrency, num_prompts=num_prompts, scenario=sc)
+    planned = None
+    if with_plan:
+        if scenario is not None:  # a built scenario: its own method and k
+            speculation_kw = {"method": sc.speculation.method, "k": sc.speculation.k}
+        dep = sc.deployment
+        planned = plan(dep.model.name if scenario is not None else scenario_kwargs.get("model", dep.model.name),
+                       workload, hardware=[dep.hardware.name], weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype,
+                       peak_rps=plan_peak_rps, slo_tpot_ms=plan_slo_tpot_ms, k_max=max(sc.speculation.k, 1),
+                       verify=2, **speculation_kw)
+    page = build_page(sc, resolved, pred.prediction, pred.to_text(), policy_text, sim.sweep if sim else None,
+                      sim.inputs if sim else None, sim.to_text() if sim else None, plan=planned)
+    return results.ReportResult(page, resolved)
+

@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from pathlib import Path
 
 from ..api import verbs as api
 from ..defaults import DEFAULT_BATCHES
 from ..errors import CrossoverError
-from ..files import write_atomic, write_text
-from ..reporting.html import build as build_page
+from ..files import write_atomic
 from ..model.memory import batch_ceiling, check_batches
 from ..reporting.text import simulation_rows
 from ..specs.workload import load_workload
 from .common import _lengths, _number, parse_list, print_result, warnings_as_lines
 from .progress import progress_line
-from .scenario import scenario_from_args, speculation_kwargs
+from .scenario import scenario_from_args, scenario_kwargs, speculation_kwargs
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
@@ -120,52 +118,17 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_plan(args: argparse.Namespace, sc):
-    """`report --plan`: the capacity plan of the report's model, workload and accelerator (its TP
-    degrees 1, 2, 4, 8 and speculation), or None without --plan."""
-    if not args.plan:
-        return None
-    if not args.workload or args.plan_peak_rps is None or args.plan_slo_tpot_ms is None:
-        raise CrossoverError("--plan needs --workload, --plan-peak-rps and --plan-slo-tpot-ms")
-    spec = sc.speculation
-    kw = {k: v for k, v in speculation_kwargs(args).items() if v is not None}
-    with warnings_as_lines():
-        return api.plan(args.model, args.workload, hardware=[sc.deployment.hardware.name],
-                        weight_dtype=sc.deployment.weight_dtype, kv_dtype=sc.deployment.kv_dtype,
-                        peak_rps=_number(args.plan_peak_rps, "--plan-peak-rps"),
-                        slo_tpot_ms=_number(args.plan_slo_tpot_ms, "--plan-slo-tpot-ms"), k_max=max(spec.k, 1),
-                        verify=2, **kw)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    """`crossover report`."""
-    p_len = o_len = workload = None
-    if args.workload:
-        workload, base = load_workload(args.workload)
-        p_len, o_len = workload.means(base=base)
-    elif args.concurrency:
-        raise CrossoverError("--concurrency needs --workload (the prompt and output lengths to simulate)")
-    sc, resolved = scenario_from_args(args, p_len, o_len, workload)
+    """`crossover report`: crossover.report's page, written to --out/index.html."""
     batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
-    pred = api.predict(sc, batches=batches)
-    b_max = max(1, min(pred.prediction.max_batch_off, 512))
-    policy_text = None
-    if sc.speculation.tree is None:
-        policy_text = api.policy(sc, k_max=max(sc.speculation.k, 1), batch_max=b_max).to_text()
-    sim = None
-    if workload is not None and args.concurrency:
-        sim = api.simulate(args.workload, concurrency=parse_list(args.concurrency, "--concurrency", integer=True),
-                           num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)), scenario=sc)
-    planned = _report_plan(args, sc)
-    page = build_page(sc, resolved, pred.prediction, pred.to_text(), policy_text, sim.sweep if sim else None,
-                      sim.inputs if sim else None, sim.to_text() if sim else None, plan=planned)
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)  # the report's folder is created if missing
-    except OSError as exc:
-        raise CrossoverError(f"cannot write {out}: {exc.strerror}") from None
-    write_text(out / "index.html", page)
-    print(f"wrote {out / 'index.html'}", file=sys.stderr)
+    res = api.report(batches=batches,
+                     workload=args.workload,
+                     concurrency=parse_list(args.concurrency, "--concurrency", integer=True) if args.concurrency else None,
+                     num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)), with_plan=args.plan,
+                     plan_peak_rps=_opt(args.plan_peak_rps, "--plan-peak-rps"),
+                     plan_slo_tpot_ms=_opt(args.plan_slo_tpot_ms, "--plan-slo-tpot-ms"), **scenario_kwargs(args))
+    page = res.write(args.out, force=True)  # check_outputs refused an existing page without --force
+    print(f"wrote {page}", file=sys.stderr)
     return 0
 
 

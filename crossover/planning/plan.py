@@ -109,7 +109,7 @@ class Option:
 
 
 @dataclass
-class PlanResult:
+class FleetPlan:
     """Every option; `ranked` (verified and passing first, then by cost), `dropped`, the recommendation."""
 
     options: list[Option]
@@ -271,7 +271,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
          verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = 1.0,
          seed: int = 0, jobs: int | None = None, base: Path | None = None,
          retry_replicas: int = DEFAULT_RETRY_REPLICAS,
-         progress: Callable[[int, int, str], None] | None = None) -> PlanResult:
+         progress: Callable[[int, int, str], None] | None = None) -> FleetPlan:
     """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`.
     A finalist whose simulated latencies miss an SLO is simulated again with one more replica (a lower
     request rate per replica), up to `retry_replicas` more; the first fleet that meets every SLO
@@ -326,7 +326,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
                                 scenarios[id(o)] = (Scenario(dep, sp, prompt_len + output_len / 2.0, prompt_len,
                                                              output_len), sched)
                             options.append(o)
-    res = PlanResult(options, demand, slo, costs, output_len, retry_replicas=int(retry_replicas))
+    res = FleetPlan(options, demand, slo, costs, output_len, retry_replicas=int(retry_replicas))
     finalists = res.ranked[:verify]
 
     def task(o: Option, replicas: int) -> tuple:
@@ -383,7 +383,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
     return res
 
 
-def slo_sweep(res: PlanResult, key: str, values: Sequence[float], top: int = 8) -> list[dict[str, Any]]:
+def slo_sweep(res: FleetPlan, key: str, values: Sequence[float], top: int = 8) -> list[dict[str, Any]]:
     """For the best `top` options: GPUs and cost per million output tokens as the SLO `key` takes each
     of `values` (the other SLOs held), each option at its own k; None where it cannot meet it."""
     out = []
@@ -410,4 +410,4 @@ def slo_sweep(res: PlanResult, key: str, values: Sequence[float], top: int = 8) 
     return out
 
 
-__all__ = ["ARMS", "Option", "PlanResult", "plan", "slo_sweep", "family"]
+__all__ = ["ARMS", "Option", "FleetPlan", "plan", "slo_sweep", "family"]
