@@ -78,12 +78,17 @@ def breakdown_table(bd: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
-    """A readable table of the curves and a summary line with the crossover."""
-    d = prediction_dict(pred)
+def acceptance_said(inputs: dict[str, Any]) -> str:
+    """The acceptance as given, with its name: `acceptance 0.7`, `tau 2.5`, `acceptance per position 0.8,0.6`."""
     acc = inputs["acceptance"]
     acc_s = ",".join(f"{a:g}" for a in acc) if isinstance(acc, list) else f"{acc:g}"
     acc_label = {"rate": "acceptance", "tau": "tau", "per_position": "acceptance per position"}[inputs["acceptance_kind"]]
+    return f"{acc_label} {acc_s}"
+
+
+def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
+    """A readable table of the curves and a summary line with the crossover."""
+    d = prediction_dict(pred)
     draft = f" ({inputs['draft']})" if inputs["draft"] else ""
     if inputs["method"] == "ngram":  # a share of steps proposes nothing
         draft = f" (match rate {inputs['match_rate']:g}: the crossover moves with it, --match-rate)"
@@ -94,7 +99,7 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     lines = [
         f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}{tp_note}, {inputs['weight_dtype']} weights, "
         f"context {inputs['context']:g}{mix}",
-        f"speculation: {inputs['method']}{draft}, k={inputs['k']}, {acc_label} {acc_s} -> tau {d['tau']:.3f} "
+        f"speculation: {inputs['method']}{draft}, k={inputs['k']}, {acceptance_said(inputs)} -> tau {d['tau']:.3f} "
         f"tokens/step, {d['wasted_positions_per_step']:.2f} wasted verify positions/step",
         engine_line(inputs),
         "",
@@ -339,8 +344,8 @@ def policy_dict(pol, configs: dict[str, Any]) -> dict[str, Any]:
 
 def policy_table(pol, configs: dict[str, Any], inputs: dict[str, Any]) -> str:
     """The schedule, its gains, and the engine configs."""
-    lines = [f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']}, acceptance "
-             f"{inputs['acceptance']}, context {inputs['context']:g}; k = 0..{inputs['k_max']}, batch 1.."
+    lines = [f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']}, "
+             f"{acceptance_said(inputs)}, context {inputs['context']:g}; k = 0..{inputs['k_max']}, batch 1.."
              f"{inputs['batch_max']}", "", f"{'batch range':>15}  {'best k':>6}  {'tok/s at range start':>20}"]
     for r in pol.schedule:
         i = r["batch_min"] - 1
