@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..reporting.text import (
     breakdown_table,
     policy_dict,
-    policy_table,
+    policy_extras_dict,
+    policy_text,
     prediction_dict,
     prediction_table,
     simulation_dict,
@@ -81,36 +82,11 @@ class PolicyResult:
     trees: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {**policy_dict(self.policy, self.configs), "adaptive": self.adaptive, "trees": self.trees,
-                "inputs": self.inputs}
+        adaptive, trees = policy_extras_dict(self.adaptive, self.trees)
+        return {**policy_dict(self.policy, self.configs), "adaptive": adaptive, "trees": trees, "inputs": self.inputs}
 
     def to_text(self) -> str:
-        lines = [policy_table(self.policy, self.configs, self.inputs)]
-        if self.trees:
-            t = self.trees
-            lines += ["", f"draft trees by load (the likeliest tree of each size up to {t['max_nodes']} nodes, depth "
-                          f"<= {t['max_depth']}; at each range's first batch):",
-                      f"{'batches':>11} {'nodes':>6} {'depth':>6} {'topk':>5} {'tau':>6} {'tok/s':>9} "
-                      f"{'best chain k':>13} {'tok/s':>9} {'gain':>6}"]
-            for r in t["schedule"]:
-                rng = f"{r['batch_min']}-{r['batch_max']}"
-                gain = r["tokens_per_s"] / r["best_chain_tokens_per_s"]
-                lines.append(f"{rng:>11} {r['nodes']:>6} {r['depth']:>6} {r['topk']:>5} {r['tau']:>6.2f} "
-                             f"{r['tokens_per_s']:>9.0f} {r['best_chain_k']:>13} {r['best_chain_tokens_per_s']:>9.0f} "
-                             f"{gain:>6.3f}")
-            lines.append("  SGLang: --speculative-num-steps DEPTH --speculative-eagle-topk TOPK "
-                         "--speculative-num-draft-tokens NODES+1; vLLM: speculative_config.speculative_token_tree = "
-                         "the node paths (--json)")
-        if self.adaptive:
-            a = self.adaptive
-            lines += ["", "adaptive verification (confidence-scheduled, load budget) vs the best fixed k:",
-                      f"{'batch':>7} {'adaptive tok/s':>15} {'drafts/seq':>11} {'best fixed k':>13} {'tok/s':>10} "
-                      f"{'gain':>7} {'vs off':>7}"]
-            for i, bt in enumerate(a["batch"]):
-                ad, f, o = a["tokens_per_s"][i], a["best_fixed_tokens_per_s"][i], a["off_tokens_per_s"][i]
-                lines.append(f"{bt:>7} {ad:>15.0f} {a['verified_drafts_per_seq'][i]:>11.2f} "
-                             f"{a['best_fixed_k'][i]:>13} {f:>10.0f} {ad / f:>7.3f} {ad / o:>7.3f}")
-        return "\n".join(lines)
+        return policy_text(self.policy, self.configs, self.inputs, *policy_extras_dict(self.adaptive, self.trees))
 
 
 @dataclass

@@ -158,11 +158,11 @@ def policy(scenario: Scenario | None = None, *, k_max: int = DEFAULT_K_MAX, batc
     if adaptive:
         pts = sorted({int(x) for x in np.geomspace(1, batch_max, 12).round()} | {int(batch_max)})
         res = adaptive_throughput(sc, pts, int(k_max), threshold=confidence_threshold, kappa=confidence_concentration)
-        out.adaptive = {"batch": pts, "tokens_per_s": [round(float(x), 2) for x in res.tokens_per_s],
-                        "verified_drafts_per_seq": [round(float(x), 3) for x in res.verified_drafts],
+        out.adaptive = {"batch": pts, "tokens_per_s": [float(x) for x in res.tokens_per_s],
+                        "verified_drafts_per_seq": [float(x) for x in res.verified_drafts],
                         "best_fixed_k": [int(pol.best_k[p - 1]) for p in pts],
-                        "best_fixed_tokens_per_s": [round(float(pol.best_tput[p - 1]), 2) for p in pts],
-                        "off_tokens_per_s": [round(float(pol.tput[0][p - 1]), 2) for p in pts],
+                        "best_fixed_tokens_per_s": [float(pol.best_tput[p - 1]) for p in pts],
+                        "off_tokens_per_s": [float(pol.tput[0][p - 1]) for p in pts],
                         "threshold": confidence_threshold, "concentration": confidence_concentration}
     if tree_nodes is not None:
         trees = best_tree_policy(sc, int(batch_max), int(tree_nodes), int(k_max))
@@ -170,9 +170,8 @@ def policy(scenario: Scenario | None = None, *, k_max: int = DEFAULT_K_MAX, batc
         for r in trees.schedule():
             i = trees.sizes.index(r["nodes"])
             b = r["batch_min"]
-            rows.append({**r, "tau": round(trees.tau[i], 4), "tokens_per_s": round(float(trees.tput[i][b - 1]), 2),
-                         "best_chain_k": int(pol.best_k[b - 1]),
-                         "best_chain_tokens_per_s": round(float(pol.best_tput[b - 1]), 2),
+            rows.append({**r, "tau": float(trees.tau[i]), "tokens_per_s": float(trees.tput[i][b - 1]),
+                         "best_chain_k": int(pol.best_k[b - 1]), "best_chain_tokens_per_s": float(pol.best_tput[b - 1]),
                          "paths": [list(x) for x in trees.paths[i]]})
         out.trees = {"max_nodes": trees.sizes[-1], "max_depth": int(k_max), "schedule": rows}
     return out
