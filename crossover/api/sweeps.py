@@ -155,19 +155,10 @@ class MeasuredResult:
         return out
 
     def to_text(self) -> str:
-        from ..reporting.measured import measured_table
         from ..analysis.bounds import LIKELY_CAUSES
+        from ..reporting.measured import measured_text
 
-        text = measured_table(self.table, self.checks, LIKELY_CAUSES, self.predicted)
-        e = self.engine_effects
-        if not e:
-            return text
-        what = "slowdown deeper" if e["direction"] == "below" else "speedup larger"
-        lines = ["", f"{what} than the model allows at {self.table.load_axis} {e['level']:g} (measured "
-                 f"{e['measured_speedup']:.3f}, predicted {e['predicted_speedup']:.3f} with {e['engine']}); engine "
-                 "effects that can cause it:"]
-        lines += [f"  - {c['effect']}" + (f" ({c['check']})" if c.get("check") else "") for c in e["causes"]]
-        return text + "\n" + "\n".join(lines)
+        return measured_text(self.table, self.checks, LIKELY_CAUSES, self.predicted, self.engine_effects)
 
 
 @api_boundary

@@ -196,3 +196,18 @@ def calibration_table(fit, inputs: dict[str, Any]) -> str:
     else:
         lines.append(f"crossover: {fit.load_axis} {fit.crossover:.1f}{band}")
     return "\n".join(lines)
+
+
+def measured_text(table, checks, causes, predicted, effects) -> str:
+    """`crossover measured`'s text: the table and physics check, then where the sweep leaves the model
+    behind and the engine effects that can cause it."""
+    text = measured_table(table, checks, causes, predicted)
+    e = effects
+    if not e:
+        return text
+    what = "slowdown deeper" if e["direction"] == "below" else "speedup larger"
+    lines = ["", f"{what} than the model allows at {table.load_axis} {e['level']:g} (measured "
+             f"{e['measured_speedup']:.3f}, predicted {e['predicted_speedup']:.3f} with {e['engine']}); engine "
+             "effects that can cause it:"]
+    lines += [f"  - {c['effect']}" + (f" ({c['check']})" if c.get("check") else "") for c in e["causes"]]
+    return text + "\n" + "\n".join(lines)
