@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, REPO, run_cli
 
 from crossover.analysis.calibration import PARAMETERS, Observation, calibrate
 from crossover.model.scenario import Scenario
@@ -85,7 +84,7 @@ def test_two_levels_fit_one_parameter():
 
 
 def test_every_bound_has_a_documented_reason():
-    src = (Path(__file__).parent.parent / "crossover" / "analysis" / "calibration.py").read_text().splitlines()
+    src = (REPO / "crossover" / "analysis" / "calibration.py").read_text().splitlines()
     for name in PARAMETERS:
         i = next(j for j, line in enumerate(src) if line.strip().startswith(f'"{name}": ('))
         above = []

@@ -8,10 +8,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import REPO
 from pydantic import ValidationError
 
 from crossover.model.ops import balanced_distinct_experts, expected_distinct_experts
@@ -29,7 +28,6 @@ from crossover.model.kernels.formulas import (
 from crossover.specs import load_hardware
 from crossover.specs.hardware import Distilled, DistilledOp
 
-REPO = Path(__file__).resolve().parent.parent
 BW = 1e12  # 1 TB/s: bytes / BW in microseconds are bytes / 1e6
 RATE = 1e15
 

@@ -32,11 +32,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from conftest import FIXTURES, CliResult, assert_one_line_error
 
 from crossover.cli.main import main
 from json_contract import SIGNED, numbers, percentiles_ordered, strict_loads
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HANG_S = 45  # one run longer than this is a hang
 
 # CROSSOVER_FUZZ_SCALE=10 runs ten times the examples; CROSSOVER_FUZZ_RANDOM=1 draws new ones each run
@@ -113,7 +113,7 @@ def run_case(argv: list[str], inputs=(), outputs=()) -> tuple[int, str, str]:
     assert "RuntimeWarning" not in se, shown
     assert rc in (0, 2), f"exit {rc}; {shown}"
     if rc == 2:
-        assert se.count("\n") == 1 and se.endswith("\n") and se.strip(), f"not one line; {shown}"
+        assert_one_line_error(CliResult(argv, rc, so, se))
         for o in outputs:
             assert not os.path.lexists(o) or str(o) in before, f"failed run left {o}; {shown}"
     if rc == 0 and "--json" in argv:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
+from conftest import REPO
 
 from crossover.errors import CrossoverError
 from crossover.specs import load_hardware
 from crossover.specs.hardware import Hardware
 
-HARDWARE = sorted(Path(__file__).resolve().parents[1].joinpath("hardware").glob("*.yaml"))
+HARDWARE = sorted((REPO / "hardware").glob("*.yaml"))
 PRICE_KEYS = ("price_per_hour_usd", "purchase_usd_per_gpu", "tdp_w")
 
 

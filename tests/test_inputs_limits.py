@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import CliResult, assert_one_line_error
 
 from crossover.cli.main import main
 from crossover.errors import CrossoverError
@@ -29,10 +30,7 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def one_line(rc: int, err: str, *needles: str) -> None:
-    assert rc == 2, err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, err
+    assert_one_line_error(CliResult([], rc, "", err), *needles)
 
 
 def _no_constant(name):

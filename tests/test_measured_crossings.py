@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, assert_one_line_error, run_cli
 from crossover.analysis.crossings import level_crossings
 
 HERE = FIXTURES / "issue12"
@@ -83,7 +83,7 @@ def test_strict_fails_on_a_point_beyond_the_speed_of_light_and_the_headline_says
 
 def test_files_naming_two_models_are_an_error_without_model():
     r = run_cli("measured", "--files", str(HERE / "two_models.csv"), "--hardware", "h100-sxm")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--model" in r.stderr
+    assert_one_line_error(r, "--model")
     assert run_cli("measured", "--files", str(HERE / "two_models.csv"), "--model", "llama-3.1-8b", "--hardware",
                    "h100-sxm").returncode == 0
 

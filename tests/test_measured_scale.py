@@ -7,10 +7,10 @@ import json
 import random
 import sys
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 import crossover
 from crossover.cli.common import dumps_indented
@@ -20,7 +20,6 @@ from crossover.measurements import Columns, MeasuredTable, read_columns, read_me
 from crossover.measurements import csv_table, readers
 from crossover.analysis.bounds import check, speed_of_light
 
-REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_measured import write_levels, write_mb  # noqa: E402
 

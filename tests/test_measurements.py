@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import FIXTURES, REPO, assert_one_line_error, assert_one_line_message, run_cli
 
 from crossover.errors import CrossoverError
 from crossover.measurements import (
@@ -22,9 +22,8 @@ from crossover.measurements import (
     read_measurements,
 )
 
-HERE = Path(__file__).resolve().parent
-M = HERE / "fixtures" / "measured"
-PKG = HERE.parent / "crossover" / "measurements"
+M = FIXTURES / "measured"
+PKG = REPO / "crossover" / "measurements"
 VLLM_ON, VLLM_OFF = M / "vllm_on", M / "vllm_off"
 LEGACY = M / "vllm_legacy_benchmark_serving.json"
 APPEND = M / "vllm_append.jsonl"
@@ -34,15 +33,6 @@ CSV = M / "sweep.csv"
 LOG = M / "vllm_specdecode.log"
 PROM, PROM_V0 = M / "vllm_metrics.prom", M / "vllm_v0_metrics.prom"
 EXAMPLE_1_4 = json.loads(APPEND.read_text().splitlines()[1])  # the result JSON of formats.md 1.4
-
-
-def one_line(exc: pytest.ExceptionInfo, *needles: str) -> str:
-    """The error message, checked to be one line containing every needle."""
-    msg = str(exc.value)
-    assert msg and "\n" not in msg and msg == msg.strip(), f"not one line: {msg!r}"
-    for needle in needles:
-        assert needle in msg, f"{needle!r} not in {msg!r}"
-    return msg
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -93,7 +83,7 @@ def test_failed_requests_are_flagged():
 def test_vllm_off_directory_needs_the_flag_and_pairs_with_on():
     with pytest.raises(CrossoverError) as exc:
         read_measurements([VLLM_OFF])
-    one_line(exc, "vllm_off", "cannot tell whether speculation was on; pass it under --on or --off", "spec_decode_")
+    assert_one_line_message(exc, "vllm_off", "cannot tell whether speculation was on; pass it under --on or --off", "spec_decode_")
     off = read_measurements([VLLM_OFF], arm="off")
     assert [p.arm for p in off] == ["off"] * 3
     assert all(p.acceptance_length is None and p.acceptance_rate is None and p.k is None for p in off)
@@ -120,7 +110,7 @@ def test_append_result_jsonl_gives_one_point_per_line():
 def test_legacy_benchmark_serving_json():
     with pytest.raises(CrossoverError) as exc:
         read_measurements([LEGACY])
-    one_line(exc, LEGACY.name, "pass it under --on or --off")
+    assert_one_line_message(exc, LEGACY.name, "pass it under --on or --off")
     (p,) = read_measurements([LEGACY], arm="off")
     assert (p.arm, p.load_axis, p.load, p.output_throughput) == ("off", "request_rate", 4.0, 797.48)
     assert p.metrics["p99_tpot_ms"] == 8.64 and p.metrics["total_token_throughput"] == 1680.75
@@ -198,7 +188,7 @@ def test_sglang_jsonl_reads_arms_axes_names_and_acceptance():
 def test_sglang_off_line_contradicts_on_flag():
     with pytest.raises(CrossoverError) as exc:
         read_measurements([SGLANG], arm="on")
-    one_line(exc, f"{SGLANG.name}:2", "server_info.speculative_algorithm", "--on")
+    assert_one_line_message(exc, f"{SGLANG.name}:2", "server_info.speculative_algorithm", "--on")
 
 
 def test_sglang_without_server_info_needs_a_flag(tmp_path):
@@ -207,7 +197,7 @@ def test_sglang_without_server_info_needs_a_flag(tmp_path):
     path = write(tmp_path, "noinfo.jsonl", json.dumps(line) + "\n")
     with pytest.raises(CrossoverError) as exc:
         read_measurements([path])
-    one_line(exc, "noinfo.jsonl:1", "cannot tell whether speculation was on", "speculative_algorithm")
+    assert_one_line_message(exc, "noinfo.jsonl:1", "cannot tell whether speculation was on", "speculative_algorithm")
     (p,) = read_measurements([path], arm="off")
     assert p.arm == "off"
 
@@ -216,7 +206,7 @@ def test_mixed_axes_name_both_files():
     table = MeasuredTable(read_measurements([SGLANG]))
     with pytest.raises(CrossoverError) as exc:
         table.load_axis
-    one_line(exc, f"{SGLANG.name}:1", f"{SGLANG.name}:6", "request_rate")
+    assert_one_line_message(exc, f"{SGLANG.name}:1", f"{SGLANG.name}:6", "request_rate")
 
 
 def test_forced_load_axis():
@@ -225,13 +215,13 @@ def test_forced_load_axis():
     assert "max_concurrent_requests=17" in pts[-1].warnings[0]
     with pytest.raises(CrossoverError) as exc:
         read_measurements([SGLANG], load_axis="request_rate")
-    one_line(exc, f"{SGLANG.name}:1", "'request_rate'", "inf")
+    assert_one_line_message(exc, f"{SGLANG.name}:1", "'request_rate'", "inf")
     with pytest.raises(CrossoverError) as exc:
         read_measurements([CSV], load_axis="batch")
-    one_line(exc, CSV.name, "'batch'")
+    assert_one_line_message(exc, CSV.name, "'batch'")
     with pytest.raises(CrossoverError) as exc:
         read_measurements([CSV], load_axis="qps")
-    one_line(exc, "load_axis", "'qps'")
+    assert_one_line_message(exc, "load_axis", "'qps'")
 
 
 # --------------------------------------------------------------------------- CSV
@@ -256,11 +246,11 @@ def test_csv_reads_both_arms_with_line_numbers():
 def test_csv_arm_column_against_flag_and_without_column(tmp_path):
     with pytest.raises(CrossoverError) as exc:
         read_measurements([CSV], arm="on")
-    one_line(exc, f"{CSV.name}:4", "'arm'", "--on")
+    assert_one_line_message(exc, f"{CSV.name}:4", "'arm'", "--on")
     path = write(tmp_path, "noarm.csv", "concurrency,output_throughput\n4,500.5\n16,1500\n")
     with pytest.raises(CrossoverError) as exc:
         read_measurements([path])
-    one_line(exc, "noarm.csv:2", "pass it under --on or --off", "'arm'")
+    assert_one_line_message(exc, "noarm.csv:2", "pass it under --on or --off", "'arm'")
     pts = read_measurements([path], arm="off")
     assert [(p.arm, p.load, p.output_throughput) for p in pts] == [("off", 4, 500.5), ("off", 16, 1500)]
 
@@ -281,7 +271,7 @@ def test_bad_csv_rows_name_the_line_and_column(tmp_path, text, needles):
     path = write(tmp_path, "bad.csv", text)
     with pytest.raises(CrossoverError) as exc:
         read_measurements([path])
-    one_line(exc, *needles)
+    assert_one_line_message(exc, *needles)
 
 
 # --------------------------------------------------------------------------- flags against the file
@@ -299,13 +289,13 @@ def test_flag_agreeing_with_file_is_accepted(tmp_path):
 def test_flag_contradicting_vllm_spec_decode_keys():
     with pytest.raises(CrossoverError) as exc:
         read_measurements([APPEND], arm="off")
-    one_line(exc, f"{APPEND.name}:1", "--off", "spec_decode_")
+    assert_one_line_message(exc, f"{APPEND.name}:1", "--off", "spec_decode_")
 
 
 def test_bad_arm_argument():
     with pytest.raises(CrossoverError) as exc:
         read_measurements([CSV], arm="yes")
-    one_line(exc, "'yes'", "'on' or 'off'")
+    assert_one_line_message(exc, "'yes'", "'on' or 'off'")
 
 
 # --------------------------------------------------------------------------- broken files
@@ -320,7 +310,7 @@ def test_broken_fixture_gives_one_line_error_naming_file_and_key(name, needles):
     path = M / "broken" / name
     with pytest.raises(CrossoverError) as exc:
         read_measurements([path])
-    one_line(exc, name, *needles)
+    assert_one_line_message(exc, name, *needles)
 
 
 @pytest.mark.parametrize("changes, needles", [
@@ -338,7 +328,7 @@ def test_wrong_values_name_the_key(tmp_path, changes, needles):
     path = vllm_variant(tmp_path, "bad.json", **changes)
     with pytest.raises(CrossoverError) as exc:
         read_measurements([path])
-    one_line(exc, "bad.json", *needles)
+    assert_one_line_message(exc, "bad.json", *needles)
 
 
 @pytest.mark.parametrize("name, text, needles", [
@@ -354,17 +344,17 @@ def test_unreadable_content(tmp_path, name, text, needles):
     path = write(tmp_path, name, text)
     with pytest.raises(CrossoverError) as exc:
         read_measurements([path], arm="off")
-    one_line(exc, *needles)
+    assert_one_line_message(exc, *needles)
 
 
 def test_missing_paths_and_empty_directory(tmp_path):
     with pytest.raises(CrossoverError) as exc:
         read_measurements([tmp_path / "nope.json"])
-    one_line(exc, "nope.json", "no such file")
+    assert_one_line_message(exc, "nope.json", "no such file")
     (tmp_path / "empty").mkdir()
     with pytest.raises(CrossoverError) as exc:
         read_measurements([tmp_path / "empty"])
-    one_line(exc, "empty", "no *.json")
+    assert_one_line_message(exc, "empty", "no *.json")
 
 
 def test_inputs_are_byte_identical_after_reading():
@@ -408,13 +398,13 @@ def test_mean_lengths_per_completed_request():
 def test_point_validation_and_empty_table():
     with pytest.raises(CrossoverError) as exc:
         point("maybe", 4, src="hand.csv:3")
-    one_line(exc, "hand.csv:3", "arm")
+    assert_one_line_message(exc, "hand.csv:3", "arm")
     with pytest.raises(CrossoverError) as exc:
         point("on", 4, tput=float("nan"), src="hand.csv:4")
-    one_line(exc, "hand.csv:4", "output_throughput")
+    assert_one_line_message(exc, "hand.csv:4", "output_throughput")
     with pytest.raises(CrossoverError) as exc:
         MeasuredTable([]).load_axis
-    one_line(exc, "no measured points")
+    assert_one_line_message(exc, "no measured points")
     with pytest.raises(CrossoverError):
         MeasuredTable([point("on", 1)]).arm("both")
 
@@ -491,10 +481,10 @@ def test_log_field_order_does_not_matter_and_errors_are_one_line():
     assert out["per_position"] == pytest.approx((0.6, 0.3))
     with pytest.raises(CrossoverError) as exc:
         parse_spec_decode_log("INFO nothing to see\n", origin="server.log")
-    one_line(exc, "server.log", "SpecDecoding")
+    assert_one_line_message(exc, "server.log", "SpecDecoding")
     with pytest.raises(CrossoverError) as exc:
         parse_spec_decode_log("x\nSpecDecoding metrics: Mean acceptance length: 2.0\n", origin="server.log")
-    one_line(exc, "server.log:2", "'Accepted'")
+    assert_one_line_message(exc, "server.log:2", "'Accepted'")
 
 
 # --------------------------------------------------------------------------- acceptance: Prometheus
@@ -524,21 +514,21 @@ def test_prometheus_labels_and_models():
             'vllm:spec_decode_num_accepted_tokens_total{model_name="b",engine="0"} 2\n')
     with pytest.raises(CrossoverError) as exc:
         parse_prometheus(text, origin="scrape.txt")
-    one_line(exc, "scrape.txt", "a, b", "model_name")
+    assert_one_line_message(exc, "scrape.txt", "a, b", "model_name")
     assert parse_prometheus(text, model_name="a")["acceptance_length"] == 2.5
     assert parse_prometheus(text, model_name="b")["acceptance_length"] == 1.5
     with pytest.raises(CrossoverError) as exc:
         parse_prometheus("vllm:num_requests_running 3\n", origin="scrape.txt")
-    one_line(exc, "scrape.txt", "vllm:spec_decode_")
+    assert_one_line_message(exc, "scrape.txt", "vllm:spec_decode_")
 
 
 def test_read_acceptance_rejects_other_text(tmp_path):
     with pytest.raises(CrossoverError) as exc:
         read_acceptance(write(tmp_path, "x.txt", "hello\n"))
-    one_line(exc, "x.txt", "SpecDecoding", "vllm:spec_decode_")
+    assert_one_line_message(exc, "x.txt", "SpecDecoding", "vllm:spec_decode_")
     with pytest.raises(CrossoverError) as exc:
         read_acceptance(tmp_path / "absent.log")
-    one_line(exc, "absent.log", "no such file")
+    assert_one_line_message(exc, "absent.log", "no such file")
     assert math.isclose(read_acceptance(LOG)["accepted"], 19588)
 
 
@@ -546,14 +536,8 @@ def test_read_acceptance_rejects_other_text(tmp_path):
 # zero throughput, a UTF-8 BOM, negative latencies (through `crossover measured`); JSON stays JSON
 
 
-def _csv(tmp_path, text: str, bom: bool = False):
-    f = tmp_path / "sweep.csv"
-    f.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
-    return f
-
-
 def test_zero_off_throughput_is_no_crash_and_the_json_has_no_bare_nan(tmp_path):
-    f = _csv(tmp_path, "arm,concurrency,output_throughput\noff,1,0\non,1,150\noff,8,1000\non,8,900\n")
+    f = write(tmp_path, "sweep.csv", "arm,concurrency,output_throughput\noff,1,0\non,1,150\noff,8,1000\non,8,900\n")
     r = run_cli("measured", "--files", str(f), "--json")
     assert r.returncode == 0, r.stderr
     assert "NaN" not in r.stdout and "Infinity" not in r.stdout
@@ -564,13 +548,14 @@ def test_zero_off_throughput_is_no_crash_and_the_json_has_no_bare_nan(tmp_path):
 
 
 def test_a_csv_that_starts_with_a_utf8_bom_is_read(tmp_path):
-    f = _csv(tmp_path, "arm,concurrency,output_throughput\noff,1,100\non,1,150\n", bom=True)
+    f = write(tmp_path, "sweep.csv", "\ufeffarm,concurrency,output_throughput\noff,1,100\non,1,150\n")
+    assert f.read_bytes().startswith(b"\xef\xbb\xbfarm,")
     r = run_cli("measured", "--files", str(f), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["points"][0]["speedup"] == 1.5
 
 
 def test_negative_latencies_are_refused_in_one_line(tmp_path):
-    f = _csv(tmp_path, "arm,concurrency,output_throughput,median_tpot_ms\noff,1,100,7\non,1,150,-4\n")
+    f = write(tmp_path, "sweep.csv", "arm,concurrency,output_throughput,median_tpot_ms\noff,1,100,7\non,1,150,-4\n")
     r = run_cli("measured", "--files", str(f))
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "median_tpot_ms must be >= 0" in r.stderr
+    assert_one_line_error(r, "median_tpot_ms must be >= 0")

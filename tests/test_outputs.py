@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from conftest import REPO, run_cli
+from conftest import REPO, assert_one_line_error, run_cli
 
 
 def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path):
@@ -14,7 +14,7 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path):
     before = wl.read_bytes()
     r = run_cli("simulate", "--model", "llama-3.1-8b", "--workload", str(wl), "--concurrency", "1",
                 "--num-prompts", "10", "--csv", str(wl), "--force")
-    assert r.returncode == 2 and "one of this run's inputs" in r.stderr and r.stderr.count("\n") == 1
+    assert_one_line_error(r, "one of this run's inputs")
     assert wl.read_bytes() == before
 
 
@@ -23,7 +23,8 @@ def test_an_existing_output_needs_force_and_is_replaced_whole(tmp_path):
     out.write_text("keep me\n")
     args = ("whatif", "--model", "llama-3.1-8b", "--points", "3", "--csv", str(out))
     r = run_cli(*args)
-    assert r.returncode == 2 and "--force" in r.stderr and out.read_text() == "keep me\n"
+    assert_one_line_error(r, "--force")
+    assert out.read_text() == "keep me\n"
     r = run_cli(*args, "--force")
     assert r.returncode == 0, r.stderr
     assert out.read_text().startswith("batch,k,speedup")
@@ -36,7 +37,7 @@ def test_a_symlink_is_not_followed(tmp_path):
     link = tmp_path / "fit.yaml"
     link.symlink_to(target)
     r = run_cli("whatif", "--model", "llama-3.1-8b", "--points", "3", "--csv", str(link))
-    assert r.returncode == 2 and "symlink" in r.stderr
+    assert_one_line_error(r, "symlink")
     r = run_cli("whatif", "--model", "llama-3.1-8b", "--points", "3", "--csv", str(link), "--force")
     assert r.returncode == 0 and target.read_text() == "precious\n" and not link.is_symlink()
 
@@ -44,4 +45,5 @@ def test_a_symlink_is_not_followed(tmp_path):
 def test_a_failing_run_writes_nothing(tmp_path):
     plot = tmp_path / "p.png"
     r = run_cli("predict", "--model", "llama-3.1-8b", "--acceptance", "2", "--plot", str(plot))
-    assert r.returncode == 2 and not plot.exists()
+    assert_one_line_error(r)
+    assert not plot.exists()

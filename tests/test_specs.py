@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FIXTURES, REPO, assert_one_line_message
 
 from crossover.errors import CrossoverError
 from crossover.model.ops import active_params, kv_elements_per_token_layer, total_params
@@ -18,8 +19,6 @@ from crossover.specs import deployment as deployment_mod
 from crossover.specs.hf_import import config_to_spec, import_config
 from crossover.specs.loader import available, parse_spec, resolve
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HARDWARE_FILES = sorted((REPO / "hardware").glob("*.yaml"))
 MODEL_FILES = sorted((REPO / "models").glob("*.yaml"))
 
@@ -27,8 +26,7 @@ pytestmark = pytest.mark.usefixtures("no_user_specs")
 
 
 def _one_line_naming(exc: pytest.ExceptionInfo, path: Path | str) -> str:
-    msg = str(exc.value)
-    assert "\n" not in msg and msg.strip() == msg and msg, f"not one line: {msg!r}"
+    msg = assert_one_line_message(exc)
     assert Path(path).name in msg, f"message does not name {Path(path).name}: {msg!r}"
     return msg
 
@@ -551,8 +549,7 @@ def test_safe_load_yaml_is_safe_load_and_refuses_depth_before_the_c_composer_see
 
     from crossover.specs.loader import YAML_MAX_DEPTH, safe_load_yaml
 
-    repo = Path(__file__).resolve().parent.parent
-    specs = [p for d in ("hardware", "models", "engines", "workloads") for p in sorted((repo / d).glob("*.yaml"))]
+    specs = [p for d in ("hardware", "models", "engines", "workloads") for p in sorted((REPO / d).glob("*.yaml"))]
     assert len(specs) > 20
     for p in specs:
         text = p.read_text()
@@ -655,7 +652,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
     return out
 
 
-PKG = Path(__file__).resolve().parent.parent / "crossover"
+PKG = REPO / "crossover"
 
 
 def test_the_spec_loader_does_not_import_workloads_and_imports_sit_at_the_top():
