@@ -30,8 +30,9 @@ def main() -> None:
 
     def once():
         t0 = time.perf_counter()
-        res = crossover.plan("llama-3.1-70b", "sharegpt", slo_tpot_ms=50, peak_rps=50, hardware=HARDWARE,
-                             tp=(1, 2, 4, 8), weight_dtype="bf16,fp8", verify=5, jobs=jobs)
+        res = crossover.plan("llama-3.1-70b", "sharegpt", {"peak_rps": 50}, {"tpot_ms": 50},
+                             search={"hardware": HARDWARE, "tp": (1, 2, 4, 8), "weight_dtype": "bf16,fp8"},
+                             verification={"verify": 5, "jobs": jobs})
         return time.perf_counter() - t0, res
 
     first, res = once()

@@ -11,13 +11,14 @@ what it prints without.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from . import results
 from ..analysis.adaptive import adaptive_throughput
-from .build import acceptance_of, inputs, scenario, speculation
+from .build import acceptance_of, inputs, scenario, speculation as speculation_of
+from .plan_options import SLO, Demand, Pricing, Search, Verification
 from ..defaults import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits
 from ..analysis.curves import predict as _predict
@@ -26,22 +27,16 @@ from ..defaults import (
     DEFAULT_BURSTINESS,
     DEFAULT_CONFIDENCE_CONCENTRATION,
     DEFAULT_CONFIDENCE_THRESHOLD,
-    DEFAULT_COST_BASIS,
     DEFAULT_K_MAX,
     DEFAULT_KV_DTYPE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_METHOD,
     DEFAULT_NUM_PROMPTS,
-    DEFAULT_PUE,
-    DEFAULT_RETRY_REPLICAS,
     DEFAULT_SEED,
-    DEFAULT_SIM_PROMPTS,
-    DEFAULT_VERIFY,
     DEFAULT_WHATIF_POINTS,
     DEFAULT_WHATIF_X,
     DEFAULT_WHATIF_Y,
-    DEFAULT_YEARS,
     PLAN_HARDWARE,
     PLAN_TP,
 )
@@ -54,7 +49,7 @@ from ..serving.engine import EngineLimits
 from ..serving.sweep import sweep
 from ..specs import load_hardware, load_model
 from ..model.step import StepModel, op_breakdown
-from ..planning.traffic import Traffic, demand
+from ..planning.traffic import demand as planned_demand
 from ..analysis.trees import best_tree_policy
 from ..analysis.whatif import grid, parse_axis
 from ..specs.workload import Workload, load_workload
@@ -187,64 +182,55 @@ def _names(value: str | Sequence[Any] | None, default: Sequence[Any]) -> list[An
 
 
 @api_boundary
-def plan(model: str, workload: str | Workload, *, slo_tpot_ms: float | None = None,
-         slo_p99_tpot_ms: float | None = None, slo_ttft_ms: float | None = None, slo_p99_ttft_ms: float | None = None,
-         slo_itl_ms: float | None = None, slo_p99_itl_ms: float | None = None, slo_e2e_ms: float | None = None,
-         slo_p99_e2e_ms: float | None = None, peak_rps: float | None = None,
-         peak_output_tokens_per_s: float | None = None, traffic: str | Traffic | None = None,
-         hardware: str | Sequence[str] = PLAN_HARDWARE, tp: str | Sequence[int] = PLAN_TP,
-         weight_dtype: str | Sequence[str] | None = None, kv_dtype: str | Sequence[str] = (DEFAULT_KV_DTYPE,),
-         max_num_seqs: str | Sequence[int] = (DEFAULT_MAX_NUM_SEQS,), k_max: int | None = None,
-         price: str | Sequence[str] | dict[str, float] | None = None, price_file: str | None = None,
-         power_cost: float | None = None, pue: float = DEFAULT_PUE, years: float = DEFAULT_YEARS,
-         cost_basis: str = DEFAULT_COST_BASIS, verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS,
-         burstiness: float = DEFAULT_BURSTINESS, seed: int = DEFAULT_SEED, jobs: int | None = None,
-         max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-         expert_parallel: bool = False, retry_replicas: int = DEFAULT_RETRY_REPLICAS, progress=None,
-         **speculation_kwargs: Any) -> results.PlanResult:
-    """How many GPUs of which kind, deployed how, serve the demand under the SLOs, at what cost: every
-    hardware x TP x weight/KV dtype x speculation arm x max running sequences, sized, priced, ranked,
-    the best `verify` checked in the serving simulator. SLOs are ms (p50 and p99 of TPOT, TTFT, ITL,
-    E2E as vLLM's benchmark reports them); the demand is one of `peak_rps`, `peak_output_tokens_per_s`
-    or a `traffic` CSV (time,requests per interval). A finalist that misses an SLO in simulation is
-    simulated again with up to `retry_replicas` more replicas (its fleet grows to the first that meets
-    it, `replicas_added`) before it is demoted. `progress(done, total, what)` follows the screening and
-    the simulations."""
+def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any] | None = None,
+         slo: SLO | Mapping[str, Any] | None = None, *, search: Search | Mapping[str, Any] | None = None,
+         pricing: Pricing | Mapping[str, Any] | None = None,
+         verification: Verification | Mapping[str, Any] | None = None,
+         speculation: Mapping[str, Any] | None = None, progress=None) -> results.PlanResult:
+    """How many GPUs of which kind, deployed how, serve the `demand` under the `slo`, at what cost:
+    every deployment of the `search` (hardware x TP x weight/KV dtype x max running sequences) x
+    speculation arm (off, on at its best k, routed by load), sized, priced (`pricing`) and ranked, the
+    best checked in the serving simulator (`verification`: a finalist that misses an SLO is simulated
+    again with up to `retry_replicas` more replicas, its fleet growing to the first that meets it,
+    before it is demoted). `speculation`: crossover.scenario's speculation keywords (method, k,
+    acceptance, tau, draft, ...). Records or mappings of their fields (api/plan_options.py).
+    `progress(done, total, what)` follows the screening and the simulations."""
+    need_, slo_, find, price_, check = (Demand.of(demand), SLO.of(slo), Search.of(search), Pricing.of(pricing),
+                                        Verification.of(verification))
     target = load_model(model)
-    hws = [load_hardware(h) for h in _names(hardware, PLAN_HARDWARE)]
+    hws = [load_hardware(h) for h in _names(find.hardware, PLAN_HARDWARE)]
     if not hws:
         raise CrossoverError("plan needs at least one accelerator")
     wl, base = load_workload(workload)
     p_len, o_len = wl.means(base=base)
-    need = demand(peak_rps=peak_rps, peak_output_tokens_per_s=peak_output_tokens_per_s, traffic=traffic,
-                  output_len=o_len)
-    prices = price if isinstance(price, dict) else parse_price_flags(price)
-    cost = costs(hws, price=prices, price_file=price_file, power_usd_per_kwh=power_cost, pue=pue, years=years,
-                 basis=cost_basis)
-    kw = dict(speculation_kwargs)
+    need = planned_demand(peak_rps=need_.peak_rps, peak_output_tokens_per_s=need_.peak_output_tokens_per_s,
+                          traffic=need_.traffic, output_len=o_len)
+    prices = price_.price if isinstance(price_.price, Mapping) else parse_price_flags(price_.price)
+    cost = costs(hws, price=dict(prices) if prices else prices, price_file=price_.price_file,
+                 power_usd_per_kwh=price_.power_cost, pue=price_.pue, years=price_.years, basis=price_.cost_basis)
+    kw = dict(speculation or {})
     acc = acceptance_of(acceptance=kw.pop("acceptance", None), tau=kw.pop("tau", None),
                         per_position=kw.pop("per_position", None), match_rate=kw.pop("match_rate", None),
                         method=kw.get("method", DEFAULT_METHOD), workload=wl)
-    spec = speculation(target, acceptance=acc, **kw)
-    tps = tuple(int(t) for t in _names(tp, PLAN_TP))
-    wds = tuple(_names(weight_dtype, (None,)))
-    kvds = tuple(_names(kv_dtype, (DEFAULT_KV_DTYPE,)))
-    mns = tuple(int(n) for n in _names(max_num_seqs, (DEFAULT_MAX_NUM_SEQS,)))
-    slo = {"median_tpot_ms": slo_tpot_ms, "p99_tpot_ms": slo_p99_tpot_ms, "median_ttft_ms": slo_ttft_ms,
-           "p99_ttft_ms": slo_p99_ttft_ms, "median_itl_ms": slo_itl_ms, "p99_itl_ms": slo_p99_itl_ms,
-           "median_e2el_ms": slo_e2e_ms, "p99_e2el_ms": slo_p99_e2e_ms}
-    res = _plan(target, hws, spec, wl, need, slo, cost, prompt_len=p_len, output_len=o_len, tps=tps,
+    spec = speculation_of(target, acceptance=acc, **kw)
+    tps = tuple(int(t) for t in _names(find.tp, PLAN_TP))
+    wds = tuple(_names(find.weight_dtype, (None,)))
+    kvds = tuple(_names(find.kv_dtype, (DEFAULT_KV_DTYPE,)))
+    mns = tuple(int(n) for n in _names(find.max_num_seqs, (DEFAULT_MAX_NUM_SEQS,)))
+    k_max = find.k_max
+    res = _plan(target, hws, spec, wl, need, slo_.by_metric(), cost, prompt_len=p_len, output_len=o_len, tps=tps,
                 weight_dtypes=wds, kv_dtypes=kvds, max_num_seqs=mns, k_max=k_max,
-                max_num_batched_tokens=int(max_num_batched_tokens), expert_parallel=bool(expert_parallel),
-                verify=int(verify), num_prompts=int(num_prompts), burstiness=float(burstiness), seed=int(seed),
-                jobs=jobs, base=base, retry_replicas=retry_replicas, progress=progress)
+                max_num_batched_tokens=int(find.max_num_batched_tokens), expert_parallel=bool(find.expert_parallel),
+                verify=int(check.verify), num_prompts=int(check.num_prompts), burstiness=float(check.burstiness),
+                seed=int(check.seed), jobs=check.jobs, base=base, retry_replicas=check.retry_replicas,
+                progress=progress)
     resolved = {"model": target.name, "workload": wl.name, "prompt_len": p_len, "output_len": o_len,
                 "slo_ms": res.slo, "hardware": [h.name for h in hws], "tp": list(tps),
                 "weight_dtype": [w or target.weight_dtype for w in wds], "kv_dtype": list(kvds),
                 "max_num_seqs": list(mns), "method": spec.method, "k": spec.k, "k_max": int(k_max or spec.k),
-                "tau": round(spec.tau, 4), "verify": int(verify), "retry_replicas": int(retry_replicas),
-                "num_prompts": int(num_prompts),
-                "burstiness": float(burstiness), "seed": int(seed), "expert_parallel": bool(expert_parallel)}
+                "tau": round(spec.tau, 4), "verify": int(check.verify), "retry_replicas": int(check.retry_replicas),
+                "num_prompts": int(check.num_prompts), "burstiness": float(check.burstiness), "seed": int(check.seed),
+                "expert_parallel": bool(find.expert_parallel)}
     return results.PlanResult(res, resolved)
 
 
@@ -305,9 +291,10 @@ def report(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAU
             speculation_kw = {"method": sc.speculation.method, "k": sc.speculation.k}
         dep = sc.deployment
         planned = plan(dep.model.name if scenario is not None else scenario_kwargs.get("model", dep.model.name),
-                       workload, hardware=[dep.hardware.name], weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype,
-                       peak_rps=plan_peak_rps, slo_tpot_ms=plan_slo_tpot_ms, k_max=max(sc.speculation.k, 1),
-                       verify=2, **speculation_kw)
+                       workload, Demand(peak_rps=plan_peak_rps), SLO(tpot_ms=plan_slo_tpot_ms),
+                       search=Search(hardware=[dep.hardware.name], weight_dtype=dep.weight_dtype,
+                                     kv_dtype=dep.kv_dtype, k_max=max(sc.speculation.k, 1)),
+                       verification=Verification(verify=2), speculation=speculation_kw)
     page = build_page(sc, resolved, pred.prediction, pred.to_text(), policy_text, sim.sweep if sim else None,
                       sim.inputs if sim else None, sim.to_text() if sim else None, plan=planned)
     return results.ReportResult(page, resolved)

@@ -138,7 +138,10 @@ def _opt(value: str | None, flag: str, **kw) -> float | None:
 
 
 def plan_kwargs(args: argparse.Namespace) -> dict:
-    """`crossover plan`'s flags as keyword arguments of crossover.plan (report --plan uses them too)."""
+    """`crossover plan`'s flags as the arguments of crossover.plan: demand, slo, search, pricing,
+    verification and speculation records (api/plan_options.py)."""
+    from ..api.plan_options import SLO, Demand, Pricing, Search, Verification
+
     hardware = [h.strip() for h in args.hardware.split(",") if h.strip()]
     if not hardware:
         raise CrossoverError("--hardware needs at least one accelerator name")
@@ -146,26 +149,30 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
     for name in ("tpot", "ttft", "itl", "e2e"):
         for stat in ("", "p99_"):
             dest = f"slo_{stat}{name}_ms"
-            slo[dest] = _opt(getattr(args, dest), "--" + dest.replace("_", "-"))
-    kw = {k: v for k, v in speculation_kwargs(args).items() if v is not None}
-    return dict(hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
-                weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
-                max_num_seqs=[int(x) for x in parse_list(args.max_num_seqs, "--max-num-seqs", integer=True)],
-                max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
-                                                   integer=True)),
-                expert_parallel=bool(args.expert_parallel),
-                k_max=int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None,
-                peak_rps=_opt(args.peak_rps, "--peak-rps"),
-                peak_output_tokens_per_s=_opt(args.peak_output_tokens_per_s, "--peak-output-tokens-per-s"),
-                traffic=args.traffic, price=args.price, price_file=args.price_file, cost_basis=args.cost_basis,
-                power_cost=_opt(args.power_cost, "--power-cost"), pue=_number(args.pue, "--pue"),
-                years=_number(args.years, "--years"),
-                verify=int(_number(args.verify, "--verify", integer=True, positive=False)),
-                retry_replicas=int(_number(args.retry_replicas, "--retry-replicas", integer=True, positive=False)),
-                num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)),
-                burstiness=_number(args.burstiness, "--burstiness"),
-                seed=int(_number(args.seed, "--seed", integer=True, positive=False)),
-                jobs=int(_number(args.jobs, "--jobs", integer=True)) if args.jobs else None, **slo, **kw)
+            slo[f"{stat}{name}_ms"] = _opt(getattr(args, dest), "--" + dest.replace("_", "-"))
+    speculation = {k: v for k, v in speculation_kwargs(args).items() if v is not None}  # flags read in this order
+    search = Search(hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
+                    weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                    max_num_seqs=[int(x) for x in parse_list(args.max_num_seqs, "--max-num-seqs", integer=True)],
+                    max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
+                                                       integer=True)),
+                    expert_parallel=bool(args.expert_parallel),
+                    k_max=int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None)
+    demand = Demand(peak_rps=_opt(args.peak_rps, "--peak-rps"),
+                    peak_output_tokens_per_s=_opt(args.peak_output_tokens_per_s, "--peak-output-tokens-per-s"),
+                    traffic=args.traffic)
+    pricing = Pricing(price=args.price, price_file=args.price_file, cost_basis=args.cost_basis,
+                      power_cost=_opt(args.power_cost, "--power-cost"), pue=_number(args.pue, "--pue"),
+                      years=_number(args.years, "--years"))
+    verification = Verification(
+        verify=int(_number(args.verify, "--verify", integer=True, positive=False)),
+        retry_replicas=int(_number(args.retry_replicas, "--retry-replicas", integer=True, positive=False)),
+        num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)),
+        burstiness=_number(args.burstiness, "--burstiness"),
+        seed=int(_number(args.seed, "--seed", integer=True, positive=False)),
+        jobs=int(_number(args.jobs, "--jobs", integer=True)) if args.jobs else None)
+    return dict(demand=demand, slo=SLO(**slo), search=search, pricing=pricing, verification=verification,
+                speculation=speculation)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

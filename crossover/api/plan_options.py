@@ -1,0 +1,128 @@
+"""What `crossover.plan` is asked, as typed records instead of 34 keywords: the demand, the latency
+objectives, the deployments searched, how they are priced and how the finalists are verified.
+
+    crossover.plan("llama-3.1-70b", "sharegpt", Demand(peak_rps=50), SLO(tpot_ms=50),
+                   search=Search(hardware=("h100-sxm", "h200"), weight_dtype=("bf16", "fp8")))
+
+Each record also takes a plain mapping of its fields (`slo={"tpot_ms": 50}`). Defaults come from
+`crossover.defaults`; the CLI's flags for them are the `plan` records of `crossover.api.options`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, Sequence
+
+from .. import defaults as d
+from ..errors import InputError
+
+
+def _record(cls, value, what: str):
+    """`value` as a `cls` record: the record itself, a mapping of its fields, or None (the defaults)."""
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - names)
+        if unknown:
+            raise InputError(f"{what}: unknown field {unknown[0]!r} (known: {', '.join(sorted(names))})",
+                             parameter=what)
+        return cls(**value)
+    raise InputError(f"{what} must be a {cls.__name__} or a mapping of its fields (got {type(value).__name__})",
+                     parameter=what)
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The load the fleet must serve, one of: a peak in requests/s, a peak in output tokens/s (over
+    the workload's mean output length), or a traffic CSV (`time,requests` per interval)."""
+
+    peak_rps: float | None = None
+    peak_output_tokens_per_s: float | None = None
+    traffic: Any = None  # a CSV path or a planning.traffic.Traffic
+
+    @classmethod
+    def of(cls, value) -> "Demand":
+        return _record(cls, value, "demand")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency objectives in ms, p50 and p99 of TPOT, TTFT, ITL and end-to-end latency, as vLLM's
+    benchmark reports them; at least one."""
+
+    tpot_ms: float | None = None
+    p99_tpot_ms: float | None = None
+    ttft_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    e2e_ms: float | None = None
+    p99_e2e_ms: float | None = None
+
+    @classmethod
+    def of(cls, value) -> "SLO":
+        return _record(cls, value, "slo")
+
+    def by_metric(self) -> dict[str, float | None]:
+        """The objectives by the metric each bounds (vLLM's names)."""
+        return {"median_tpot_ms": self.tpot_ms, "p99_tpot_ms": self.p99_tpot_ms, "median_ttft_ms": self.ttft_ms,
+                "p99_ttft_ms": self.p99_ttft_ms, "median_itl_ms": self.itl_ms, "p99_itl_ms": self.p99_itl_ms,
+                "median_e2el_ms": self.e2e_ms, "p99_e2el_ms": self.p99_e2e_ms}
+
+
+@dataclass(frozen=True)
+class Search:
+    """The deployments searched: every accelerator x TP x weight dtype x KV dtype x max running
+    sequences (comma text or sequences), speculation up to `k_max` (None: the speculation's k)."""
+
+    hardware: str | Sequence[str] = d.PLAN_HARDWARE
+    tp: str | Sequence[int] = d.PLAN_TP
+    weight_dtype: str | Sequence[str] | None = None  # None: the model's own
+    kv_dtype: str | Sequence[str] = (d.DEFAULT_KV_DTYPE,)
+    max_num_seqs: str | Sequence[int] = (d.DEFAULT_MAX_NUM_SEQS,)
+    max_num_batched_tokens: int = d.DEFAULT_MAX_NUM_BATCHED_TOKENS
+    expert_parallel: bool = False
+    k_max: int | None = None
+
+    @classmethod
+    def of(cls, value) -> "Search":
+        return _record(cls, value, "search")
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How options are priced: rental prices per GPU-hour (`price`: 'gpu=usd' texts or a mapping;
+    `price_file`: YAML) over the hardware library's sourced ones, or ownership (purchase over
+    `years`, power at `power_cost` USD/kWh times `pue`)."""
+
+    price: str | Sequence[str] | Mapping[str, float] | None = None
+    price_file: str | None = None
+    cost_basis: str = d.DEFAULT_COST_BASIS
+    power_cost: float | None = None
+    pue: float = d.DEFAULT_PUE
+    years: float = d.DEFAULT_YEARS
+
+    @classmethod
+    def of(cls, value) -> "Pricing":
+        return _record(cls, value, "pricing")
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The best `verify` options simulated at the planned load (`num_prompts` requests each, inter-
+    arrivals of gamma shape `burstiness`, `seed`, in `jobs` processes); a finalist that misses an SLO
+    is simulated again with up to `retry_replicas` more replicas before it is demoted."""
+
+    verify: int = d.DEFAULT_VERIFY
+    num_prompts: int = d.DEFAULT_SIM_PROMPTS
+    burstiness: float = d.DEFAULT_BURSTINESS
+    seed: int = d.DEFAULT_SEED
+    jobs: int | None = None
+    retry_replicas: int = d.DEFAULT_RETRY_REPLICAS
+
+    @classmethod
+    def of(cls, value) -> "Verification":
+        return _record(cls, value, "verification")
