@@ -16,7 +16,7 @@ from ..errors import CrossoverError
 MAX_LIST = 100_000  # values one list flag may expand to (1..N ranges)
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse with one-line errors and exit status 2. `flags`: functions that add the parser's
     arguments, run when it first parses or formats its help (a verb's flags are built only when that
     verb runs: the other verbs' flags import what their defaults and choices need)."""
@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
 
 # ------------------------------------------------------------------------------ value parsing
 
-def _number(text: str, what: str, *, integer: bool = False, positive: bool = True) -> float:
+def parse_number(text: str, what: str, *, integer: bool = False, positive: bool = True) -> float:
     try:
         v = int(text) if integer else float(text)
     except ValueError:
@@ -69,27 +69,27 @@ def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
             continue
         if ".." in part:
             a, b = part.split("..", 1)
-            lo = int(_number(a, what, integer=True))
-            hi = int(_number(b, what, integer=True))
+            lo = int(parse_number(a, what, integer=True))
+            hi = int(parse_number(b, what, integer=True))
             if hi < lo:
                 raise CrossoverError(f"{what} range {part!r} runs backwards; write LOW..HIGH")
             if hi - lo >= MAX_LIST:
                 raise CrossoverError(f"{what} range {part!r} holds {hi - lo + 1} values; at most {MAX_LIST}")
             items += list(range(lo, hi + 1))
         else:
-            items.append(_number(part, what, integer=integer))
+            items.append(parse_number(part, what, integer=integer))
     if not items:
         raise CrossoverError(f"{what} list is empty; give e.g. 1,8,64 or 1..64")
     return items
 
 
-def _lengths(args: argparse.Namespace) -> tuple[float | None, float | None]:
+def parse_lengths(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """--prompt-len and --output-len (mean tokens per request), both or neither."""
     if (args.prompt_len is None) != (args.output_len is None):
         raise CrossoverError("give --prompt-len and --output-len together (mean tokens per request)")
     if args.prompt_len is None:
         return None, None
-    return _number(args.prompt_len, "--prompt-len"), _number(args.output_len, "--output-len")
+    return parse_number(args.prompt_len, "--prompt-len"), parse_number(args.output_len, "--output-len")
 
 
 def print_result(args: argparse.Namespace, result) -> None:

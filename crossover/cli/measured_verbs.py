@@ -7,7 +7,7 @@ import sys
 
 from ..errors import CrossoverError
 from ..api.sweeps import SKIPPED, measured
-from .common import _lengths, _number, print_result
+from .common import parse_lengths, parse_number, print_result
 
 
 def _files(args: argparse.Namespace) -> dict:
@@ -16,9 +16,9 @@ def _files(args: argparse.Namespace) -> dict:
 
 def cmd_measured(args: argparse.Namespace) -> int:
     """`crossover measured`."""
-    k = int(_number(args.k, "--k", integer=True)) if args.k is not None else None
+    k = int(parse_number(args.k, "--k", integer=True)) if args.k is not None else None
     res = measured(**_files(args), model=args.model, hardware=args.hardware,
-                   tp=int(_number(args.tp, "--tp", integer=True)) if args.tp is not None else None,
+                   tp=int(parse_number(args.tp, "--tp", integer=True)) if args.tp is not None else None,
                    method=args.method, draft=args.draft, k=k, calibration=getattr(args, "calibration", None),
                    force=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),
                    distilled=not getattr(args, "no_distilled", False),
@@ -64,8 +64,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     model = kw.pop("model", None)
     p_len = o_len = None
     if args.prompt_len is not None or args.output_len is not None:
-        p_len, o_len = _lengths(args)
-    res = calibrate_sweep(**_files(args), bootstrap=int(_number(args.bootstrap, "--bootstrap", integer=True,
+        p_len, o_len = parse_lengths(args)
+    res = calibrate_sweep(**_files(args), bootstrap=int(parse_number(args.bootstrap, "--bootstrap", integer=True,
                                                                  positive=False)),
                           model=model, prompt_len=p_len, output_len=o_len, progress=_bootstrap_progress(args),
                           **kw)

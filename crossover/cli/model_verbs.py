@@ -13,7 +13,7 @@ from ..files import write_atomic
 from ..model.memory import batch_ceiling, check_batches
 from ..reporting.text import simulation_rows
 from ..specs.workload import load_workload
-from .common import _lengths, _number, parse_list, print_result, warnings_as_lines
+from .common import parse_lengths, parse_number, parse_list, print_result, warnings_as_lines
 from .progress import progress_line
 from .scenario import scenario_from_args, scenario_kwargs, speculation_kwargs
 
@@ -38,7 +38,7 @@ def _progress(axis: str, quiet: bool = False):
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """`crossover predict`."""
-    sc, _ = scenario_from_args(args, *_lengths(args))
+    sc, _ = scenario_from_args(args, *parse_lengths(args))
     batches = DEFAULT_BATCHES
     if args.batch is not None:  # whole sequences, as an engine runs them
         batches = check_batches(parse_list(args.batch, "--batch"), batch_ceiling(sc.deployment))
@@ -77,12 +77,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     levels = parse_list(args.concurrency if axis == "concurrency" else args.request_rate, flag,
                         integer=axis == "concurrency")
     res = api.simulate(args.workload, **{axis: levels}, scenario=sc,
-                       num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)),
-                       seed=int(_number(args.seed, "--seed", integer=True, positive=False)),
-                       burstiness=_number(args.burstiness, "--burstiness"),
-                       max_num_seqs=None if args.max_num_seqs is None else int(_number(args.max_num_seqs, "--max-num-seqs",
+                       num_prompts=int(parse_number(args.num_prompts, "--num-prompts", integer=True)),
+                       seed=int(parse_number(args.seed, "--seed", integer=True, positive=False)),
+                       burstiness=parse_number(args.burstiness, "--burstiness"),
+                       max_num_seqs=None if args.max_num_seqs is None else int(parse_number(args.max_num_seqs, "--max-num-seqs",
                                                                                        integer=True)),
-                       max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
+                       max_num_batched_tokens=int(parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
                                                           integer=True)),
                        policy=bool(args.policy), hysteresis=_hysteresis(args.hysteresis),
                        progress=_progress(axis, args.quiet))
@@ -100,14 +100,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_policy(args: argparse.Namespace) -> int:
     """`crossover policy`."""
-    sc, _ = scenario_from_args(args, *_lengths(args))
-    res = api.policy(sc, k_max=int(_number(args.k_max, "--k-max", integer=True)),
-                     batch_max=int(_number(args.batch_max, "--batch-max", integer=True))
+    sc, _ = scenario_from_args(args, *parse_lengths(args))
+    res = api.policy(sc, k_max=int(parse_number(args.k_max, "--k-max", integer=True)),
+                     batch_max=int(parse_number(args.batch_max, "--batch-max", integer=True))
                      if args.batch_max is not None else None,
                      adaptive=bool(args.adaptive),
-                     confidence_threshold=_number(args.confidence_threshold, "--confidence-threshold", positive=False),
-                     confidence_concentration=_number(args.confidence_concentration, "--confidence-concentration"),
-                     tree_nodes=int(_number(args.tree_nodes, "--tree-nodes", integer=True))
+                     confidence_threshold=parse_number(args.confidence_threshold, "--confidence-threshold", positive=False),
+                     confidence_concentration=parse_number(args.confidence_concentration, "--confidence-concentration"),
+                     tree_nodes=int(parse_number(args.tree_nodes, "--tree-nodes", integer=True))
                      if args.tree_nodes is not None else None,
                      draft_model_id=args.draft_model_id or (args.draft if args.method == "draft" else None))
     if args.plot:
@@ -124,7 +124,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     res = api.report(batches=batches,
                      workload=args.workload,
                      concurrency=parse_list(args.concurrency, "--concurrency", integer=True) if args.concurrency else None,
-                     num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)), with_plan=args.plan,
+                     num_prompts=int(parse_number(args.num_prompts, "--num-prompts", integer=True)), with_plan=args.plan,
                      plan_peak_rps=_opt(args.plan_peak_rps, "--plan-peak-rps"),
                      plan_slo_tpot_ms=_opt(args.plan_slo_tpot_ms, "--plan-slo-tpot-ms"), **scenario_kwargs(args))
     page = res.write(args.out, force=True)  # check_outputs refused an existing page without --force
@@ -134,7 +134,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _opt(value: str | None, flag: str, **kw) -> float | None:
     """A flag's number, or None when not given."""
-    return None if value is None else _number(value, flag, **kw)
+    return None if value is None else parse_number(value, flag, **kw)
 
 
 def plan_kwargs(args: argparse.Namespace) -> dict:
@@ -154,23 +154,23 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
     search = Search(hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
                     weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
                     max_num_seqs=[int(x) for x in parse_list(args.max_num_seqs, "--max-num-seqs", integer=True)],
-                    max_num_batched_tokens=int(_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
+                    max_num_batched_tokens=int(parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
                                                        integer=True)),
                     expert_parallel=bool(args.expert_parallel),
-                    k_max=int(_number(args.k_max, "--k-max", integer=True)) if args.k_max else None)
+                    k_max=int(parse_number(args.k_max, "--k-max", integer=True)) if args.k_max else None)
     demand = Demand(peak_rps=_opt(args.peak_rps, "--peak-rps"),
                     peak_output_tokens_per_s=_opt(args.peak_output_tokens_per_s, "--peak-output-tokens-per-s"),
                     traffic=args.traffic)
     pricing = Pricing(price=args.price, price_file=args.price_file, cost_basis=args.cost_basis,
-                      power_cost=_opt(args.power_cost, "--power-cost"), pue=_number(args.pue, "--pue"),
-                      years=_number(args.years, "--years"))
+                      power_cost=_opt(args.power_cost, "--power-cost"), pue=parse_number(args.pue, "--pue"),
+                      years=parse_number(args.years, "--years"))
     verification = Verification(
-        verify=int(_number(args.verify, "--verify", integer=True, positive=False)),
-        retry_replicas=int(_number(args.retry_replicas, "--retry-replicas", integer=True, positive=False)),
-        num_prompts=int(_number(args.num_prompts, "--num-prompts", integer=True)),
-        burstiness=_number(args.burstiness, "--burstiness"),
-        seed=int(_number(args.seed, "--seed", integer=True, positive=False)),
-        jobs=int(_number(args.jobs, "--jobs", integer=True)) if args.jobs else None)
+        verify=int(parse_number(args.verify, "--verify", integer=True, positive=False)),
+        retry_replicas=int(parse_number(args.retry_replicas, "--retry-replicas", integer=True, positive=False)),
+        num_prompts=int(parse_number(args.num_prompts, "--num-prompts", integer=True)),
+        burstiness=parse_number(args.burstiness, "--burstiness"),
+        seed=int(parse_number(args.seed, "--seed", integer=True, positive=False)),
+        jobs=int(parse_number(args.jobs, "--jobs", integer=True)) if args.jobs else None)
     return dict(demand=demand, slo=SLO(**slo), search=search, pricing=pricing, verification=verification,
                 speculation=speculation)
 
@@ -193,7 +193,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_whatif(args: argparse.Namespace) -> int:
     """`crossover whatif`."""
     sc, _ = scenario_from_args(args)
-    res = api.whatif(args.x, args.y, points=int(_number(args.points, "--points", integer=True)), scenario=sc)
+    res = api.whatif(args.x, args.y, points=int(parse_number(args.points, "--points", integer=True)), scenario=sc)
     if args.csv:
         _write_csv(args.csv, res.csv_rows())
     if args.plot:

@@ -1,6 +1,6 @@
 """The argument parser of the `crossover` command, generated from the option records of
 `crossover.api.options` (each flag's default and help are declared there once). Each verb's flags are
-added when that verb is parsed or its help is shown (`_Parser(flags=...)`): a command builds only its
+added when that verb is parsed or its help is shown (`Parser(flags=...)`): a command builds only its
 own, and building them imports no model."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 from typing import Sequence
 
 from ..api import options as o
-from .common import _Parser
+from .common import Parser
 from .serve_verb import SERVE_HELP, add_serve_flags
 
 # groups of mutually exclusive options that must be given (one of them)
@@ -54,7 +54,7 @@ def _verb_flags(verb: str):
 
 def _add_list_show(p: argparse.ArgumentParser, what: str):
     """`crossover VERB list|show NAME`; returns the action subparsers for more actions."""
-    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     add_options(actions.add_parser("list", help=f"names of all known {what}s"), [o.SPEC_JSON])
     show = actions.add_parser("show", help=f"one {what}'s spec")
     show.add_argument("name")
@@ -106,8 +106,8 @@ VERBS = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `crossover` command."""
-    p = _Parser(prog="crossover", description="Predict where speculative decoding stops paying off.")
-    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    p = Parser(prog="crossover", description="Predict where speculative decoding stops paying off.")
+    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     for name, kw, flags in VERBS:
         sub.add_parser(name, flags=(flags, _add_max_input), **kw)
     return p

@@ -8,13 +8,13 @@ from typing import Any
 from ..api.build import acceptance_of, inputs, scenario, speculation
 from ..errors import CrossoverError
 from ..model.speculation import parse_tree
-from .common import _number, parse_list, warnings_as_lines
+from .common import parse_number, parse_list, warnings_as_lines
 
 
 def _opt(args: argparse.Namespace, name: str, flag: str, **kw: Any) -> float | None:
     """A numeric flag as a number (None when not given)."""
     text = getattr(args, name, None)
-    return None if text is None else _number(text, flag, **kw)
+    return None if text is None else parse_number(text, flag, **kw)
 
 
 def _int(args: argparse.Namespace, name: str, flag: str, positive: bool = True) -> int | None:

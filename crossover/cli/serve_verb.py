@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import CrossoverError
-from .common import _number
+from .common import parse_number
 
 
 SERVE_HELP = "an interactive what-if page in the browser (a local web server)"
@@ -23,7 +23,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the page until Ctrl-C."""
     from ..web import serve  # the web layer loads only for this verb
 
-    port = int(_number(args.port, "--port", integer=True, positive=False))
+    port = int(parse_number(args.port, "--port", integer=True, positive=False))
     if not 0 <= port <= 65535:
         raise CrossoverError(f"--port must lie in 0..65535 (got {port}; 0 picks a free port)")
     return serve(args.host, port, open_browser=args.open, verbose=args.verbose)

@@ -19,11 +19,11 @@ from ..errors import CrossoverError
 from .fields import (
     LATENCY_MS_RANGE,
     THROUGHPUT_RANGE,
-    _check_throughput,
-    _quality_warnings,
-    _resolve_arm,
-    _tau,
-    _whole,
+    check_throughput,
+    quality_warnings,
+    resolve_arm,
+    tau_of,
+    whole_count,
 )
 from .point import ARMS, LOAD_AXES, MeasuredPoint
 from .columns import ColumnBuilder, Columns, constant
@@ -63,7 +63,7 @@ def _csv_lines(text: str, first_only: bool = False, src: str = "", first_lineno:
             return
 
 
-def _looks_like_csv(text: str) -> bool:
+def looks_like_csv(text: str) -> bool:
     try:
         rows = list(_csv_lines(text, first_only=True))
     except CrossoverError:
@@ -81,7 +81,7 @@ def _header(path: Path, text: str) -> tuple[int, list[str], int]:
         ((_, fields),) = _csv_lines(line, src=f"{path}: ", first_lineno=lineno)
         end = text.find("\n", offset)
         return lineno, fields, len(text) if end < 0 else end + 1
-    raise CrossoverError(f"{path}: no CSV header")  # not reached: _looks_like_csv found one
+    raise CrossoverError(f"{path}: no CSV header")  # not reached: looks_like_csv found one
 
 
 def _chunks(text: str, start: int, lineno: int) -> Iterator[tuple[int, str]]:
@@ -115,7 +115,7 @@ class _CsvLayout:
         self.metrics = [n for n in names if n not in own and n not in LOAD_AXES]
 
 
-def _read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None,
+def read_csv(path: Path, text: str, arm_flag: str | None, axis_flag: str | None,
               more: Iterable[str] = (), size_hint: int | None = None) -> Columns:
     """The CSV whose text starts with `text` (the header included) and goes on with the pieces of
     whole lines in `more`, read as they come: the file (of about `size_hint` bytes) is never held whole."""
@@ -268,7 +268,7 @@ def _block_warnings(c: Columns) -> None:
         odd |= ~np.isnan(completed) & ~np.isnan(prompts) & (completed != prompts)
     for i in np.flatnonzero(odd).tolist():
         metrics = {name: float(col[i]) for name, col in c.metrics.items() if col[i] == col[i]}
-        c.warnings[i] = tuple(_quality_warnings(metrics))
+        c.warnings[i] = tuple(quality_warnings(metrics))
 
 
 def _csv_rows(layout: _CsvLayout, chunk: str, lineno: int, header_line: int) -> Columns:
@@ -293,7 +293,7 @@ def _csv_row(layout: _CsvLayout, src: str, fields: list[str], header_line: int) 
     if file_arm is not None and file_arm not in ARMS:
         raise CrossoverError(f"{src}: column 'arm' must be 'on' or 'off', got {record['arm']!r}")
     hint = "the 'arm' cell is empty" if "arm" in record else "the CSV has no 'arm' column"
-    arm = _resolve_arm(src, file_arm, f"its 'arm' column says {file_arm}", arm_flag, hint)
+    arm = resolve_arm(src, file_arm, f"its 'arm' column says {file_arm}", arm_flag, hint)
     values: dict[str, float] = {}
     for name, cell in record.items():
         if name in ("arm", "model_id") or cell == "":
@@ -305,18 +305,18 @@ def _csv_row(layout: _CsvLayout, src: str, fields: list[str], header_line: int) 
     load = values.pop(axis, None)
     if load is None or not (math.isfinite(load) and load > 0):
         raise CrossoverError(f"{src}: column {axis!r} must be a finite number > 0, got {record[axis]!r}")
-    throughput = _check_throughput(src, "output_throughput", values.pop("output_throughput", None))
-    tau = _tau(src, "acceptance_length", values.pop("acceptance_length", None))
+    throughput = check_throughput(src, "output_throughput", values.pop("output_throughput", None))
+    tau = tau_of(src, "acceptance_length", values.pop("acceptance_length", None))
     rate = values.pop("acceptance_rate", None)
     if rate is not None and math.isnan(rate):
         rate = None
     if rate is not None and not 0 <= rate <= 1:
         raise CrossoverError(f"{src}: column 'acceptance_rate' is {rate:g}; write a fraction 0-1, not a percentage")
-    k = _whole(src, "k", values.pop("k", None))
+    k = whole_count(src, "k", values.pop("k", None))
     for other in LOAD_AXES:
         values.pop(other, None)
     metrics = {name: v for name, v in values.items() if math.isfinite(v)}
     return MeasuredPoint(
         source=src, arm=arm, load_axis=axis, load=load, output_throughput=throughput, metrics=metrics,
-        acceptance_length=tau, acceptance_rate=rate, k=k, warnings=tuple(_quality_warnings(metrics)),
+        acceptance_length=tau, acceptance_rate=rate, k=k, warnings=tuple(quality_warnings(metrics)),
         model_id=record.get("model_id", "").strip() or None)

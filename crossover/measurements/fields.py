@@ -37,7 +37,7 @@ _OWN_KEYS = frozenset({
 
 # --------------------------------------------------------------------------- values
 
-def _describe(value: Any) -> str:
+def described(value: Any) -> str:
     if isinstance(value, str):
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"the string {shown!r}"
@@ -55,11 +55,11 @@ def _number(src: str, key: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CrossoverError(f"{src}: key {key!r} must be a number, got {_describe(value)}")
+        raise CrossoverError(f"{src}: key {key!r} must be a number, got {described(value)}")
     return float(value)
 
 
-def _whole(src: str, key: str, value: Any) -> int | None:
+def whole_count(src: str, key: str, value: Any) -> int | None:
     """A whole number >= 0 from a JSON number or a digit string (vLLM --metadata values are strings)."""
     if value is None:
         return None
@@ -88,7 +88,7 @@ def implausible(name: str, value: float) -> str | None:
             f"a denormal or a unit slip?)")
 
 
-def _check_throughput(src: str, key: str, value: float | None) -> float:
+def check_throughput(src: str, key: str, value: float | None) -> float:
     if value is None:
         raise CrossoverError(f"{src}: key {key!r} is empty; expected output tokens/s")
     if math.isnan(value):
@@ -102,13 +102,13 @@ def _check_throughput(src: str, key: str, value: float | None) -> float:
     return value
 
 
-def _throughput(src: str, obj: dict) -> float:
+def throughput_of(src: str, obj: dict) -> float:
     if "output_throughput" not in obj:
         raise CrossoverError(f"{src}: missing required key 'output_throughput' (output tokens/s)")
-    return _check_throughput(src, "output_throughput", _number(src, "output_throughput", obj["output_throughput"]))
+    return check_throughput(src, "output_throughput", _number(src, "output_throughput", obj["output_throughput"]))
 
 
-def _metrics(src: str, obj: dict, aliases: dict[str, str], pattern: re.Pattern | None) -> dict[str, float]:
+def metrics_of(src: str, obj: dict, aliases: dict[str, str], pattern: re.Pattern | None) -> dict[str, float]:
     """Every numeric measurement of a result object under its vLLM name; config and lists are left out."""
     out: dict[str, float] = {}
     for canonical in (True, False):  # the canonical spelling wins over an alias of the same metric
@@ -129,7 +129,7 @@ def _metrics(src: str, obj: dict, aliases: dict[str, str], pattern: re.Pattern |
     return out
 
 
-def _quality_warnings(metrics: dict[str, float]) -> list[str]:
+def quality_warnings(metrics: dict[str, float]) -> list[str]:
     out = []
     failed = metrics.get("failed")
     if failed is not None and failed > 0:
@@ -153,7 +153,7 @@ def _request_rate(src: str, obj: dict) -> tuple[float | None, str]:
             return None, "inf"
         if word == "trace":
             return None, '"trace"'
-        raise CrossoverError(f"{src}: key 'request_rate' must be a number or \"inf\", got {_describe(value)}")
+        raise CrossoverError(f"{src}: key 'request_rate' must be a number or \"inf\", got {described(value)}")
     rate = _number(src, "request_rate", value)
     if math.isinf(rate) and rate > 0:
         return None, "inf"
@@ -169,7 +169,7 @@ def _positive(src: str, key: str, value: Any) -> float | None:
     return num
 
 
-def _load(src: str, obj: dict, forced: str | None) -> tuple[str, float, list[str]]:
+def load_of(src: str, obj: dict, forced: str | None) -> tuple[str, float, list[str]]:
     """(axis, level, warnings) in order: the configured concurrency cap, a finite request rate, then what was measured."""
     if forced == "batch":
         batch = _positive(src, "batch", obj.get("batch"))
@@ -210,7 +210,7 @@ def _load(src: str, obj: dict, forced: str | None) -> tuple[str, float, list[str
 
 # --------------------------------------------------------------------------- arm
 
-def _resolve_arm(src: str, file_arm: str | None, evidence: str, flag: str | None, hint: str) -> str:
+def resolve_arm(src: str, file_arm: str | None, evidence: str, flag: str | None, hint: str) -> str:
     if flag is None:
         if file_arm is None:
             raise CrossoverError(
@@ -223,7 +223,7 @@ def _resolve_arm(src: str, file_arm: str | None, evidence: str, flag: str | None
     return flag
 
 
-def _vllm_arm(obj: dict) -> tuple[str | None, str]:
+def vllm_arm(obj: dict) -> tuple[str | None, str]:
     spec = sorted(k for k in obj if k.startswith("spec_decode_"))
     if spec:
         return "on", f"the file has key {spec[0]!r}"
@@ -232,7 +232,7 @@ def _vllm_arm(obj: dict) -> tuple[str | None, str]:
     return None, ""
 
 
-def _sglang_arm(obj: dict) -> tuple[str | None, str]:
+def sglang_arm(obj: dict) -> tuple[str | None, str]:
     info = obj.get("server_info")
     if not isinstance(info, dict) or "speculative_algorithm" not in info:
         return None, ""
@@ -244,7 +244,7 @@ def _sglang_arm(obj: dict) -> tuple[str | None, str]:
 
 # --------------------------------------------------------------------------- acceptance and k
 
-def _tau(src: str, key: str, value: Any) -> float | None:
+def tau_of(src: str, key: str, value: Any) -> float | None:
     tau = _number(src, key, value)
     if tau is None or not math.isfinite(tau):
         return None
@@ -253,8 +253,8 @@ def _tau(src: str, key: str, value: Any) -> float | None:
     return tau
 
 
-def _vllm_acceptance(src: str, obj: dict) -> tuple[float | None, float | None, tuple[float, ...] | None]:
-    tau = _tau(src, "spec_decode_acceptance_length", obj.get("spec_decode_acceptance_length"))
+def vllm_acceptance(src: str, obj: dict) -> tuple[float | None, float | None, tuple[float, ...] | None]:
+    tau = tau_of(src, "spec_decode_acceptance_length", obj.get("spec_decode_acceptance_length"))
     accepted = _number(src, "spec_decode_accepted_tokens", obj.get("spec_decode_accepted_tokens"))
     drafted = _number(src, "spec_decode_draft_tokens", obj.get("spec_decode_draft_tokens"))
     drafts = _number(src, "spec_decode_num_drafts", obj.get("spec_decode_num_drafts"))
@@ -274,7 +274,7 @@ def _vllm_acceptance(src: str, obj: dict) -> tuple[float | None, float | None, t
     per_pos = None
     if raw is not None:
         if not isinstance(raw, list):
-            raise CrossoverError(f"{src}: key {key!r} must be a list of fractions 0-1, got {_describe(raw)}")
+            raise CrossoverError(f"{src}: key {key!r} must be a list of fractions 0-1, got {described(raw)}")
         vals = [_number(src, f"{key}[{i}]", v) for i, v in enumerate(raw)]
         for i, v in enumerate(vals):
             if v is None or not 0 <= v <= 1:
@@ -293,20 +293,20 @@ def _speculative_config(obj: dict) -> dict:
     return conf if isinstance(conf, dict) else {}
 
 
-def _vllm_k(src: str, obj: dict, per_pos: tuple[float, ...] | None) -> int | None:
+def vllm_k(src: str, obj: dict, per_pos: tuple[float, ...] | None) -> int | None:
     """K from the sweep's speculative_config override or --metadata; else the per-position list length."""
     conf = _speculative_config(obj)
     if conf.get("num_speculative_tokens") is not None:
-        return _whole(src, "speculative_config.num_speculative_tokens", conf["num_speculative_tokens"])
+        return whole_count(src, "speculative_config.num_speculative_tokens", conf["num_speculative_tokens"])
     for key in ("speculative_config.num_speculative_tokens", "num_speculative_tokens"):
         if obj.get(key) is not None:
-            return _whole(src, key, obj[key])
+            return whole_count(src, key, obj[key])
     return len(per_pos) if per_pos else None
 
 
-def _sglang_acceptance(src: str, obj: dict) -> float | None:
+def sglang_acceptance(src: str, obj: dict) -> float | None:
     if obj.get("accept_length") is not None:
-        return _tau(src, "accept_length", obj["accept_length"])
+        return tau_of(src, "accept_length", obj["accept_length"])
     info = obj.get("server_info")
     if not isinstance(info, dict):
         return None
@@ -314,22 +314,22 @@ def _sglang_acceptance(src: str, obj: dict) -> float | None:
     if isinstance(states, list) and states and isinstance(states[0], dict):
         value = states[0].get("avg_spec_accept_length")
         if value is not None:
-            return _tau(src, "server_info.internal_states[0].avg_spec_accept_length", value)
+            return tau_of(src, "server_info.internal_states[0].avg_spec_accept_length", value)
     if info.get("avg_spec_accept_length") is not None:
-        return _tau(src, "server_info.avg_spec_accept_length", info["avg_spec_accept_length"])
+        return tau_of(src, "server_info.avg_spec_accept_length", info["avg_spec_accept_length"])
     return None
 
 
-def _sglang_k(src: str, obj: dict) -> int | None:
+def sglang_k(src: str, obj: dict) -> int | None:
     """K for a chain (topk 1): speculative_num_draft_tokens - 1; None for trees, n-gram or no speculation."""
     info = obj.get("server_info")
-    if not isinstance(info, dict) or _sglang_arm(obj)[0] != "on":
+    if not isinstance(info, dict) or sglang_arm(obj)[0] != "on":
         return None
     if str(info.get("speculative_algorithm", "")).upper() == "NGRAM":
         return None
-    tokens = _whole(src, "server_info.speculative_num_draft_tokens", info.get("speculative_num_draft_tokens"))
-    topk = _whole(src, "server_info.speculative_eagle_topk", info.get("speculative_eagle_topk"))
-    steps = _whole(src, "server_info.speculative_num_steps", info.get("speculative_num_steps"))
+    tokens = whole_count(src, "server_info.speculative_num_draft_tokens", info.get("speculative_num_draft_tokens"))
+    topk = whole_count(src, "server_info.speculative_eagle_topk", info.get("speculative_eagle_topk"))
+    steps = whole_count(src, "server_info.speculative_num_steps", info.get("speculative_num_steps"))
     if tokens is None or tokens < 1:
         return None
     chain = topk == 1 or (topk is None and steps is not None and tokens == steps + 1)

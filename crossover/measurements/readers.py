@@ -13,20 +13,20 @@ from typing import Iterator, Sequence
 
 from ..errors import FileError, InputError
 from ..files import read_text, read_text_chunks, too_deep
-from .csv_table import CSV_DOC, _looks_like_csv, _read_csv
+from .csv_table import CSV_DOC, looks_like_csv, read_csv
 from .fields import (
-    _describe,
-    _load,
-    _metrics,
-    _quality_warnings,
-    _resolve_arm,
-    _sglang_acceptance,
-    _sglang_arm,
-    _sglang_k,
-    _throughput,
-    _vllm_acceptance,
-    _vllm_arm,
-    _vllm_k,
+    described,
+    load_of,
+    metrics_of,
+    quality_warnings,
+    resolve_arm,
+    sglang_acceptance,
+    sglang_arm,
+    sglang_k,
+    throughput_of,
+    vllm_acceptance,
+    vllm_arm,
+    vllm_k,
 )
 from .point import ARMS, LOAD_AXES, MeasuredPoint
 from .columns import ColumnBuilder, Columns
@@ -143,8 +143,8 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
         if piece is None:
             break
         text += piece
-    if _looks_like_csv(text):
-        out = _read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
+    if looks_like_csv(text):
+        out = read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
         out.formats = frozenset({"csv"})
         return out
     raise FileError(
@@ -196,10 +196,10 @@ def _json_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
                 raise FileError(f"{base}: empty JSON list; expected vLLM results (a sweep summary.json)")
             for i, item in enumerate(value):
                 if not isinstance(item, dict):
-                    raise FileError(f"{base}[{i}]: expected a JSON object (one result), got {_describe(item)}")
+                    raise FileError(f"{base}[{i}]: expected a JSON object (one result), got {described(item)}")
                 yield f"{base}[{i}]", item
         else:
-            raise FileError(f"{base}: expected a JSON object or a list of them, got {_describe(value)}")
+            raise FileError(f"{base}: expected a JSON object or a list of them, got {described(value)}")
 
 
 def _json_error(path: Path, text: str, exc: json.JSONDecodeError) -> str:
@@ -234,25 +234,25 @@ def _detect(src: str, obj: dict) -> str:
 
 def _from_record(src: str, obj: dict, fmt: str, arm_flag: str | None, axis_flag: str | None) -> MeasuredPoint:
     """One result object, written by `fmt` ("vllm" or "sglang", as _detect tells), as a point."""
-    throughput = _throughput(src, obj)
-    axis, load, warnings = _load(src, obj, axis_flag)
+    throughput = throughput_of(src, obj)
+    axis, load, warnings = load_of(src, obj, axis_flag)
     if fmt == "vllm":
-        file_arm, evidence = _vllm_arm(obj)
+        file_arm, evidence = vllm_arm(obj)
         hint = "the file has no spec_decode_* or speculative_config keys"
-        metrics = _metrics(src, obj, _VLLM_ALIASES, None)
-        tau, rate, per_pos = _vllm_acceptance(src, obj)
-        k = _vllm_k(src, obj, per_pos)
+        metrics = metrics_of(src, obj, _VLLM_ALIASES, None)
+        tau, rate, per_pos = vllm_acceptance(src, obj)
+        k = vllm_k(src, obj, per_pos)
     else:
-        file_arm, evidence = _sglang_arm(obj)
+        file_arm, evidence = sglang_arm(obj)
         hint = "server_info.speculative_algorithm is missing"
-        metrics = _metrics(src, obj, _SGLANG_ALIASES, _SGLANG_E2E)
-        tau, rate, per_pos = _sglang_acceptance(src, obj), None, None
-        k = _sglang_k(src, obj)
-    arm = _resolve_arm(src, file_arm, evidence, arm_flag, hint)
+        metrics = metrics_of(src, obj, _SGLANG_ALIASES, _SGLANG_E2E)
+        tau, rate, per_pos = sglang_acceptance(src, obj), None, None
+        k = sglang_k(src, obj)
+    arm = resolve_arm(src, file_arm, evidence, arm_flag, hint)
     return MeasuredPoint(
         source=src, arm=arm, load_axis=axis, load=load, output_throughput=throughput, metrics=metrics,
         acceptance_length=tau, acceptance_rate=rate, per_position=per_pos, k=k,
-        warnings=tuple(warnings + _quality_warnings(metrics)), model_id=_model_id(obj),
+        warnings=tuple(warnings + quality_warnings(metrics)), model_id=_model_id(obj),
     )
 
 
