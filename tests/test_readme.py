@@ -145,7 +145,8 @@ def test_the_pages_python_examples_run(page, capsys):
         exec(compile(block, rel(page), "exec"), scope)  # noqa: S102 - the page's own examples
     if page.name == "python-api.md":
         out = capsys.readouterr().out.splitlines()
-        assert out[0].split()[1] == "always_faster" and out[-1].startswith("[")
+        assert out[0].split()[1] == "always_faster" and out[1].startswith("[")  # predict, then the what-if
+        assert out[2].startswith(("rent ", "buy "))  # the plan's recommendation
 
 
 def slug(heading: str) -> str:
