@@ -217,8 +217,8 @@ SLO_GROUP = "latency SLOs, ms (as vllm bench serve reports them; at least one)"
 SLO_METRICS = (("tpot", "time per output token"), ("ttft", "time to first token"), ("itl", "inter-token latency"),
                ("e2e", "end-to-end latency"))
 SLO = tuple(opt for name, what in SLO_METRICS for opt in (
-    O(f"slo_{name}_ms", f"median (p50) {what}", metavar="MS", group=SLO_GROUP),
-    O(f"slo_p99_{name}_ms", f"p99 {what}", metavar="MS", group=SLO_GROUP)))
+    O(f"slo_{name}_ms", f"median (p50) {what}", metavar="MS", group=SLO_GROUP, api=f"{name}_ms"),
+    O(f"slo_p99_{name}_ms", f"p99 {what}", metavar="MS", group=SLO_GROUP, api=f"p99_{name}_ms")))
 DEPLOY_GROUP = "deployment options (comma lists are searched)"
 COST_GROUP = "cost (defaults: hardware/*.yaml prices with their sources)"
 VERIFY_GROUP = "verification in the serving simulator"
@@ -307,8 +307,7 @@ MEASURED = (
       "taken after the run (with a second scrape taken before it, subtracted); gives tau, k and, with n-gram, the "
       "match rate (drafts per request step)", metavar="FILE[,BEFORE]"),
     O("no_distilled", NO_DISTILLED_HELP, kind="switch", api="distilled"),
-    O("force_calibration", "apply a --calibration fitted on another model, hardware or TP", kind="switch",
-      api="force"),
+    O("force_calibration", "apply a --calibration fitted on another model, hardware or TP", kind="switch"),
     O("calibration", "predict beside the measurement with a fit saved by `crossover calibrate` (e.g. one made on "
       "another sweep: a hold-out check)"),
     O("strict", "exit 2 when a point beats the speed-of-light bound", kind="switch", api=None),

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..defaults import DEFAULT_BOOTSTRAP, DEFAULT_K, DEFAULT_METHOD
 from ..comparison.engine_effects import engine_effects
-from ..errors import CrossoverError, api_boundary
+from ..errors import CrossoverError, InputError, api_boundary
 from .diagnostics import Diagnostic
 from ..measurements import Columns, MeasuredTable, read_columns
 from ..analysis.bounds import files_model
@@ -161,18 +161,29 @@ class MeasuredResult:
         return measured_text(self.table, self.checks, LIKELY_CAUSES, self.predicted, self.engine_effects)
 
 
+# crossover.scenario's keywords a measured sweep takes (the deployment the files ran; the rest the files say)
+MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
+                     "distilled")
+
+
 @api_boundary
 def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
-             model: str | None = None, hardware: str | None = None, tp: int | None = None,
-             method: str | None = None, draft: str | None = None, k: int | None = None,
-             calibration: str | Path | None = None, force: bool = False,
-             engine: str | None = None, distilled: bool = True,
-             engine_metrics: Paths = None) -> MeasuredResult:
+             engine_metrics: Paths = None, **scenario_kwargs: Any) -> MeasuredResult:
     """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
     that name it), every point checked against the speed of light and the model beside each level.
-    `force`: apply a calibration fitted on another model, hardware or TP (build.scenario checks).
-    `engine_metrics`: the server's own acceptance (a vLLM log, or a /metrics scrape after the run
-    and optionally one before it): its tau, k and n-gram match rate replace the files'."""
+    `scenario_kwargs`: crossover.scenario's keywords for the deployment the files ran (MEASURED_KEYWORDS:
+    model, hardware, tp, method, draft, k, calibration, force_calibration, engine, distilled); the
+    lengths, tau and n-gram match rate come from the files. `engine_metrics`: the server's own acceptance
+    (a vLLM log, or a /metrics scrape after the run and optionally one before it): its tau, k and
+    n-gram match rate replace the files'."""
+    unknown = sorted(set(scenario_kwargs) - set(MEASURED_KEYWORDS))
+    if unknown:
+        raise InputError(f"measured takes no {unknown[0]!r} (the deployment the files ran: "
+                         f"{', '.join(MEASURED_KEYWORDS)})", parameter=unknown[0])
+    kw = {**dict.fromkeys(MEASURED_KEYWORDS), "force_calibration": False, "distilled": True, **scenario_kwargs}
+    model, hardware, tp, method, draft, k = (kw[n] for n in ("model", "hardware", "tp", "method", "draft", "k"))
+    calibration, force, engine, distilled = (kw[n] for n in ("calibration", "force_calibration", "engine",
+                                                             "distilled"))
     table = read_arms(on, off, files, load_axis)
     metrics = read_engine_metrics(engine_metrics)
     model, skipped = model_for_check(table, model, hardware)

@@ -20,7 +20,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
     res = measured(**_files(args), model=args.model, hardware=args.hardware,
                    tp=int(parse_number(args.tp, "--tp", integer=True)) if args.tp is not None else None,
                    method=args.method, draft=args.draft, k=k, calibration=getattr(args, "calibration", None),
-                   force=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),
+                   force_calibration=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),
                    distilled=not getattr(args, "no_distilled", False),
                    engine_metrics=args.engine_metrics.split(",") if getattr(args, "engine_metrics", None) else None)
     later = [d for d in res.diagnostics if d.kind == SKIPPED]  # the skipped check is said after the output
