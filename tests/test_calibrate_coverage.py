@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from crossover.analysis.calibration import Observation, calibrate
 from crossover.model.scenario import Scenario
@@ -24,6 +25,7 @@ FITS = 100
 DRAWS = 40
 
 
+@pytest.mark.slow  # 100 fits with 40 bootstrap draws each: ~20 s
 def test_the_90_percent_interval_contains_the_true_crossover_in_at_least_85_percent_of_fits():
     # the generic defaults (not the H100's kernel-table-distilled parameters): the start the fit leaves
     dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1,

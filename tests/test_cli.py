@@ -1,12 +1,11 @@
-"""The `crossover` command, run as a subprocess: exit codes, stdout and one-line errors on stderr."""
+"""The `crossover` command (in-process through crossover.cli.main, tests/conftest.py run_cli): exit
+codes, stdout and one-line errors on stderr."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
@@ -19,7 +18,6 @@ from crossover.analysis.curves import evaluate
 POINT_KEYS = {"batch", "step_ms_off", "step_ms_on", "tokens_per_s_off", "tokens_per_s_on", "speedup"}
 INPUT_KEYS = {"model", "hardware", "tp", "k", "context"}
 REGIMES = {"crosses", "always_faster", "never_faster"}
-WORKERS = max(2, min(16, os.cpu_count() or 2))
 
 
 def _parse(proc) -> dict:
@@ -153,9 +151,7 @@ VARIANTS = {
 
 @pytest.fixture(scope="module")
 def variant_runs(cli):
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        futures = {k: pool.submit(cli, "predict", "--json", "--batch", "1,8,64", *v) for k, v in VARIANTS.items()}
-        return {k: f.result() for k, f in futures.items()}
+    return {k: cli("predict", "--json", "--batch", "1,8,64", *v) for k, v in VARIANTS.items()}
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -226,9 +222,7 @@ BAD = [
 
 @pytest.fixture(scope="module")
 def bad_runs(cli):
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        futures = {case: pool.submit(cli, "predict", *args) for case, args, _ in BAD}
-        return {k: f.result() for k, f in futures.items()}
+    return {case: cli("predict", *args) for case, args, _ in BAD}
 
 
 @pytest.mark.parametrize("case, needles", [

@@ -1,10 +1,9 @@
-"""`crossover simulate` and the prefill flags of `crossover predict`, through a subprocess."""
+"""`crossover simulate` and the prefill flags of `crossover predict`, through the command (in-process)."""
 
 from __future__ import annotations
 
 import csv
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import assert_one_line_error, run_cli
@@ -50,8 +49,7 @@ def test_simulate_table_rate_csv_and_plot(tmp_path):
         ("simulate", "--workload", "gsm8k", "--request-rate", "1,4", *SMALL, "--json", "--burstiness", "0.5"),
         ("simulate", "--workload", "gsm8k", "--concurrency", "2,8", *SMALL, "--csv", str(csv_path), "--plot", str(png)),
     ]
-    with ThreadPoolExecutor(3) as ex:
-        table, rate, files = list(ex.map(lambda a: run_cli(*a), runs))
+    table, rate, files = [run_cli(*a) for a in runs]
     assert table.returncode == 0, table.stderr
     assert "output tok/s" in table.stdout and "crossover" in table.stdout
     assert rate.returncode == 0, rate.stderr

@@ -561,6 +561,7 @@ def test_fuzz_plan(warm_simulator, data):
         fs.run(argv)
 
 
+@pytest.mark.slow  # six reports, each simulating and drawing its figures: ~6 s
 @fuzz(6)
 @given(st.data())
 def test_fuzz_report(warm_simulator, data):

@@ -21,6 +21,7 @@ needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: 
                                  "needs it (pip install \".[measure]\", or the CPU build of torch)")
 
 
+@pytest.mark.slow  # times a tiny model's steps with torch
 @needs_torch
 def test_measure_script_writes_step_times_the_reader_takes(tmp_path):
     out = tmp_path / "steps.csv"

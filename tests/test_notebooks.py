@@ -77,6 +77,7 @@ def test_notebook_is_committed_without_outputs(path):
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
 
+@pytest.mark.slow  # a Jupyter kernel per notebook: seconds each
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_in_a_jupyter_kernel(path, tmp_path):
     nbformat, _, _ = _kernel_tools()
@@ -104,6 +105,7 @@ def test_notebook_runs_in_a_jupyter_kernel(path, tmp_path):
         assert "past the memory limit" in line, line
 
 
+@pytest.mark.slow
 def test_notebook_03_outside_the_repository_stops_with_a_clear_error(tmp_path):
     # The fixture search is bounded (the notebook's folder and its parent): from a folder outside the
     # repository it fails at once with the fix, instead of walking up the tree forever.

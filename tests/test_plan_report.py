@@ -74,6 +74,7 @@ def test_each_figure_is_written_and_not_empty(tmp_path, name):
         assert path.stat().st_size > 5_000
 
 
+@pytest.mark.slow  # simulates and draws every figure of the page: ~3 s
 def test_report_writes_one_self_contained_page(tmp_path):
     out = tmp_path / "review"
     r = run_cli("report", "--model", "llama-3.1-8b", "--workload", "gsm8k", "--concurrency", "1,8", "--num-prompts",

@@ -248,26 +248,9 @@ def test_serve_prints_the_url_and_answers_there():
     assert_one_line_error(run_cli("serve", "--port", "70000", timeout=60), "--port")  # refused before it binds
 
 
-def test_a_built_wheel_ships_the_page(tmp_path):
-    import tomllib
-
-    from test_wheel import SOURCES
-
-    mapped = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"].get("package-dir", {})
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in dict.fromkeys([*SOURCES, *(d.split("/")[0] for d in mapped.values())]):
-        p = REPO / name
-        if p.is_dir():
-            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_data"))
-        elif p.is_file():
-            shutil.copy2(p, src / name)
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(src)]
-    built = subprocess.run([*cmd, "--no-build-isolation"], capture_output=True, text=True, timeout=300)
-    if built.returncode != 0:  # as test_wheel.py: an isolated build where setuptools is old or `wheel` missing
-        built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-2000:]
-    names = set(zipfile.ZipFile(next((tmp_path / "dist").glob("crossover-*.whl"))).namelist())
+@pytest.mark.slow  # the wheel (built once per session: tests/conftest.py built_wheel)
+def test_a_built_wheel_ships_the_page(built_wheel):
+    names = set(zipfile.ZipFile(built_wheel).namelist())
     static = {f"crossover/web/static/{p.name}" for p in (REPO / "crossover" / "web" / "static").iterdir()}
     assert static and static <= names, sorted(static - names)
     assert "crossover/web/server.py" in names
@@ -303,6 +286,7 @@ def _wait(driver, condition, what: str, timeout: float = 30):
     raise AssertionError(f"timed out waiting for {what}; the page's error line: {shown!r}")
 
 
+@pytest.mark.slow  # a browser
 def test_the_page_in_headless_chromium(server):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys

@@ -11,29 +11,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO, isolated_env
 
-REPO = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "setup.py", "setup.cfg", "README.md", "LICENSE", "MANIFEST.in",
-           "crossover", "hardware", "models", "workloads", "engines", "docs")
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "CROSSOVER_SPEC_PATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSAFEPATH")}
-    env["PIP_NO_INPUT"] = "1"
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
+pytestmark = pytest.mark.slow  # builds a wheel and installs it into a fresh venv
 
 
 def _run(cmd, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], cwd=str(cwd), env=_env(), capture_output=True, text=True,
+    return subprocess.run([str(c) for c in cmd], cwd=str(cwd), env=isolated_env(), capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -42,28 +32,10 @@ def _bin(venv: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(venv dir, wheel path, scratch cwd): crossover built from the repo and installed into a new venv."""
+def installed(tmp_path_factory, built_wheel):
+    """(venv dir, wheel path, scratch cwd): crossover built from the repo (tests/conftest.py
+    built_wheel) and installed into a new venv."""
     root = tmp_path_factory.mktemp("wheel")
-    src = root / "src"
-    src.mkdir()
-    for name in SOURCES:
-        p = REPO / name
-        if p.is_dir():
-            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_data"))
-        elif p.is_file():
-            shutil.copy2(p, src / name)
-    dist = root / "dist"
-    base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist]
-    # Fast path: the running interpreter's setuptools; fall back to an isolated build when it is too old
-    # (pyproject asks setuptools>=68) or lacks the `wheel` package.
-    build = _run([*base, "--no-build-isolation", src], root, timeout=120)
-    if build.returncode != 0:
-        build = _run([*base, src], root, timeout=180)
-    assert build.returncode == 0, f"wheel build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
-    wheels = sorted(dist.glob("crossover-*.whl"))
-    assert len(wheels) == 1, wheels
-
     venv = root / "venv"
     made = _run([sys.executable, "-m", "venv", "--system-site-packages", venv], root)
     assert made.returncode == 0, made.stderr
@@ -75,11 +47,11 @@ def installed(tmp_path_factory):
         import site
         paths = [p for p in site.getsitepackages() if Path(p).resolve() != REPO]
         Path(purelib, "_outer_site.pth").write_text("\n".join(paths) + "\n")
-    inst = _run([py, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", wheels[0]], root)
+    inst = _run([py, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", built_wheel], root)
     assert inst.returncode == 0, f"{inst.stdout[-2000:]}\n{inst.stderr[-2000:]}"
     cwd = root / "elsewhere"
     cwd.mkdir()
-    return venv, wheels[0], cwd
+    return venv, built_wheel, cwd
 
 
 def test_wheel_ships_the_spec_libraries(installed):
