@@ -9,7 +9,8 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 
 import crossover
-from crossover.api.build import AUTO_TP, _deployment, scenario
+from crossover.defaults import AUTO_TP
+from crossover.api.build import _deployment, scenario
 from crossover.errors import CrossoverError
 from crossover.model.memory import batch_ceiling, check_batches
 from crossover.specs import load_hardware, load_model

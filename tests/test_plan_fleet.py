@@ -10,6 +10,7 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 
 import crossover
+from crossover.api.plan_options import SLO, Demand, Pricing, Search, Verification
 from crossover.model.scenario import Scenario
 from crossover.analysis.curves import evaluate
 from crossover.errors import CrossoverError
@@ -25,12 +26,25 @@ P, O = 512, 128
 WL = fixed(P, O)
 
 
+def _records(flat: dict) -> dict:
+    """crossover.plan's records from flat field names (each name belongs to one record)."""
+    from dataclasses import fields
+
+    out: dict = {}
+    for name, cls in (("demand", Demand), ("slo", SLO), ("search", Search), ("pricing", Pricing),
+                      ("verification", Verification)):
+        mine = {f.name for f in fields(cls)}
+        out[name] = cls(**{k: flat.pop(k) for k in list(flat) if k in mine})
+    assert not flat, f"no record has {sorted(flat)}"
+    return out
+
+
 def _plan(**kw):
-    args = dict(slo_tpot_ms=20, hardware=["h100-sxm"], tp=[1], verify=0, jobs=1)
-    args.update(kw)
+    args = dict(tpot_ms=20, hardware=["h100-sxm"], tp=[1], verify=0, jobs=1)
+    args.update({k.removeprefix("slo_"): v for k, v in kw.items()})
     if "traffic" not in args:
         args.setdefault("peak_rps", 40)
-    return crossover.plan("llama-3.1-8b", WL, **args)
+    return crossover.plan("llama-3.1-8b", WL, **_records(args))
 
 
 def test_fleet_size_by_hand_for_a_fixed_length_workload():
@@ -97,8 +111,9 @@ def test_fp8_is_cheaper_per_token_than_bf16_where_the_chip_has_fp8_tensor_cores(
 
 
 def test_no_duplicate_rows_and_routed_arms_really_route():
-    res = crossover.plan("llama-3.1-70b", "sharegpt", slo_tpot_ms=50, peak_rps=20, hardware=["h100-sxm", "h200"],
-                         weight_dtype="fp8", verify=0, jobs=1)
+    res = crossover.plan("llama-3.1-70b", "sharegpt", Demand(peak_rps=20), SLO(tpot_ms=50),
+                         search=Search(hardware=["h100-sxm", "h200"], weight_dtype="fp8"),
+                         verification=Verification(verify=0, jobs=1))
     keys = [(o.hardware, o.tp, o.weight_dtype, o.kv_dtype, o.max_num_seqs, o.arm) for o in res.options]
     assert len(keys) == len(set(keys))
     for o in res.plan.ranked:
@@ -249,7 +264,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, extra, words):
 
 def test_library_errors_are_crossover_errors():
     with pytest.raises(CrossoverError, match="at least one latency SLO"):
-        crossover.plan("llama-3.1-8b", WL, peak_rps=1, hardware=["h100-sxm"], tp=[1], verify=0)
+        crossover.plan("llama-3.1-8b", WL, Demand(peak_rps=1), search=Search(hardware=["h100-sxm"], tp=[1]),
+                       verification=Verification(verify=0))
     with pytest.raises(CrossoverError, match="unknown weight dtype"):
         _plan(weight_dtype="fp7")
 

@@ -15,8 +15,9 @@ from crossover.model.speculation import Speculation
 def test_plan_ranks_options_and_says_why_others_were_dropped():
     import crossover
 
-    res = crossover.plan("llama-3.1-70b", "sharegpt", slo_tpot_ms=40, peak_rps=10,
-                         hardware=["h100-sxm", "rtx-4090", "l4"], tp=(1, 2, 4, 8), verify=0, jobs=1)
+    res = crossover.plan("llama-3.1-70b", "sharegpt", {"peak_rps": 10}, {"tpot_ms": 40},
+                         search={"hardware": ["h100-sxm", "rtx-4090", "l4"], "tp": (1, 2, 4, 8)},
+                         verification={"verify": 0, "jobs": 1})
     ranked = res.plan.ranked
     costs = [o.usd_per_month for o in ranked if o.usd_per_month is not None]
     assert costs == sorted(costs)  # cheapest fleet first, unpriced ones after
