@@ -79,3 +79,25 @@ def test_simulate_policy_draws_its_schedule_with_the_runs_seed(monkeypatch):
         want = wl.sample(np.random.default_rng(seed), 20_000, base)
         assert np.array_equal(prompts, want[0]) and np.array_equal(outputs, want[1])
     assert not np.array_equal(got[0][0], got[1][0])
+
+
+def test_a_numpy_warning_inside_a_command_is_shown_once_and_does_not_loop(capsys):
+    """warnings_as_lines re-showed each non-UserWarning inside its recording context, which recorded
+    it again into the list it walked: any numpy RuntimeWarning grew memory without end."""
+    import signal
+    import warnings
+
+    from crossover.cli.common import warnings_as_lines
+
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("warnings_as_lines loops")))
+    signal.alarm(10)
+    try:
+        with warnings.catch_warnings(record=True) as shown:  # what warnings_as_lines passes on
+            warnings.simplefilter("always")
+            with warnings_as_lines():
+                warnings.warn("overflow in exp", RuntimeWarning)
+                warnings.warn("a draft larger than its target", UserWarning)
+    finally:
+        signal.alarm(0)
+    assert [str(w.message) for w in shown] == ["overflow in exp"]
+    assert capsys.readouterr().err == "crossover: warning: a draft larger than its target\n"

@@ -175,14 +175,17 @@ def dumps_indented(obj, indent: str = "  ", _pad: str = "") -> str:
 
 @contextmanager
 def warnings_as_lines() -> Iterator[None]:
-    """The library's warnings (e.g. a draft larger than its target) as one stderr line each."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        try:
+    """The library's warnings (e.g. a draft larger than its target) as one stderr line each; other
+    warnings are shown as Python shows them, once the recording has ended (shown inside it, each
+    would be recorded again into the list being walked: a loop that never ends)."""
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
             yield
-        finally:
-            for w in caught:
-                if issubclass(w.category, UserWarning):
-                    print("crossover: warning: " + " ".join(str(w.message).split()), file=sys.stderr)
-                else:
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    finally:
+        for w in caught:
+            if issubclass(w.category, UserWarning):
+                print("crossover: warning: " + " ".join(str(w.message).split()), file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
