@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..reporting.text import (
@@ -18,7 +18,11 @@ from ..reporting.text import (
 )
 from ..reporting.plan import plan_dict, plan_table
 
+from .diagnostics import Diagnostic
+
 if TYPE_CHECKING:  # annotations only: the model stack loads with the first prediction
+    from ..measurements import MeasuredTable
+    from ..model.scenario import Scenario
     from ..analysis.curves import Prediction
 
 
@@ -183,3 +187,66 @@ class ReportResult:
         write_text(page, self.html)
         return page
 
+
+@dataclass
+class MeasuredResult:
+    """`crossover measured`: the measured table, the physics check of every point, the prediction
+    at the measured levels (with a model), and the diagnostics said beside it (stderr)."""
+
+    table: MeasuredTable
+    scenario: Scenario | None
+    checks: list = field(default_factory=list)
+    predicted: dict[str, Any] | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    engine_effects: dict[str, Any] | None = None  # a slowdown deeper than the model allows, and its causes
+    engine_metrics: dict[str, Any] | None = None  # the server's acceptance (--engine-metrics)
+
+    @property
+    def notes(self) -> list[str]:
+        """The diagnostics as the lines the CLI prints."""
+        return [d.line for d in self.diagnostics]
+
+    @property
+    def impossible(self) -> list:
+        """Points faster than the speed of light allows."""
+        from ..analysis.bounds import BoundChecks
+
+        return BoundChecks.of(self.checks).beaten()
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..reporting.measured import measured_dict
+
+        out = measured_dict(self.table, self.checks, self.predicted)
+        if self.predicted is not None:
+            out["engine_effects"] = self.engine_effects
+        if self.engine_metrics is not None:
+            out["engine_metrics"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.engine_metrics.items()}
+        return out
+
+    def to_text(self) -> str:
+        from ..analysis.bounds import LIKELY_CAUSES
+        from ..reporting.measured import measured_text
+
+        return measured_text(self.table, self.checks, LIKELY_CAUSES, self.predicted, self.engine_effects)
+
+
+@dataclass
+class CalibrateResult:
+    """`crossover calibrate`: the fit (parameters, errors, crossover interval) and its scenario."""
+
+    fit: Any  # calibration.Fit
+    inputs: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..reporting.measured import calibration_dict
+
+        return {**calibration_dict(self.fit), "inputs": self.inputs}
+
+    def to_text(self) -> str:
+        from ..reporting.measured import calibration_table
+
+        return calibration_table(self.fit, self.inputs)
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """What `--out` saves (and `--calibration` reads back)."""
+        return self.fit.to_yaml_dict()

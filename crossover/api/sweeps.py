@@ -4,7 +4,6 @@ verbs `crossover.measured` and `crossover.calibrate` (and the CLI's) are built f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -14,6 +13,7 @@ from ..defaults import DEFAULT_BOOTSTRAP, DEFAULT_K, DEFAULT_METHOD
 from ..comparison.engine_effects import engine_effects
 from ..errors import CrossoverError, InputError, api_boundary
 from .diagnostics import Diagnostic
+from .results import CalibrateResult, MeasuredResult
 from ..measurements import Columns, MeasuredTable, read_columns
 from ..analysis.bounds import files_model
 
@@ -117,48 +117,6 @@ def model_for_check(table: MeasuredTable, model: str | None,
                                 f"or YAML) and --hardware", evidence={"model_ids": list(named)})
     return None, Diagnostic(SKIPPED, "physics check skipped: the files name no model; give --model and --hardware "
                             "to check every point against the speed of light")
-
-
-@dataclass
-class MeasuredResult:
-    """`crossover measured`: the measured table, the physics check of every point, the prediction
-    at the measured levels (with a model), and the diagnostics said beside it (stderr)."""
-
-    table: MeasuredTable
-    scenario: Scenario | None
-    checks: list = field(default_factory=list)
-    predicted: dict[str, Any] | None = None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    engine_effects: dict[str, Any] | None = None  # a slowdown deeper than the model allows, and its causes
-    engine_metrics: dict[str, Any] | None = None  # the server's acceptance (--engine-metrics)
-
-    @property
-    def notes(self) -> list[str]:
-        """The diagnostics as the lines the CLI prints."""
-        return [d.line for d in self.diagnostics]
-
-    @property
-    def impossible(self) -> list:
-        """Points faster than the speed of light allows."""
-        from ..analysis.bounds import BoundChecks
-
-        return BoundChecks.of(self.checks).beaten()
-
-    def to_dict(self) -> dict[str, Any]:
-        from ..reporting.measured import measured_dict
-
-        out = measured_dict(self.table, self.checks, self.predicted)
-        if self.predicted is not None:
-            out["engine_effects"] = self.engine_effects
-        if self.engine_metrics is not None:
-            out["engine_metrics"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.engine_metrics.items()}
-        return out
-
-    def to_text(self) -> str:
-        from ..analysis.bounds import LIKELY_CAUSES
-        from ..reporting.measured import measured_text
-
-        return measured_text(self.table, self.checks, LIKELY_CAUSES, self.predicted, self.engine_effects)
 
 
 # crossover.scenario's keywords a measured sweep takes (the deployment the files ran; the rest the files say)
@@ -299,28 +257,6 @@ def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
                                off.metrics["mean_tpot_ms"], on.metrics["mean_tpot_ms"], f"{off.source} | {on.source}",
                                load_on=in_flight(on, sc), use_throughput=False))
     return obs
-
-
-@dataclass
-class CalibrateResult:
-    """`crossover calibrate`: the fit (parameters, errors, crossover interval) and its scenario."""
-
-    fit: Any  # calibration.Fit
-    inputs: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        from ..reporting.measured import calibration_dict
-
-        return {**calibration_dict(self.fit), "inputs": self.inputs}
-
-    def to_text(self) -> str:
-        from ..reporting.measured import calibration_table
-
-        return calibration_table(self.fit, self.inputs)
-
-    def to_yaml_dict(self) -> dict[str, Any]:
-        """What `--out` saves (and `--calibration` reads back)."""
-        return self.fit.to_yaml_dict()
 
 
 @api_boundary
