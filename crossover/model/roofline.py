@@ -19,6 +19,7 @@ Numbers: validation/transition.md, written by `python validation/transition.py`.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -96,10 +97,18 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
     return big * np.power(1.0 + np.power(ratio, p), 1.0 / p)
 
 
-@dataclass(frozen=True, eq=False)
+# A group of rows' names and coefficient columns (CompiledOps._coefficients); None: a column of zeros, whose
+# terms are skipped (act_bytes_per_token: None where the FLOPs per token are zero too)
+Coefficients = namedtuple("Coefficients", "names weight_bytes act_bytes_per_token flops_per_token kv_bytes_per_attended "
+                          "kv_write_per_token flops_per_query_attended window_index bandwidth rate sampled_rows "
+                          "expert_bytes num_experts top_k")
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
 class CompiledOps:
     """An op list compiled against a deployment: per-row coefficients, so one forward is a few array
-    ops. Hashed by identity (it holds arrays); built once per spec by the memoised builders below."""
+    ops. Hashed by identity (it holds arrays); built once per spec by the memoised builders below,
+    by keyword only (its fields are many columns of one kind)."""
 
     names: tuple[str, ...]
     weight_bytes: np.ndarray  # bytes streamed per step regardless of tokens (dense weights)
@@ -146,19 +155,26 @@ class CompiledOps:
         """For each row, the index of its window in `windows`."""
         return np.searchsorted(np.asarray(self.windows), self.attention_window)
 
-    @lru_cache(maxsize=None)  # noqa: B019 (plans live in memoised builders)
-    def _coefficients(self, group: str) -> tuple:
-        """The rows' names and coefficient columns, indexed once per group."""
+    @cached_property
+    def _coefficient_table(self) -> dict[str, Coefficients]:
+        """Each group's `Coefficients`, indexed once (per instance: nothing outside it holds it alive)."""
+        return {group: self._columns(group) for group in self._groups}
+
+    def _coefficients(self, group: str) -> Coefficients:
+        """The rows' names and coefficient columns of a group of `_groups`."""
+        return self._coefficient_table[group]
+
+    def _columns(self, group: str) -> Coefficients:
         r = self._groups[group]
         lm = self.sampled_rows[r] if self.sampled_rows is not None else np.zeros(len(r), bool)
         wb, ab, fpt, kvw = (self.weight_bytes[r], self.act_bytes_per_token[r], self.flops_per_token[r],
                             self.kv_write_per_token[r])
         kva = self.kv_bytes_per_attended[r]
-        return (tuple(self.names[i] for i in r), wb if wb.any() else None,
-                ab if (ab.any() or fpt.any()) else None, fpt, kva if kva.any() else None,
-                kvw if kvw.any() else None, self.flops_per_query_attended[r], self._window_index[r],
-                self.bandwidth[r], self.rate[r], lm if lm.any() else None, self.expert_bytes[r],
-                self.num_experts[r], self.top_k[r])
+        return Coefficients(tuple(self.names[i] for i in r), wb if wb.any() else None,
+                            ab if (ab.any() or fpt.any()) else None, fpt, kva if kva.any() else None,
+                            kvw if kvw.any() else None, self.flops_per_query_attended[r], self._window_index[r],
+                            self.bandwidth[r], self.rate[r], lm if lm.any() else None, self.expert_bytes[r],
+                            self.num_experts[r], self.top_k[r])
 
     # ------------------------------------------------------------------ attention sums per window
 
@@ -297,7 +313,7 @@ def _token_table(ops: CompiledOps, size: int) -> tuple[np.ndarray, np.ndarray]:
     t = np.arange(size, dtype=float)
     zero = np.zeros((len(ops.windows), size))
     names, rows = ops._row_costs("tokens", t, t, zero, zero)
-    lm = ops._coefficients("tokens")[10]
+    lm = ops._coefficients("tokens").sampled_rows
     by_tokens = rows[0] if lm is None else rows[0][~lm]
     by_sampled = np.zeros((0, size)) if lm is None else rows[0][lm]
     return np.asarray(by_tokens.sum(axis=0) + ops._allreduce(t), float), by_sampled.sum(axis=0)
@@ -368,11 +384,14 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
         ar_per_token *= tp * dep.link_bandwidth / (dep.hardware.interconnect_bytes_s * host)
     if num_layers is None:
         num_layers = sum(op.count for op in ops if op.kind == "attention")
-    return CompiledOps(tuple(op.name for op in rows), wb, eb, ne, tk, ab, fpt, kva, kvw, fqa, win, bw, rate,
-                ar_per_token, ar_calls * dep.allreduce_latency, ar_count > 0 and tp > 1,
-                num_layers * eff.layer_overhead_s, eff.transition, eff.transition_p,
-                tp if dep.expert_parallel else 1,
-                np.array([op.name in SAMPLED_OPS for op in rows], bool), tuple(ops), dep)
+    return CompiledOps(
+        names=tuple(op.name for op in rows), weight_bytes=wb, expert_bytes=eb, num_experts=ne, top_k=tk,
+        act_bytes_per_token=ab, flops_per_token=fpt, kv_bytes_per_attended=kva, kv_write_per_token=kvw,
+        flops_per_query_attended=fqa, attention_window=win, bandwidth=bw, rate=rate,
+        allreduce_s_per_token=ar_per_token, allreduce_latency_s=ar_calls * dep.allreduce_latency,
+        has_allreduce=ar_count > 0 and tp > 1, overhead_s=num_layers * eff.layer_overhead_s,
+        transition=eff.transition, p=eff.transition_p, ep_groups=tp if dep.expert_parallel else 1,
+        sampled_rows=np.array([op.name in SAMPLED_OPS for op in rows], bool), source_ops=tuple(ops), deployment=dep)
 
 
 def pcie_host_fraction(dep: Deployment) -> float | None:
