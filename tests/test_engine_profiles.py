@@ -300,12 +300,12 @@ def test_vllm_v0_runs_prompts_in_steps_of_their_own_that_do_not_speculate():
         e = _Engine(Arm(sc, True), np.full(n, 500.0), 30.0 + (np.arange(n) * 7) % 50, np.random.default_rng(0), 8,
                     None, EngineLimits(256, 8192), np.inf, 0, 0.0)
         e.run()
-        ns = int(e.ST[r.NSTEPS])
-        pre = e.SF[r.PRE, :ns] > 0
-        on_mode = np.array([md.on for md in e.order])[e.SI[r.MODE, :ns]]
+        ns, SF = int(e.state.ST[r.ST_NSTEPS]), e.records.SF
+        pre = SF[r.SF_PRE, :ns] > 0
+        on_mode = np.array([md.on for md in e.order])[e.records.SI[r.SI_MODE, :ns]]
         # tokens emitted in prefill steps: first tokens only (V0), or decodes too (V1)
-        out[engine] = (pre.sum(), on_mode[pre].any(), (e.SF[r.EMIT, :ns][pre] > e.SF[r.SEQS, :ns][pre]).any(),
-                       (e.SF[r.NDEC, :ns][pre] > 0).any())
+        out[engine] = (pre.sum(), on_mode[pre].any(), (SF[r.SF_EMIT, :ns][pre] > SF[r.SF_SEQS, :ns][pre]).any(),
+                       (SF[r.SF_NDEC, :ns][pre] > 0).any())
     v0, v1, sg = out["vllm-v0"], out["vllm"], out["sglang"]
     assert v0[0] > 0 and not v0[1] and not v0[2] and not v0[3]
     assert sg[0] > 0 and not sg[1] and not sg[2] and not sg[3]

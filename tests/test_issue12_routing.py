@@ -49,7 +49,7 @@ def _engine_run(arm, n=60, prompt=300.0, concurrency=8):
     e = _Engine(arm, np.full(n, prompt), output, np.random.default_rng(0), concurrency, None,
                 EngineLimits(256, 8192), np.inf, 0, 0.0)
     e.run()
-    ns = int(e.ST[r.NSTEPS])
+    ns = int(e.state.ST[r.ST_NSTEPS])
     return e, ns, r, sc
 
 
@@ -61,14 +61,14 @@ def test_the_draft_catches_up_on_tokens_taken_while_speculation_was_off():
     sc = api.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="draft", draft="llama-3.2-1b", k=4,
                       prompt_len=300, output_len=40)
     e, ns, r, _ = _engine_run(Arm(sc, True))
-    assert int(e.SI[r.PTOK, :ns].sum()) == 60 * 300
+    assert int(e.records.SI[r.SI_PTOK, :ns].sum()) == 60 * 300
     off, ns_off, _, _ = _engine_run(Arm(sc, False))
     zero, ns0, _, _ = _engine_run(Arm(sc, True, np.zeros(256, np.int64)))
-    assert int(zero.SI[r.PTOK, :ns0].sum()) == 0
-    np.testing.assert_array_equal(zero.SF[r.DT, :ns0], off.SF[r.DT, :ns_off])
+    assert int(zero.records.SI[r.SI_PTOK, :ns0].sum()) == 0
+    np.testing.assert_array_equal(zero.records.SF[r.SF_DT, :ns0], off.records.SF[r.SF_DT, :ns_off])
     sched = np.r_[np.full(4, 3), np.zeros(252, np.int64)]  # speculate at batch <= 4 only (the batch falls to 4 as the run drains)
     mixed, nsm, _, _ = _engine_run(Arm(sc, True, sched))
-    ptok, pre = mixed.SI[r.PTOK, :nsm], mixed.SF[r.PRE, :nsm]
+    ptok, pre = mixed.records.SI[r.SI_PTOK, :nsm], mixed.records.SF[r.SF_PRE, :nsm]
     catch_up = (ptok > 0) & (pre == 0)
     assert catch_up.any()
     assert 0 < ptok.sum() <= 60 * 300 + (20.0 + (np.arange(60) * 37) % 61).sum()

@@ -9,8 +9,11 @@ first tokens, finishes and inter-token gaps are recorded as step indices).
 
 It replays the numpy simulator's semantics operation for operation, so the numbers equal its: the
 random stream is drawn in the same order, and sums over a step's sequences add in numpy's pairwise
-order. Imported by the simulator on first use only (a plain `predict` never loads numba); compiled code
-is cached next to the source.
+order. Its arrays come in five named tuples (records.py: State, Params, Records, Spec, Scratch), read
+at the offsets named there. The functions `run` calls are inlined into it (inline="always", numba's
+IR): a call takes a reference (an atomic count) to every array it is passed, which costs more than a
+short block's work. Imported by the simulator on first use only (a plain `predict` never loads numba);
+compiled code is cached next to the source.
 """
 
 from __future__ import annotations
@@ -18,68 +21,56 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .records import (_colsum, _draws, _psum, _record, DONE, PRICE, GROW_STEPS, GROW_ITL, STALL, DRAW, M, NEXT, ISSUED,
-                      NDONE, NSTEPS, NPRICED, NBLOCKS, NITL, PHASE, BSTEPS, BENDED, NREQ, UCUR, KV_USED, NOW,
-                      NSPEC, FORCE, PFROM, ONBLOCK, TKNOWN, MODE, PRE, TOK,
-                      MAX_SEQS, MEASURE_FROM, SEGMENT, ROUTE_K, LOW, HIGH, CLOSED, CHUNKED, MAX_TOKENS, KV_CAP, DT, ENDS,
-                      V_DEC, V_CHUNK, V_FIRST, V_PRE, X_CTX, X_LEFT, X_REM, X_DREAD, XI_RID, XI_LAST, R_PROMPT, R_OUTPUT,
-                      R_NEED, R_ARR, RI_ARR, RI_FIRST, RI_FIN)
-from .routing import route_k
+from .records import (colsum, draws, step_ends, estimate_ends, psum, record_steps, DONE, PRICE, GROW_STEPS, GROW_ITL,
+                      STALL, DRAW, ST_M, ST_NEXT, ST_ISSUED, ST_NDONE, ST_NSTEPS, ST_NPRICED, ST_NBLOCKS, ST_NITL,
+                      ST_PHASE, ST_BSTEPS, ST_BENDED, ST_NREQ, ST_UCUR, ST_NSPEC, ST_FORCE, ST_PFROM, ST_ONBLOCK,
+                      PHASE_NEXT, PHASE_CUT, PHASE_FINISH, SF0_KV_USED, SF0_NOW, SF0_TKNOWN, X_CTX, X_LEFT, X_REM,
+                      X_DREAD, XI_RID, XI_LAST, IP_MAX_SEQS, IP_MEASURE_FROM, IP_SEGMENT, IP_ROUTE_K, IP_LOW, IP_HIGH,
+                      IP_CLOSED, IP_CHUNKED, FP_MAX_TOKENS, FP_KV_CAP, R_PROMPT, R_OUTPUT, R_NEED, R_ARR, MI_ON, MI_K,
+                      MI_NSURV, MI_NGROUPS, MF_WIDTH, MF_MATCH, MF_MISS, SF_DT, SF_ENDS, SF_PRE, SI_MODE, SI_TOK,
+                      II_STEP, II_FROM, RI_ARR, RI_FIRST, RI_FIN, DEC_KIND, DEC_TIME, DEC_STEP, DEC_OUTCOME, DEC_DRAWN,
+                      DEC_ADMIT, DEC_BLOCK, EST_TOK0, EST_DT0, EST_TOK1, EST_DT1, V_DEC, V_CHUNK, V_FIRST, V_PRE)
+from .routing import ROUTE_ON, route_k
 
 _route = numba.njit(cache=True)(route_k)
 
-@numba.njit(cache=True)
-def _ends(ST, SF0, SF, BS, BB):
-    """Step end times of the blocks priced since the last call: base + the block's running sum."""
-    nb = ST[NBLOCKS]
-    if ST[BENDED] == nb or ST[NPRICED] < ST[NSTEPS]:
-        return
-    for b in range(ST[BENDED], nb):
-        start = BS[b]
-        stop = BS[b + 1] if b + 1 < nb else ST[NSTEPS]
-        base = BB[b] if not np.isnan(BB[b]) else SF[ENDS, start - 1]
-        s = 0.0
-        for i in range(start, stop):
-            s = SF[DT, i] if i == start else s + SF[DT, i]
-            SF[ENDS, i] = base + s
-    ST[BENDED] = nb
-    if ST[NSTEPS] > 0:
-        SF0[NOW] = SF0[TKNOWN] = SF[ENDS, ST[NSTEPS] - 1]
 
-
-@numba.njit(cache=True)
-def _admit(ST, SF0, IP, FP, R, RI, X, XI, rstate, SP):
+@numba.njit(cache=True, inline="always")
+def _admit(state, params, rec, spec):
     """FIFO admission while seats, the KV cache and arrivals allow. A timed arrival against a clock
     with unpriced steps is decided on their estimated times (a speculation, logged; see _verify); True
     when it cannot be (the driver prices first)."""
-    while ST[NEXT] < ST[ISSUED]:
-        nx = ST[NEXT]
-        if not (ST[M] < IP[MAX_SEQS] and SF0[KV_USED] + R[R_NEED, nx] <= FP[KV_CAP]):
+    ST, SF0, X, XI, R, DEC = state.ST, state.SF0, state.X, state.XI, params.R, spec.DEC
+    seats, kv_cap, RI = params.IP[IP_MAX_SEQS], params.FP[FP_KV_CAP], rec.RI
+    while ST[ST_NEXT] < ST[ST_ISSUED]:
+        nx = ST[ST_NEXT]
+        if not (ST[ST_M] < seats and SF0[SF0_KV_USED] + R[R_NEED, nx] <= kv_cap):
             return False
         t = R[R_ARR, nx]
-        if RI[RI_ARR, nx] < 0 and not (t <= SF0[TKNOWN] + 1e-15):  # a timed arrival not certainly passed
-            arrived = t <= SF0[NOW] + 1e-15
-            if ST[NPRICED] == ST[NSTEPS]:  # exact
+        if RI[RI_ARR, nx] < 0 and not (t <= SF0[SF0_TKNOWN] + 1e-15):  # a timed arrival not certainly passed
+            arrived = t <= SF0[SF0_NOW] + 1e-15
+            if ST[ST_NPRICED] == ST[ST_NSTEPS]:  # exact
                 pass
-            elif _can_speculate(ST, SP[5]):
-                d = _snapshot(ST, SF0, X, XI, rstate, SP)
-                SP[5][d, 0], SP[5][d, 1], SP[5][d, 2], SP[5][d, 3] = 0.0, t, ST[NSTEPS] - 1, arrived
-                ST[NSPEC] = d + 1
+            elif _can_speculate(state, spec):
+                d = _snapshot(state, spec)
+                DEC[d, DEC_KIND], DEC[d, DEC_TIME], DEC[d, DEC_STEP] = DEC_ADMIT, t, ST[ST_NSTEPS] - 1
+                DEC[d, DEC_OUTCOME] = arrived
+                ST[ST_NSPEC] = d + 1
             else:  # priced first, then decided exactly
-                ST[FORCE] = 0
+                ST[ST_FORCE] = 0
                 return True
             if not arrived:
                 return False
-        SF0[KV_USED] += R[R_NEED, nx]
-        ST[NEXT] += 1
-        j = ST[M]
+        SF0[SF0_KV_USED] += R[R_NEED, nx]
+        ST[ST_NEXT] += 1
+        j = ST[ST_M]
         XI[XI_RID, j] = nx
         X[X_CTX, j] = 0.0
         X[X_DREAD, j] = 0.0
         X[X_LEFT, j] = R[R_PROMPT, nx]
         X[X_REM, j] = R[R_OUTPUT, nx]
         XI[XI_LAST, j] = -1
-        ST[M] = j + 1
+        ST[ST_M] = j + 1
     return False
 
 
@@ -89,101 +80,91 @@ def _admit(ST, SF0, IP, FP, R, RI, X, XI, rstate, SP):
 # mode with or without prefill) and goes on; after the driver prices the steps, _verify checks every
 # such decision on the true times in order and, at the first that differs, restores the state saved
 # before it and decides it exactly (pricing first). The numbers are those of an exact run.
-SPEC_DECISIONS = 16  # decisions in flight (SP arrays' first axis)
+SPEC_DECISIONS = 16  # decisions in flight (the first axis of Spec's arrays)
 SPEC_STEPS = 256  # most unpriced steps to speculate over
 
 
-@numba.njit(cache=True)
-def _can_speculate(ST, DEC):
-    return ST[FORCE] == 0 and ST[NSPEC] < DEC.shape[0] and ST[NSTEPS] - ST[NPRICED] < SPEC_STEPS
+@numba.njit(cache=True, inline="always")
+def _can_speculate(state, spec):
+    ST = state.ST
+    return (ST[ST_FORCE] == 0 and ST[ST_NSPEC] < spec.DEC.shape[0]
+            and ST[ST_NSTEPS] - ST[ST_NPRICED] < SPEC_STEPS)
 
 
-@numba.njit(cache=True)
-def _snapshot(ST, SF0, X, XI, rstate, SP):
-    """Save the state before a speculative decision (SP: ints, floats, X, XI, route state, log, estimates)."""
-    d, m = ST[NSPEC], ST[M]
-    SP[0][d, :] = ST
-    SP[1][d, :] = SF0
-    SP[2][d, :, :m] = X[:, :m]
-    SP[3][d, :, :m] = XI[:, :m]
-    SP[4][d] = rstate[0]
+@numba.njit(cache=True, inline="always")
+def _snapshot(state, spec):
+    """Save the state before a speculative decision (in Spec's arrays, at the next decision's index)."""
+    d, m = state.ST[ST_NSPEC], state.ST[ST_M]
+    spec.ST[d, :] = state.ST
+    spec.SF0[d, :] = state.SF0
+    spec.X[d, :, :m] = state.X[:, :m]
+    spec.XI[d, :, :m] = state.XI[:, :m]
+    spec.ROUTE[d] = state.ROUTE[ROUTE_ON]
     return d
 
 
-@numba.njit(cache=True)
-def _verify(ST, SF0, X, XI, SF, SI, rstate, SP):
+@numba.njit(cache=True, inline="always")
+def _verify(state, rec, spec):
     """After pricing: update the estimates, check the decisions in order on the true step ends and roll
     back to the state before the first wrong one (the next decision is then taken exactly)."""
-    EST = SP[6]
-    for s in range(ST[PFROM], ST[NSTEPS]):  # the last two priced steps per mode, with or without prefill
-        e = EST[SI[MODE, s], 1 if SF[PRE, s] > 0 else 0]
-        if SI[TOK, s] != e[2]:
-            e[0], e[1] = e[2], e[3]
-        e[2], e[3] = SI[TOK, s], SF[DT, s]
-    ST[PFROM] = ST[NSTEPS]
-    DEC, ends = SP[5], SF[ENDS]
-    for d in range(ST[NSPEC]):
-        t, a, b = DEC[d, 1], int(DEC[d, 2]), int(DEC[d, 3])
-        if DEC[d, 0] == 0.0:  # admission: arrived by the end of step a
+    ST, SF, SI, EST = state.ST, rec.SF, rec.SI, spec.EST
+    for s in range(ST[ST_PFROM], ST[ST_NSTEPS]):  # the last two priced steps per mode, with or without prefill
+        e = EST[SI[SI_MODE, s], 1 if SF[SF_PRE, s] > 0 else 0]
+        if SI[SI_TOK, s] != e[EST_TOK1]:
+            e[EST_TOK0], e[EST_DT0] = e[EST_TOK1], e[EST_DT1]
+        e[EST_TOK1], e[EST_DT1] = SI[SI_TOK, s], SF[SF_DT, s]
+    ST[ST_PFROM] = ST[ST_NSTEPS]
+    DEC, ends = spec.DEC, SF[SF_ENDS]
+    for d in range(ST[ST_NSPEC]):
+        t, a, b = DEC[d, DEC_TIME], int(DEC[d, DEC_STEP]), int(DEC[d, DEC_OUTCOME])
+        if DEC[d, DEC_KIND] == DEC_ADMIT:  # admission: arrived by the end of step a
             ok = (t <= ends[a] + 1e-15) == (b == 1)
-        elif b == int(DEC[d, 4]):  # a block of H steps from a, kept whole
+        elif b == int(DEC[d, DEC_DRAWN]):  # a block of H steps from a, kept whole
             ok = ends[a + b - 1] <= t or ends[a + b - 2] < t
         else:  # ... cut after b steps (a tie at the cut counts as wrong: decided again exactly)
             ok = ends[a + b - 1] > t and (b == 1 or ends[a + b - 2] < t)
         if not ok:
-            m = SP[0][d, M]
-            ST[:] = SP[0][d]
-            SF0[:] = SP[1][d]
-            X[:, :m] = SP[2][d, :, :m]
-            XI[:, :m] = SP[3][d, :, :m]
-            rstate[0] = SP[4][d]
-            if ST[NPRICED] < ST[NSTEPS]:  # (a state saved exact keeps its clock: it may follow an idle wait)
-                SF0[NOW] = SF0[TKNOWN] = ends[ST[NSTEPS] - 1]
-            ST[NPRICED] = ST[PFROM] = ST[NSTEPS]
-            ST[BENDED] = ST[NBLOCKS]
-            ST[FORCE] = 1
+            m = spec.ST[d, ST_M]
+            ST[:] = spec.ST[d]
+            state.SF0[:] = spec.SF0[d]
+            state.X[:, :m] = spec.X[d, :, :m]
+            state.XI[:, :m] = spec.XI[d, :, :m]
+            state.ROUTE[ROUTE_ON] = spec.ROUTE[d]
+            if ST[ST_NPRICED] < ST[ST_NSTEPS]:  # (a state saved exact keeps its clock: it may follow an idle wait)
+                state.SF0[SF0_NOW] = state.SF0[SF0_TKNOWN] = ends[ST[ST_NSTEPS] - 1]
+            ST[ST_NPRICED] = ST[ST_PFROM] = ST[ST_NSTEPS]
+            ST[ST_BENDED] = ST[ST_NBLOCKS]
+            ST[ST_FORCE] = 1
             break
-    ST[NSPEC] = 0
+    ST[ST_NSPEC] = 0
 
 
-@numba.njit(cache=True)
-def _estimate(ST, SF0, SF, SI, BS, BB, EST):
-    """Estimated seconds and ends of the last block's (unpriced) steps."""
-    b = ST[NBLOCKS] - 1
-    start = BS[b]
-    base = BB[b] if not np.isnan(BB[b]) else SF[ENDS, start - 1]
-    s = 0.0
-    for i in range(start, ST[NSTEPS]):  # the secant through the last two priced steps of its kind, in tokens
-        e = EST[SI[MODE, i], 1 if SF[PRE, i] > 0 else 0]
-        slope = (e[3] - e[1]) / (e[2] - e[0]) if e[2] != e[0] and e[0] > 0 else 0.0
-        SF[DT, i] = max(e[3] + slope * (SI[TOK, i] - e[2]), 0.0)
-        s = SF[DT, i] if i == start else s + SF[DT, i]
-        SF[ENDS, i] = base + s
-    SF0[NOW] = SF[ENDS, ST[NSTEPS] - 1]
-
-
-@numba.njit(cache=True)
-def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X, XI, SF, SI, L, BS, BB,
-              Q, E, A, V, buf):
+@numba.njit(cache=True, inline="always")
+def _schedule(state, params, rec, scratch):
     """The next block (simulator's semantics): prefill chunks from the token budget left after decodes
-    and verifies (FIFO), acceptance draws, up to the first completion or SEGMENT steps (one step with
+    and verifies (FIFO), acceptance draws, up to the first completion or IP_SEGMENT steps (one step with
     prefill left); each step's Forward sums, sequences, uniformity and tokens recorded."""
-    m = ST[M]
+    ST, X, IP, FP = state.ST, state.X, params.IP, params.FP
+    Q, E, A, V = scratch.Q, scratch.E, scratch.A, scratch.V
+    m = ST[ST_M]
     nd = 0
     for j in range(m):
         V[V_DEC, j] = 1.0 if X[X_LEFT, j] == 0 else 0.0
         nd += 1 if X[X_LEFT, j] == 0 else 0
-    mi = k2m[_route(m, IP[ROUTE_K], sched, IP[LOW], IP[HIGH], rstate)]
-    alone = IP[CHUNKED] == 0 and nd < m  # without chunked prefill, prompts run in a step of their own
+    k2m = params.k2m
+    mi = k2m[_route(m, IP[IP_ROUTE_K], params.schedule, IP[IP_LOW], IP[IP_HIGH], state.ROUTE)]
+    alone = IP[IP_CHUNKED] == 0 and nd < m  # without chunked prefill, prompts run in a step of their own
     if alone:
         mi = k2m[0]  # ... which does not speculate
-    on, k, nsurv, ngroups = MI[mi, 0], MI[mi, 1], MI[mi, 2], MI[mi, 3]
-    width, match, miss = MF[mi, 0], MF[mi, 1], MF[mi, 2]
-    ST[ONBLOCK] = on
-    budget = FP[MAX_TOKENS] if alone else max(FP[MAX_TOKENS] - nd * width, 0.0)
+    MI, MF = params.MI, params.MF
+    on, k, nsurv, ngroups = MI[mi, MI_ON], MI[mi, MI_K], MI[mi, MI_NSURV], MI[mi, MI_NGROUPS]
+    width, match, miss = MF[mi, MF_WIDTH], MF[mi, MF_MATCH], MF[mi, MF_MISS]
+    ST[ST_ONBLOCK] = on
+    budget = FP[FP_MAX_TOKENS] if alone else max(FP[FP_MAX_TOKENS] - nd * width, 0.0)
     npre = m - nd
     c = 0.0
     p = 0
+    chunks = scratch.w1
     for j in range(m):  # chunks, FIFO: budget - (cumsum(left) - left), clipped to [0, left]
         V[V_CHUNK, j] = 0.0
         V[V_FIRST, j] = 0.0
@@ -193,15 +174,15 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
             c = left if p == 0 else c + left
             V[V_CHUNK, j] = min(max(budget - (c - left), 0.0), left)
             V[V_PRE, j] = 1.0
-            buf[0, p] = V[V_CHUNK, j]
+            chunks[p] = V[V_CHUNK, j]
             p += 1
-    csum = _psum(buf[0], npre)
+    csum = psum(chunks, npre)
     if npre and nd == 0 and csum == 0:
         for j in range(m):
             if V[V_PRE, j] == 1.0:  # a prompt longer than the budget still progresses
-                V[V_CHUNK, j] = min(X[X_LEFT, j], FP[MAX_TOKENS])
-                buf[0, 0] = V[V_CHUNK, j]
-                csum = _psum(buf[0], npre)
+                V[V_CHUNK, j] = min(X[X_LEFT, j], FP[FP_MAX_TOKENS])
+                chunks[0] = V[V_CHUNK, j]
+                csum = psum(chunks, npre)
                 break
     simple = True
     nfirst = 0
@@ -216,10 +197,10 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
         rem_min = np.inf
         for j in range(m):
             rem_min = min(rem_min, X[X_REM, j])
-        horizon = int(min(float(IP[SEGMENT]), rem_min))
+        horizon = int(min(float(IP[IP_SEGMENT]), rem_min))
     if npre:
         horizon = 1 if alone else max(horizon, 1)
-    _draws(U, ST, on, k, nsurv, MS[mi], match, width, miss, horizon, m, Q, E)
+    draws(params.U, ST, on, k, nsurv, params.MS[mi], match, width, miss, horizon, m, Q, E)
     for i in range(horizon):
         for j in range(m):
             A[i, j] = E[i, j]
@@ -234,7 +215,7 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
                 E[0, j] = 0.0
                 A[0, j] = 0.0
     # steps: up to the first completion; tokens past an output's end are not emitted
-    cum = buf[1]
+    cum = scratch.w2
     steps = horizon
     for i in range(horizon):
         fin = False
@@ -245,81 +226,85 @@ def _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X,
         if fin:
             steps = i + 1
             break
-    s0 = ST[NSTEPS]
-    b = ST[NBLOCKS]
-    BS[b] = s0
-    BB[b] = SF0[NOW] if ST[NPRICED] == s0 else np.nan
-    ST[NBLOCKS] = b + 1
-    ST[NSTEPS] = s0 + steps
-    ST[BSTEPS] = steps
-    _record(ST, SF0, IP, FP, MI, MW, tw, dw, X, SF, SI, L, Q, E, A, V, buf, s0, steps, m, mi, on, nd, npre,
-            nfirst, csum, ngroups)
+    s0 = ST[ST_NSTEPS]
+    b = ST[ST_NBLOCKS]
+    rec.BS[b] = s0
+    rec.BB[b] = state.SF0[SF0_NOW] if ST[ST_NPRICED] == s0 else np.nan
+    ST[ST_NBLOCKS] = b + 1
+    ST[ST_NSTEPS] = s0 + steps
+    ST[ST_BSTEPS] = steps
+    record_steps(state, params, rec, scratch, s0, steps, m, mi, on, nd, npre, nfirst, csum, ngroups)
 
 
-@numba.njit(cache=True)
-def _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf):
+@numba.njit(cache=True, inline="always")
+def _finish_block(state, params, rec, scratch):
     """Cut the block where an admissible request arrives (its steps are priced then), record what
     clients see (inter-token gaps, first tokens) and move contexts, prompts and outputs on; finished
     requests leave and, closed-loop, their clients send the next."""
-    m = ST[M]
-    start = BS[ST[NBLOCKS] - 1]
-    steps = ST[BSTEPS]
-    if ST[PHASE] == 1:  # the step running when the next request arrives completes the block
-        t = R[R_ARR, ST[NEXT]]
-        if SF[ENDS, start + steps - 1] > t:
+    ST, SF0, X, XI, R = state.ST, state.SF0, state.X, state.XI, params.R
+    SF, RI, II, IW = rec.SF, rec.RI, rec.II, rec.IW
+    E, A, V = scratch.E, scratch.A, scratch.V
+    m = ST[ST_M]
+    start = rec.BS[ST[ST_NBLOCKS] - 1]
+    steps = ST[ST_BSTEPS]
+    if ST[ST_PHASE] == PHASE_CUT:  # the step running when the next request arrives completes the block
+        t = R[R_ARR, ST[ST_NEXT]]
+        if SF[SF_ENDS, start + steps - 1] > t:
             cut = steps
             for i in range(steps):
-                if SF[ENDS, start + i] >= t:
+                if SF[SF_ENDS, start + i] >= t:
                     cut = i + 1
                     break
             if cut < steps:
                 steps = cut
-                ST[NSTEPS] = ST[NPRICED] = ST[PFROM] = start + steps
-                SF0[NOW] = SF0[TKNOWN] = SF[ENDS, start + steps - 1]
-        ST[BSTEPS] = steps
-        ST[PHASE] = 2
-        ST[FORCE] = 0
-    if ST[NITL] + steps + m + (steps - 1) * m > len(IW):
+                ST[ST_NSTEPS] = ST[ST_NPRICED] = ST[ST_PFROM] = start + steps
+                SF0[SF0_NOW] = SF0[SF0_TKNOWN] = SF[SF_ENDS, start + steps - 1]
+        ST[ST_BSTEPS] = steps
+        ST[ST_PHASE] = PHASE_FINISH
+        ST[ST_FORCE] = 0
+    if ST[ST_NITL] + steps + m + (steps - 1) * m > len(IW):
         return GROW_ITL
-    n = ST[NITL]
-    mf = IP[MEASURE_FROM]
+    n = ST[ST_NITL]
+    mf = params.IP[IP_MEASURE_FROM]
     for i in range(1, steps):  # consecutive emissions: the step time is the gap
         cnt = 0
         for j in range(m):
             if E[i, j] > 0 and E[i - 1, j] > 0 and XI[XI_RID, j] >= mf:
                 cnt += 1
-        II[0, n], II[1, n], IW[n] = start + i, -1, cnt
+        II[II_STEP, n], II[II_FROM, n], IW[n] = start + i, -1, cnt
         n += 1
     for j in range(m):  # gaps that start before this block
         if E[0, j] > 0 and XI[XI_RID, j] >= mf and XI[XI_LAST, j] >= 0:
-            II[0, n], II[1, n], IW[n] = start, XI[XI_LAST, j], 1.0
+            II[II_STEP, n], II[II_FROM, n], IW[n] = start, XI[XI_LAST, j], 1.0
             n += 1
     for i in range(1, steps):  # ... or after a silent step (a just-prefilled sequence)
         for j in range(m):
             if E[i, j] > 0 and XI[XI_RID, j] >= mf and not E[i - 1, j] > 0:
-                II[0, n], II[1, n], IW[n] = start + i, XI[XI_LAST, j] if XI[XI_LAST, j] >= 0 else start, 1.0
+                II[II_STEP, n], II[II_FROM, n] = start + i, XI[XI_LAST, j] if XI[XI_LAST, j] >= 0 else start
+                IW[n] = 1.0
                 n += 1
-    ST[NITL] = n
+    ST[ST_NITL] = n
     last = start + steps - 1
     nfin = 0
+    colbuf, needs = scratch.w1, scratch.w2
     for j in range(m):
         if V[V_FIRST, j] == 1.0:
             RI[RI_FIRST, XI[XI_RID, j]] = start
-        X[X_CTX, j] = X[X_CTX, j] + _colsum(A, j, steps, m, buf[0])
-        if ST[ONBLOCK] == 1:  # a speculating block: the draft has read the whole context
+        X[X_CTX, j] = X[X_CTX, j] + colsum(A, j, steps, m, colbuf)
+        if ST[ST_ONBLOCK] == 1:  # a speculating block: the draft has read the whole context
             X[X_DREAD, j] = X[X_CTX, j]
         if V[V_PRE, j] == 1.0:
             X[X_LEFT, j] -= V[V_CHUNK, j]
-        X[X_REM, j] = X[X_REM, j] - _colsum(E, j, steps, m, buf[0])
+        X[X_REM, j] = X[X_REM, j] - colsum(E, j, steps, m, colbuf)
         for i in range(steps - 1, -1, -1):
             if E[i, j] > 0:
                 XI[XI_LAST, j] = start + i
                 break
         if X[X_REM, j] <= 0:
-            buf[1, nfin] = R[R_NEED, XI[XI_RID, j]]
+            needs[nfin] = R[R_NEED, XI[XI_RID, j]]
             nfin += 1
     if nfin:
-        SF0[KV_USED] -= _psum(buf[1], nfin)
+        SF0[SF0_KV_USED] -= psum(needs, nfin)
         keep = 0
         for j in range(m):
             if X[X_REM, j] <= 0:
@@ -329,71 +314,72 @@ def _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf):
             X[X_DREAD, keep] = X[X_DREAD, j]
             XI[XI_RID, keep], XI[XI_LAST, keep] = XI[XI_RID, j], XI[XI_LAST, j]
             keep += 1
-        ST[M] = keep
-        ST[NDONE] += nfin
-        if IP[CLOSED] == 1:  # each finished client sends its next request now
-            add = min(nfin, ST[NREQ] - ST[ISSUED])
-            for r in range(ST[ISSUED], ST[ISSUED] + add):
+        ST[ST_M] = keep
+        ST[ST_NDONE] += nfin
+        if params.IP[IP_CLOSED] == 1:  # each finished client sends its next request now
+            add = min(nfin, ST[ST_NREQ] - ST[ST_ISSUED])
+            for r in range(ST[ST_ISSUED], ST[ST_ISSUED] + add):
                 RI[RI_ARR, r] = last
-            ST[ISSUED] += add
-    ST[PHASE] = 0
+            ST[ST_ISSUED] += add
+    ST[ST_PHASE] = PHASE_NEXT
     return DONE
 
 
 @numba.njit(cache=True)
-def run(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, R, RI, X, XI, SF, SI, L, BS, BB, II, IW,
-        Q, E, A, V, SP):
+def run(state, params, rec, spec, scratch):
     """Steps until every request completes (DONE) or the driver must act: price the recorded steps
     (PRICE), grow the step or gap records (GROW_STEPS, GROW_ITL), draw more uniforms (DRAW); STALL if
-    nothing can run."""
-    buf = np.empty((5, max(X.shape[1], Q.shape[0]) + 1))
-    if ST[NPRICED] == ST[NSTEPS]:  # priced: true ends, then the speculative decisions checked
-        _ends(ST, SF0, SF, BS, BB)
-        _verify(ST, SF0, X, XI, SF, SI, rstate, SP)
+    nothing can run. The arrays: records.py's State, Params, Records, Spec and Scratch."""
+    ST, SF0, R, IP, U, kv_cap = state.ST, state.SF0, params.R, params.IP, params.U, params.FP[FP_KV_CAP]
+    SF, BS, RI, DEC = rec.SF, rec.BS, rec.RI, spec.DEC
+    if ST[ST_NPRICED] == ST[ST_NSTEPS]:  # priced: true ends, then the speculative decisions checked
+        step_ends(state, rec)
+        _verify(state, rec, spec)
     while True:
-        if ST[PHASE] != 0:
-            if _finish_block(ST, SF0, IP, R, RI, X, XI, SF, BS, II, IW, Q, E, A, V, buf) == GROW_ITL:
+        if ST[ST_PHASE] != PHASE_NEXT:
+            if _finish_block(state, params, rec, scratch) == GROW_ITL:
                 return GROW_ITL
             continue
-        if ST[NDONE] >= ST[NREQ]:
+        if ST[ST_NDONE] >= ST[ST_NREQ]:
             return DONE
-        if ST[NSPEC] and ST[NSTEPS] - ST[NPRICED] >= SPEC_STEPS:  # check the decisions before going on
+        if ST[ST_NSPEC] and ST[ST_NSTEPS] - ST[ST_NPRICED] >= SPEC_STEPS:  # check the decisions before going on
             return PRICE
-        if _admit(ST, SF0, IP, FP, R, RI, X, XI, rstate, SP):
+        if _admit(state, params, rec, spec):
             return PRICE
-        nx = ST[NEXT]
-        if ST[M] == 0:  # idle until the next request arrives
-            if nx >= ST[ISSUED] or RI[RI_ARR, nx] >= 0:
+        nx = ST[ST_NEXT]
+        if ST[ST_M] == 0:  # idle until the next request arrives
+            if nx >= ST[ST_ISSUED] or RI[RI_ARR, nx] >= 0:
                 return STALL
-            if ST[NPRICED] < ST[NSTEPS]:
+            if ST[ST_NPRICED] < ST[ST_NSTEPS]:
                 return PRICE
-            SF0[NOW] = SF0[TKNOWN] = max(SF0[NOW], R[R_ARR, nx])
+            SF0[SF0_NOW] = SF0[SF0_TKNOWN] = max(SF0[SF0_NOW], R[R_ARR, nx])
             continue
-        admissible = nx < ST[ISSUED] and ST[M] < IP[MAX_SEQS] and SF0[KV_USED] + R[R_NEED, nx] <= FP[KV_CAP]
-        if ST[NSTEPS] + IP[SEGMENT] > SF.shape[1] or ST[NBLOCKS] + 1 > len(BS):
+        admissible = (nx < ST[ST_ISSUED] and ST[ST_M] < IP[IP_MAX_SEQS]
+                      and SF0[SF0_KV_USED] + R[R_NEED, nx] <= kv_cap)
+        if ST[ST_NSTEPS] + IP[IP_SEGMENT] > SF.shape[1] or ST[ST_NBLOCKS] + 1 > len(BS):
             return GROW_STEPS
-        if len(U) and ST[UCUR] + 2 * IP[SEGMENT] * ST[M] > len(U):  # (an arm that never drafts draws none)
+        if len(U) and ST[ST_UCUR] + 2 * IP[IP_SEGMENT] * ST[ST_M] > len(U):  # (an arm that never drafts draws none)
             return DRAW
         timed = admissible and RI[RI_ARR, nx] < 0  # a timed arrival may cut the block
-        spec = timed and _can_speculate(ST, SP[5])
-        d = _snapshot(ST, SF0, X, XI, rstate, SP) if spec else 0
-        _schedule(U, ST, SF0, IP, FP, sched, rstate, k2m, MI, MF, MS, MW, tw, dw, X, XI, SF, SI, L, BS, BB,
-                  Q, E, A, V, buf)
-        if timed and ST[BSTEPS] > 1 and not spec:
-            ST[PHASE] = 1
+        spec_on = timed and _can_speculate(state, spec)
+        d = _snapshot(state, spec) if spec_on else 0
+        _schedule(state, params, rec, scratch)
+        if timed and ST[ST_BSTEPS] > 1 and not spec_on:
+            ST[ST_PHASE] = PHASE_CUT
             return PRICE
-        _estimate(ST, SF0, SF, SI, BS, BB, SP[6])
-        if timed and ST[BSTEPS] > 1:  # cut where the arrival falls on the estimated ends
-            h, t, ends = ST[BSTEPS], R[R_ARR, nx], SF[ENDS]
-            s0, kept = ST[NSTEPS] - h, h
-            if ends[ST[NSTEPS] - 1] > t:
+        estimate_ends(state, rec, spec)
+        if timed and ST[ST_BSTEPS] > 1:  # cut where the arrival falls on the estimated ends
+            h, t, ends = ST[ST_BSTEPS], R[R_ARR, nx], SF[SF_ENDS]
+            s0, kept = ST[ST_NSTEPS] - h, h
+            if ends[ST[ST_NSTEPS] - 1] > t:
                 for i in range(h):
                     if ends[s0 + i] >= t:
                         kept = min(i + 1, h)
                         break
-            SP[5][d, 0], SP[5][d, 1], SP[5][d, 2], SP[5][d, 3], SP[5][d, 4] = 1.0, t, s0, kept, h
-            ST[NSPEC] = d + 1
-            ST[NSTEPS] = s0 + kept
-            ST[BSTEPS] = kept
-            SF0[NOW] = ends[s0 + kept - 1]
-        ST[PHASE] = 2
+            DEC[d, DEC_KIND], DEC[d, DEC_TIME], DEC[d, DEC_STEP] = DEC_BLOCK, t, s0
+            DEC[d, DEC_OUTCOME], DEC[d, DEC_DRAWN] = kept, h
+            ST[ST_NSPEC] = d + 1
+            ST[ST_NSTEPS] = s0 + kept
+            ST[ST_BSTEPS] = kept
+            SF0[SF0_NOW] = ends[s0 + kept - 1]
+        ST[ST_PHASE] = PHASE_FINISH

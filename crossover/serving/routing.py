@@ -18,17 +18,20 @@ def check_route(schedule: np.ndarray | None, hysteresis: tuple[int, int] | None)
             raise CrossoverError(f"hysteresis thresholds must satisfy 1 <= low <= high (got {low}, {high})")
 
 
+ROUTE_ON = 0  # the band's state (one value; the loop's State.ROUTE): 1 while speculating
+
+
 def route_k(batch: int, k: int, schedule: np.ndarray, low: int, high: int, state: np.ndarray) -> int:
     """THE routing rule (the simulator's compiled loop runs this function, `Router` calls it): with a
     band (low >= 1), `k` until the batch rises above `high`, then 0 until it falls below `low`
-    (state[0]: 1 while speculating); with a schedule (non-empty), schedule[batch - 1], its last entry
-    past its end; otherwise `k`."""
+    (state[ROUTE_ON]: 1 while speculating); with a schedule (non-empty), schedule[batch - 1], its last
+    entry past its end; otherwise `k`."""
     if low >= 1:
         if batch > high:
-            state[0] = 0
+            state[ROUTE_ON] = 0
         elif batch < low:
-            state[0] = 1
-        return k if state[0] else 0
+            state[ROUTE_ON] = 1
+        return k if state[ROUTE_ON] else 0
     if len(schedule):
         return int(schedule[min(batch, len(schedule)) - 1])
     return k
@@ -46,7 +49,7 @@ class Router:
         self.k = k if speculate else 0
         self.schedule = np.asarray(schedule, np.int64) if speculate and schedule is not None else np.zeros(0, np.int64)
         self.low, self.high = hysteresis if speculate and hysteresis is not None else (0, 0)
-        self.state = np.ones(1, np.int64)  # the hysteresis band's state: speculating
+        self.state = np.ones(1, np.int64)  # the hysteresis band's state (state[ROUTE_ON]): speculating
 
     @property
     def ks(self) -> list[int]:

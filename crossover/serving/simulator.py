@@ -108,12 +108,15 @@ def arrivals_poisson(rng: np.random.Generator, n: int, rate: float, burstiness: 
 
 class _Engine:
     """A continuous-batching engine over a list of requests. The compiled loop (loop.py) admits,
-    chunks prefill, draws acceptance, records each step's work and what clients see; this class
+    chunks prefill, draws acceptance, records each step's work and what clients see; this class builds
+    its arrays (`state`, `params`, `records`, `scratch`: records.py's named tuples and layout) and
     prices the recorded steps (`price`) whenever the loop needs their seconds, and at the end."""
 
     def __init__(self, arm: Arm, prompt: np.ndarray, output: np.ndarray, rng: np.random.Generator,
                  concurrency: int | None, arrival: np.ndarray | None, limits: EngineLimits, kv_capacity: float,
                  measure_from: int, stagger_s: float) -> None:
+        from . import records as r  # the loop's layout (numba: a simulation runs the compiled loop next)
+
         n = len(prompt)
         self.n, self.rng, self.limits = n, rng, limits
         closed = concurrency is not None
@@ -140,53 +143,68 @@ class _Engine:
         self.draft_prefill = arm.speculate and self.spec.draft_reads_prompts and self.base.draft is not None
         self.expansion = self.dep.engine.verify_layout == "batch_expansion"
         groups = [self._groups(md) for md in self.order]
-        self.tw = np.asarray(self.base.target.windows, float)
-        self.dw = np.asarray(self.base.draft.windows if self.base.draft else (), float)
+        tw = np.asarray(self.base.target.windows, float)
+        dw = np.asarray(self.base.draft.windows if self.base.draft else (), float)
         assert all(md.model.draft is None or md.model.draft.windows == self.base.draft.windows for md in self.order)
-        self.W, self.Wd = len(self.tw), len(self.dw)
-        self.G = max(1, max(len(g) for g in groups))
-        W, Wd, G = self.W, self.Wd, self.G
-        # where each step's work sits in the float (SF) and integer (SI) records (loop.L_*)
-        kv = 6
-        self.L = np.array([kv, kv + W, kv + 2 * W, kv + 3 * W, kv + 3 * W + Wd, kv + 3 * W + 2 * Wd,
-                           kv + 3 * W + 2 * Wd + G * Wd, 6, W, Wd, G], np.int64)
-        self.nf, self.ni = kv + 3 * W + 2 * Wd + 2 * G * Wd, 6 + G
+        W, Wd, G = len(tw), len(dw), max(1, max(len(g) for g in groups))
+        L = np.zeros(r.L_LEN, np.int64)  # where each step's work sits in the float (SF) and integer (SI) records
+        L[r.L_KV] = r.SF_LEN
+        L[r.L_QK] = L[r.L_KV] + W
+        L[r.L_EXP] = L[r.L_QK] + W
+        L[r.L_PKV] = L[r.L_EXP] + W
+        L[r.L_PQK] = L[r.L_PKV] + Wd
+        L[r.L_DKV] = L[r.L_PQK] + Wd
+        L[r.L_DQK] = L[r.L_DKV] + G * Wd
+        L[r.L_DTOK] = r.SI_LEN
+        L[r.L_W], L[r.L_WD], L[r.L_G] = W, Wd, G
+        nf, ni = int(L[r.L_DQK]) + G * Wd, r.SI_LEN + G
         kmax = max(md.k for md in self.order)
         k2m = np.full(kmax + 1, -1, np.int64)
-        for i, md in enumerate(self.order):
+        MI, MF = np.zeros((len(self.order), r.MI_LEN), np.int64), np.zeros((len(self.order), r.MF_LEN))
+        for i, (md, g) in enumerate(zip(self.order, groups)):
             k2m[md.k] = i
+            MI[i, r.MI_ON], MI[i, r.MI_K], MI[i, r.MI_NSURV], MI[i, r.MI_NGROUPS] = md.on, md.k, len(md.surv), len(g)
+            MF[i, r.MF_WIDTH], MF[i, r.MF_MATCH] = md.width, md.match
+            MF[i, r.MF_MISS] = md.width if md.on and md.padded else 1.0
         ns = max(1, max(len(md.surv) for md in self.order))
-        self.modes_arrays = (
-            k2m, np.array([[md.on, md.k, len(md.surv), len(g)] for md, g in zip(self.order, groups)], np.int64),
-            np.array([[md.width, md.match, md.width if md.on and md.padded else 1.0] for md in self.order], float),
-            np.array([np.pad(md.surv_ascending, (0, ns - len(md.surv))) for md in self.order], float).reshape(-1, ns),
-            np.array([[w for w, _ in g] + [0.0] * (G - len(g)) for g in groups], float).reshape(-1, G))
+        MS = np.array([np.pad(md.surv_ascending, (0, ns - len(md.surv))) for md in self.order], float).reshape(-1, ns)
+        MW = np.array([[w for w, _ in g] + [0.0] * (G - len(g)) for g in groups], float).reshape(-1, G)
         self.groups = groups
         budget = self.spec.draft_kv_budget
         seg = SEGMENT
         seats = limits.seats(arm.speculate)
-        self.IP = np.array([seats, measure_from, seg, self.draft_prefill, self.expansion,
-                            self.route.k, self.route.low, self.route.high, closed,
-                            self.dep.engine.chunked_prefill], np.int64)
-        self.FP = np.array([limits.max_num_batched_tokens, kv_capacity, np.inf if budget is None else budget], float)
-        self.R = np.array([prompt, output, need, arr], float)
-        self.RI = np.full((3, n), -1, np.int64)
+        IP = np.zeros(r.IP_LEN, np.int64)
+        IP[r.IP_MAX_SEQS], IP[r.IP_MEASURE_FROM], IP[r.IP_SEGMENT] = seats, measure_from, seg
+        IP[r.IP_DRAFT_PREFILL], IP[r.IP_EXPANSION] = self.draft_prefill, self.expansion
+        IP[r.IP_ROUTE_K], IP[r.IP_LOW], IP[r.IP_HIGH] = self.route.k, self.route.low, self.route.high
+        IP[r.IP_CLOSED], IP[r.IP_CHUNKED] = closed, self.dep.engine.chunked_prefill
+        FP = np.zeros(r.FP_LEN)
+        FP[r.FP_MAX_TOKENS], FP[r.FP_KV_CAP] = limits.max_num_batched_tokens, kv_capacity
+        FP[r.FP_DRAFT_BUDGET] = np.inf if budget is None else budget
+        R = np.zeros((r.R_LEN, n))
+        R[r.R_PROMPT], R[r.R_OUTPUT], R[r.R_NEED], R[r.R_ARR] = prompt, output, need, arr
         cap_m = max(1, min(seats, n))
-        self.X, self.XI = np.zeros((4, cap_m)), np.zeros((2, cap_m), np.int64)
-        self.Q, self.E, self.A = (np.zeros((seg, cap_m)) for _ in range(3))
-        self.V = np.zeros((4, cap_m))
-        self.ST = np.zeros(17, np.int64)
-        self.ST[11] = n  # NREQ
-        self.ST[2] = min(concurrency, n) if closed else n  # ISSUED  # type: ignore[type-var]
-        self.SF0 = np.zeros(6)
+        ST = np.zeros(r.ST_LEN, np.int64)
+        ST[r.ST_NREQ] = n
+        ST[r.ST_ISSUED] = min(concurrency, n) if closed else n  # type: ignore[type-var]
+        self.state = r.State(ST=ST, SF0=np.zeros(r.SF0_LEN), X=np.zeros((r.X_LEN, cap_m)),
+                             XI=np.zeros((r.XI_LEN, cap_m), np.int64), ROUTE=self.route.state)
+        work = max(cap_m, seg) + 1  # one value per seat (or per step of a block)
+        self.scratch = r.Scratch(Q=np.zeros((seg, cap_m)), E=np.zeros((seg, cap_m)), A=np.zeros((seg, cap_m)),
+                                 V=np.zeros((r.V_LEN, cap_m)),
+                                 w1=np.empty(work), w2=np.empty(work), w3=np.empty(work), w4=np.empty(work),
+                                 w5=np.empty(work))
         # records sized for every step emitting one token (grown if prompt-only steps exceed that); np.empty
         # commits only the pages a run writes
         cap = int(output.sum()) + n + 4 * seg
-        self.SF, self.SI = np.empty((self.nf, cap)), np.empty((self.ni, cap), np.int64)
-        self.BS, self.BB = np.empty(cap, np.int64), np.empty(cap)
-        self.II, self.IW = np.empty((2, 2 * cap + 2 * seg * cap_m), np.int64), np.empty(2 * cap + 2 * seg * cap_m)
+        gaps = 2 * cap + 2 * seg * cap_m
+        self.records = r.Records(SF=np.empty((nf, cap)), SI=np.empty((ni, cap), np.int64), BS=np.empty(cap, np.int64),
+                                 BB=np.empty(cap), II=np.empty((r.II_LEN, gaps), np.int64), IW=np.empty(gaps),
+                                 RI=np.full((r.RI_LEN, n), -1, np.int64))
         self.prompt, self.output = prompt, output
-        self.U = rng.random(max(4 * seg * cap_m, 1 << 16)) if arm.speculate else np.zeros(0)
+        U = rng.random(max(4 * seg * cap_m, 1 << 16)) if arm.speculate else np.zeros(0)
+        self.params = r.Params(U=U, IP=IP, FP=FP, R=R, L=L, schedule=self.route.schedule, k2m=k2m, MI=MI, MF=MF,
+                               MS=MS, MW=MW, tw=tw, dw=dw)
 
     @staticmethod
     def _groups(md: _Mode) -> list[tuple[float, int]]:
@@ -202,28 +220,33 @@ class _Engine:
     def run(self) -> RunLog:
         """Runs the compiled loop, pricing its steps whenever it asks, until every request completes."""
         from . import loop  # numba: imported by the first simulation only
-        from .records import NPRICED, NSPEC, NSTEPS, UCUR
+        from . import records as r
 
-        k, cap_m = loop.SPEC_DECISIONS, self.X.shape[1]  # speculation: saved states, decisions, estimates
-        sp = (np.zeros((k, len(self.ST)), np.int64), np.zeros((k, len(self.SF0))), np.zeros((k, 4, cap_m)),
-              np.zeros((k, 2, cap_m), np.int64), np.zeros(k, np.int64), np.zeros((k, 5)), np.zeros((len(self.order), 2, 4)))
-
+        state, k, cap_m = self.state, loop.SPEC_DECISIONS, self.state.X.shape[1]
+        ST = state.ST
+        # speculation on step times: the states saved per decision in flight, the decisions, the estimates
+        spec = r.Spec(ST=np.zeros((k, r.ST_LEN), np.int64), SF0=np.zeros((k, r.SF0_LEN)),
+                      X=np.zeros((k, r.X_LEN, cap_m)), XI=np.zeros((k, r.XI_LEN, cap_m), np.int64),
+                      ROUTE=np.zeros(k, np.int64), DEC=np.zeros((k, r.DEC_LEN)),
+                      EST=np.zeros((len(self.order), 2, r.EST_LEN)))
         while True:
-            status = loop.run(self.U, self.ST, self.SF0, self.IP, self.FP, self.route.schedule, self.route.state,
-                              *self.modes_arrays, self.tw, self.dw, self.R, self.RI,
-                              self.X, self.XI, self.SF, self.SI, self.L, self.BS, self.BB, self.II, self.IW,
-                              self.Q, self.E, self.A, self.V, sp)
-            if status == loop.PRICE or (status == loop.DONE and self.ST[NPRICED] < self.ST[NSTEPS]):
+            status = loop.run(state, self.params, self.records, spec, self.scratch)
+            if status == loop.PRICE or (status == loop.DONE and ST[r.ST_NPRICED] < ST[r.ST_NSTEPS]):
                 self.price()
             elif status == loop.GROW_STEPS:
-                self.SF, self.SI, self.BS, self.BB = map(_doubled, (self.SF, self.SI, self.BS, self.BB))
+                rec = self.records
+                self.records = rec._replace(SF=_doubled(rec.SF), SI=_doubled(rec.SI), BS=_doubled(rec.BS),
+                                            BB=_doubled(rec.BB))
             elif status == loop.DRAW:  # the random stream, drawn ahead in bulk (the same numbers in order)
-                used = int(min(self.ST[UCUR], sp[0][:self.ST[NSPEC], UCUR].min(initial=self.ST[UCUR])))  # saved states go back
-                self.U = np.concatenate([self.U[used:], self.rng.random(len(self.U))])
-                self.ST[UCUR] -= used
-                sp[0][:self.ST[NSPEC], UCUR] -= used
+                saved = spec.ST[:ST[r.ST_NSPEC], r.ST_UCUR]
+                used = int(min(ST[r.ST_UCUR], saved.min(initial=ST[r.ST_UCUR])))  # saved states go back
+                U = self.params.U
+                self.params = self.params._replace(U=np.concatenate([U[used:], self.rng.random(len(U))]))
+                ST[r.ST_UCUR] -= used
+                spec.ST[:ST[r.ST_NSPEC], r.ST_UCUR] -= used
             elif status == loop.GROW_ITL:
-                self.II, self.IW = map(_doubled, (self.II, self.IW))
+                rec = self.records
+                self.records = rec._replace(II=_doubled(rec.II), IW=_doubled(rec.IW))
             elif status == loop.STALL:
                 raise RuntimeError("simulation stalled")  # pragma: no cover - guarded by the fit check
             else:
@@ -233,27 +256,31 @@ class _Engine:
 
     def price(self) -> None:
         """Each recorded step's seconds from the step model, for exactly its mix (one call per mode)."""
-        from .records import DT, MODE, NDEC, NPRICED, NSTEPS, PSMP, PTOK, SEQS, SMP, TOK, UNIF
+        from . import records as r
 
-        lo, hi = int(self.ST[NPRICED]), int(self.ST[NSTEPS])
-        SF, SI, (kv, qk, ex, pkv, pqk, dkv, dqk, dtok, W, Wd, _) = self.SF, self.SI, self.L
-        modes = SI[MODE, lo:hi]
+        ST, L = self.state.ST, self.params.L
+        lo, hi = int(ST[r.ST_NPRICED]), int(ST[r.ST_NSTEPS])
+        SF, SI, W, Wd = self.records.SF, self.records.SI, L[r.L_W], L[r.L_WD]
+        kv, qk, ex, pkv, pqk = L[r.L_KV], L[r.L_QK], L[r.L_EXP], L[r.L_PKV], L[r.L_PQK]
+        dkv, dqk, dtok = L[r.L_DKV], L[r.L_DQK], L[r.L_DTOK]
+        modes = SI[r.SI_MODE, lo:hi]
         for i, md in enumerate(self.order):
             sel: slice | np.ndarray = slice(lo, hi) if len(self.order) == 1 else lo + np.nonzero(modes == i)[0]
-            tokens = SI[TOK, sel]
+            tokens = SI[r.SI_TOK, sel]
             if not len(tokens):
                 continue
-            target = Forward(tokens, SF[kv:kv + W, sel], SF[qk:qk + W, sel], SI[SMP, sel],
+            target = Forward(tokens, SF[kv:kv + W, sel], SF[qk:qk + W, sel], SI[r.SI_SMP, sel],
                              SF[ex:ex + W, sel] if self.expansion and md.on else 0.0)
             passes = tuple((count, Forward(SI[dtok + g, sel], SF[dkv + g * Wd:dkv + (g + 1) * Wd, sel],
                                            SF[dqk + g * Wd:dqk + (g + 1) * Wd, sel]))
                            for g, (_, count) in enumerate(self.groups[i]))
             prefill = None
-            if self.draft_prefill and SI[PTOK, sel].any():
-                prefill = Forward(SI[PTOK, sel], SF[pkv:pkv + Wd, sel], SF[pqk:pqk + Wd, sel], SI[PSMP, sel])
-            mix = Mix(target, SF[NDEC, sel] if md.on else 0.0, passes, prefill, SI[UNIF, sel] > 0, SF[SEQS, sel])
-            SF[DT, sel] = md.model.price(mix).total
-        self.ST[NPRICED] = hi
+            if self.draft_prefill and SI[r.SI_PTOK, sel].any():
+                prefill = Forward(SI[r.SI_PTOK, sel], SF[pkv:pkv + Wd, sel], SF[pqk:pqk + Wd, sel], SI[r.SI_PSMP, sel])
+            mix = Mix(target, SF[r.SF_NDEC, sel] if md.on else 0.0, passes, prefill, SI[r.SI_UNIF, sel] > 0,
+                      SF[r.SF_SEQS, sel])
+            SF[r.SF_DT, sel] = md.model.price(mix).total
+        ST[r.ST_NPRICED] = hi
 
     # ------------------------------------------------------------------ what clients saw, in seconds
 
@@ -262,16 +289,17 @@ class _Engine:
         first tokens, finishes and inter-token gaps (a step's time, or the gap between two ends)."""
         from . import records as r
 
-        ns, ni = int(self.ST[r.NSTEPS]), int(self.ST[r.NITL])
-        ends, dt = self.SF[r.ENDS, :ns].copy(), self.SF[r.DT, :ns].copy()
-        arr_step, first, fin = self.RI
-        arrival = np.where(arr_step >= 0, ends[np.maximum(arr_step, 0)], self.R[r.R_ARR])
-        i, j = self.II[:, :ni]
+        ST, SF0, rec = self.state.ST, self.state.SF0, self.records
+        ns, ni = int(ST[r.ST_NSTEPS]), int(ST[r.ST_NITL])
+        ends, dt = rec.SF[r.SF_ENDS, :ns].copy(), rec.SF[r.SF_DT, :ns].copy()
+        arr_step, first, fin = rec.RI[r.RI_ARR], rec.RI[r.RI_FIRST], rec.RI[r.RI_FIN]
+        arrival = np.where(arr_step >= 0, ends[np.maximum(arr_step, 0)], self.params.R[r.R_ARR])
+        i, j = rec.II[r.II_STEP, :ni], rec.II[r.II_FROM, :ni]
         gaps = np.where(j < 0, dt[i], ends[i] - ends[np.maximum(j, 0)])
         return RunLog(arrival, self.prompt.astype(float), self.output.astype(float), ends[first], ends[fin], [ends],
-                      [self.SF[r.EMIT, :ns].copy()], [self.SF[r.PRE, :ns].copy()], [gaps],
-                      [self.IW[:ni].copy()], float(self.SF0[r.PROPOSED]), float(self.SF0[r.ACCEPTED]),
-                      float(self.SF0[r.VERIFY]))
+                      [rec.SF[r.SF_EMIT, :ns].copy()], [rec.SF[r.SF_PRE, :ns].copy()], [gaps],
+                      [rec.IW[:ni].copy()], float(SF0[r.SF0_PROPOSED]), float(SF0[r.SF0_ACCEPTED]),
+                      float(SF0[r.SF0_VERIFY]))
 
 
 def load_compiled() -> None:
