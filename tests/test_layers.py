@@ -120,3 +120,14 @@ def test_no_module_is_too_long():
     long = {str(p.relative_to(PKG.parent)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 420}
     assert not long, f"modules over ~400 lines: {long}"
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name another module needs is public: `from .x import _y` means the seam is in the wrong place."""
+    modules = _modules()
+    bad = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("crossover")):
+                bad += [f"{name}: {a.name}" for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "private names imported: " + "; ".join(sorted(bad))
