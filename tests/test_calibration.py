@@ -19,7 +19,7 @@ from crossover.model.acceptance import Acceptance
 from crossover.model.speculation import Speculation
 
 MEASURED = FIXTURES / "measured"
-ISSUE12 = FIXTURES / "issue12"
+EDGE_SWEEPS = FIXTURES / "edge_sweeps"
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192]
 
 
@@ -298,12 +298,12 @@ def test_calibrate_without_model_takes_the_files_model_id():
                 "--bootstrap", "0", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["inputs"]["model"] == "llama-3.1-8b"
-    none = run_cli("calibrate", "--files", str(ISSUE12 / "zigzag.csv"), "--tp", "1", "--bootstrap", "0")
+    none = run_cli("calibrate", "--files", str(EDGE_SWEEPS / "zigzag.csv"), "--tp", "1", "--bootstrap", "0")
     assert_one_line_error(none, "--model")
 
 
 def test_a_tau_beyond_k_plus_1_is_reported_for_its_file_not_as_an_average():
     for verb in (["calibrate", "--bootstrap", "0"], ["measured", "--hardware", "h100-sxm"]):
-        r = run_cli(*verb, "--files", str(ISSUE12 / "taus.csv"), "--tp", "1")
+        r = run_cli(*verb, "--files", str(EDGE_SWEEPS / "taus.csv"), "--tp", "1")
         assert_one_line_error(r, "taus.csv:4", "tau) 9")
         assert "5.8" not in r.stderr

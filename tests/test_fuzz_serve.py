@@ -318,7 +318,7 @@ def query(draw, groups: list[dict], hostile: bool, max_n: int = 5) -> str:
 # --------------------------------------------------------------------------- upload bodies
 
 FIXTURE_FILES = sorted(p for p in (FIXTURES / "measured").rglob("*") if p.is_file()) \
-    + sorted((FIXTURES / "issue12").glob("*.csv"))
+    + sorted((FIXTURES / "edge_sweeps").glob("*.csv"))
 _ODD = [1e-320, -1.0, 0, 1e308, -5e-324, None, "x", "", [], {}, True, 10**30, "nan", "inf", "1e999", [[[[1]]]]]
 
 
@@ -401,7 +401,7 @@ def garble(draw, name: str, raw: bytes) -> tuple[str, bytes]:
 
 
 # Uploads the measured endpoint reads as one sweep: (fixture, arm) sets; a hostile case garbles some
-CSV_SWEEPS = [FIXTURES / "measured" / "sweep.csv"] + [FIXTURES / "issue12" / f"{n}.csv" for n in
+CSV_SWEEPS = [FIXTURES / "measured" / "sweep.csv"] + [FIXTURES / "edge_sweeps" / f"{n}.csv" for n in
                                                        ("impossible", "zigzag", "identical_arms")]
 VLLM_ON = sorted((FIXTURES / "measured" / "vllm_on").glob("*[0-9].json"))
 VLLM_OFF = sorted((FIXTURES / "measured" / "vllm_off").glob("*.json"))

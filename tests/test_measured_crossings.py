@@ -8,7 +8,7 @@ import pytest
 from conftest import FIXTURES, assert_one_line_error, run_cli
 from crossover.analysis.crossings import level_crossings
 
-HERE = FIXTURES / "issue12"
+HERE = FIXTURES / "edge_sweeps"
 
 
 def test_identical_arms_have_no_crossover():

@@ -30,7 +30,7 @@ from crossover.web import make_server
 from crossover.web.store import MAX_UPLOAD_BYTES
 
 CROSSING = {"context": "256", "acceptance": "0.5"}  # the README's crossing case (inside the batch range)
-IMPOSSIBLE = FIXTURES / "issue12" / "impossible.csv"  # one point faster than an H100 can run
+IMPOSSIBLE = FIXTURES / "edge_sweeps" / "impossible.csv"  # one point faster than an H100 can run
 
 
 @pytest.fixture(scope="module")

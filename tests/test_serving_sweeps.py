@@ -1,4 +1,4 @@
-"""Issue 12, serving simulator: throughput as `vllm bench serve` counts it, saturation, level seeds."""
+"""The serving simulator's sweeps: throughput as `vllm bench serve` counts it, saturation, level seeds."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Issue 12 item 4: the routed (policy) arm never loses to the better fixed arm by more than the
+"""Routing by load: the routed (policy) arm never loses to the better fixed arm by more than the
 run's noise; routing by queue length with hysteresis; bursty arrivals where routing beats both."""
 
 import json
