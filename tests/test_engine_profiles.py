@@ -278,7 +278,7 @@ def test_the_simulator_verifies_padded_ngram_misses_at_full_width():
     width 1 + match x k. Verified drafts per verify step = (acceptance length - 1) / acceptance rate."""
     kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4, acceptance=0.6, match_rate=0.5)
     for engine, width, tol in (("sglang", 5.0, 1e-3), ("vllm", 3.0, 0.05)):
-        r = crossover.simulate("sharegpt", concurrency=[8], num_prompts=100, seed=3, engine=engine, **kw)
+        r = crossover.simulate("sharegpt", [8], run={"num_prompts": 100, "seed": 3}, engine=engine, **kw)
         on = r.to_dict()["levels"][0]["on"]
         drafts = (on["spec_decode_acceptance_length"] - 1.0) / (on["spec_decode_acceptance_rate"] / 100.0)
         assert 1.0 + drafts == pytest.approx(width, rel=tol)
@@ -316,12 +316,13 @@ def test_sglang_caps_its_speculating_server_at_48_running_requests(capsys):
     """SGLang resets max_running_requests to 48 with speculation unless it is given: the speculating
     arm runs at most 48 requests (its TTFT grows with the queue at concurrency 96), the plain arm 256;
     --max-num-seqs sets both; vLLM has no such cap."""
-    kw = dict(concurrency=[96], num_prompts=200, model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=3)
-    sg = crossover.simulate("sharegpt", engine="sglang", **kw)
+    kw = dict(concurrency=[96], model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=3)
+    sg = crossover.simulate("sharegpt", engine="sglang", run={"num_prompts": 200}, **kw)
     assert sg.inputs["max_num_seqs"] == 256 and sg.inputs["max_num_seqs_speculating"] == 48
-    given = crossover.simulate("sharegpt", engine="sglang", max_num_seqs=256, **kw)
+    given = crossover.simulate("sharegpt", engine="sglang", run={"num_prompts": 200, "max_num_seqs": 256}, **kw)
     assert "max_num_seqs_speculating" not in given.inputs
-    assert "max_num_seqs_speculating" not in crossover.simulate("sharegpt", engine="vllm", **kw).inputs
+    assert "max_num_seqs_speculating" not in crossover.simulate("sharegpt", engine="vllm", run={"num_prompts": 200},
+                                                                 **kw).inputs
     capped, free = sg.to_dict()["levels"][0]["on"], given.to_dict()["levels"][0]["on"]
     assert capped["median_ttft_ms"] > 5 * free["median_ttft_ms"]
     assert capped["output_throughput"] < free["output_throughput"]

@@ -82,7 +82,8 @@ def srv():
 
     def capped(kw, progress):
         levels = sorted({min(c, SIM_MAX_LEVEL) for c in kw["concurrency"][:SIM_LEVELS]})
-        return real({**kw, "num_prompts": min(kw["num_prompts"], SIM_PROMPTS), "concurrency": levels}, progress)
+        run = {**kw["run"], "num_prompts": min(kw["run"]["num_prompts"], SIM_PROMPTS)}
+        return real({**kw, "run": run, "concurrency": levels}, progress)
 
     mp = pytest.MonkeyPatch()
     mp.setattr(endpoints, "simulate", capped)

@@ -72,7 +72,7 @@ def test_simulate_policy_draws_its_schedule_with_the_runs_seed(monkeypatch):
     monkeypatch.setattr(verbs, "routing_policy", spy)
     for seed in (0, 7):
         with pytest.raises(Stop):
-            crossover.simulate("sharegpt", concurrency=[1], num_prompts=50, policy=True, seed=seed,
+            crossover.simulate("sharegpt", [1], run={"num_prompts": 50, "seed": seed}, routing="policy",
                                model="llama-3.1-8b", hardware="h100-sxm", tp=1)
     wl, base = load_workload("sharegpt")
     for (prompts, outputs), seed in zip(got, (0, 7)):

@@ -20,10 +20,10 @@ VERBS = tuple(o.by_verb())
 
 def _api_functions(verb: str):
     from crossover.api import build, sweeps, verbs
-    from crossover.api.plan_options import SLO, Demand, Pricing, Search, Verification
+    from crossover.api.records import SLO, Demand, Pricing, Run, Search, Verification
 
     # the verb's own function first: its keyword wins over the scenario's of the same name
-    return {"predict": (verbs.predict, build.scenario), "simulate": (verbs.simulate, build.scenario),
+    return {"predict": (verbs.predict, build.scenario), "simulate": (verbs.simulate, Run, build.scenario),
             "policy": (verbs.policy, build.scenario), "report": (build.scenario,),
             "plan": (verbs.plan, Demand, SLO, Search, Pricing, Verification, build.scenario),
             "whatif": (verbs.whatif, build.scenario), "measured": (sweeps.measured,),

@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 
 import crossover
-from crossover.api.plan_options import SLO, Demand, Pricing, Search, Verification
+from crossover.api.records import SLO, Demand, Pricing, Search, Verification
 from crossover.model.scenario import Scenario
 from crossover.analysis.curves import evaluate
 from crossover.errors import CrossoverError

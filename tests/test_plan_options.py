@@ -8,7 +8,7 @@ import json
 import pytest
 
 import crossover
-from crossover.api.plan_options import SLO, Demand, Pricing, Search, Verification
+from crossover.api.records import SLO, Demand, Pricing, Search, Verification
 from crossover.cli import main
 from crossover.errors import InputError
 

@@ -81,7 +81,7 @@ def test_the_draft_catches_up_on_tokens_taken_while_speculation_was_off():
     ("random-1024-128", [128, 256], {"method": "draft", "draft": "llama-3.2-1b", "k": 4}),
 ])
 def test_policy_arm_never_loses_to_the_better_fixed_arm(workload, levels, kw):
-    res = api.simulate(workload, concurrency=levels, policy=True, model="llama-3.1-8b", hardware="h100-sxm", **kw)
+    res = api.simulate(workload, levels, routing="policy", model="llama-3.1-8b", hardware="h100-sxm", **kw)
     for lv in res.sweep.levels:
         best = max(lv.off, lv.on, key=lambda a: a["output_throughput"])
         pol = lv.policy["output_throughput"]
@@ -106,7 +106,7 @@ def test_hysteresis_router_keeps_its_state_inside_the_band():
 
 def test_hysteresis_band_above_every_batch_is_always_on():
     w = fixed(200, 100)
-    a = api.simulate(w, concurrency=[16], hysteresis=(300, 400), num_prompts=200, model="llama-3.1-8b",
+    a = api.simulate(w, [16], routing=(300, 400), run={"num_prompts": 200}, model="llama-3.1-8b",
                      hardware="h100-sxm")
     lv = a.sweep.levels[0]
     # only the acceptance draws differ (the routed arm has its own stream)
@@ -118,8 +118,8 @@ def test_hysteresis_band_above_every_batch_is_always_on():
 def test_routing_beats_both_fixed_arms_under_bursty_arrivals():
     # gamma inter-arrivals of shape 0.1: the running batch swings between a few sequences (where
     # speculation pays 1.7x) and past the crossover (~135 running) - no fixed arm is right for both
-    res = api.simulate("sharegpt", request_rate=[55.0], burstiness=0.1, num_prompts=1500, policy=True,
-                       model="llama-3.1-8b", hardware="h100-sxm")
+    res = api.simulate("sharegpt", request_rate=[55.0], run={"burstiness": 0.1, "num_prompts": 1500},
+                       routing="policy", model="llama-3.1-8b", hardware="h100-sxm")
     lv = res.sweep.levels[0]
     e2e = {a: getattr(lv, a)["mean_e2el_ms"] for a in ("off", "on", "policy")}
     assert e2e["policy"] < min(e2e["off"], e2e["on"]), e2e

@@ -18,7 +18,7 @@ def test_a_concurrency_level_runs_ten_rounds_of_its_clients_after_the_warm_up():
 
 
 def test_throughput_intervals_bracket_the_throughput_and_the_crossover():
-    res = crossover.simulate("sharegpt", concurrency=[64, 256], num_prompts=200, model="llama-3.1-8b")
+    res = crossover.simulate("sharegpt", [64, 256], run={"num_prompts": 200}, model="llama-3.1-8b")
     for lv in res.sweep.levels:
         for arm in (lv.off, lv.on):
             assert arm["output_throughput_ci_low"] <= arm["output_throughput"] <= arm["output_throughput_ci_high"]
@@ -31,17 +31,17 @@ def test_throughput_intervals_bracket_the_throughput_and_the_crossover():
 
 def test_progress_is_reported_after_every_level():
     seen = []
-    crossover.simulate("sharegpt", concurrency=[1, 4], num_prompts=20, model="llama-3.1-8b",
+    crossover.simulate("sharegpt", [1, 4], run={"num_prompts": 20}, model="llama-3.1-8b",
                        progress=lambda done, total, load: seen.append((done, total, load)))
     assert seen == [(1, 2, 1), (2, 2, 4)]
 
 
 @pytest.mark.parametrize("kw, needle", [
-    ({"num_prompts": MAX_PROMPTS + 1}, "exceeds"),
+    ({"run": {"num_prompts": MAX_PROMPTS + 1}}, "exceeds"),
     ({"concurrency": list(range(1, MAX_LEVELS + 2))}, f"at most {MAX_LEVELS}"),
 ])
 def test_oversized_sweeps_are_refused_in_one_line(kw, needle):
-    args = {"concurrency": [1], "num_prompts": 10, **kw}
+    args = {"concurrency": [1], "run": {"num_prompts": 10}, **kw}
     with pytest.raises(crossover.CrossoverError, match=needle):
         crossover.simulate("sharegpt", model="llama-3.1-8b", **args)
 

@@ -222,7 +222,7 @@ def test_a_simulation_job_reports_progress_and_the_library_s_result(server):
         time.sleep(0.2)
         job = call(server, f"/api/job?id={job['id']}")[1]
     assert job["state"] == "done" and job["done"] == job["total"] == 2, job
-    expect = crossover.simulate("random-1024-128", concurrency=[1, 4], num_prompts=40, model="llama-3.1-8b").to_dict()
+    expect = crossover.simulate("random-1024-128", [1, 4], run={"num_prompts": 40}, model="llama-3.1-8b").to_dict()
     assert job["result"]["levels"] == expect["levels"]
     status, d = call(server, "/api/simulate?" + qs(levels="1,x"), method="POST", headers={"X-Crossover": "1"})
     assert status == 400 and "no whole number" in d["error"]

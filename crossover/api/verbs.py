@@ -18,29 +18,26 @@ import numpy as np
 from . import results
 from ..analysis.adaptive import adaptive_throughput
 from .build import acceptance_of, inputs, scenario, speculation as speculation_of
-from .plan_options import SLO, Demand, Pricing, Search, Verification
+from .records import SLO, Demand, Pricing, Run, Search, Verification
 from ..defaults import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits
 from ..analysis.curves import predict as _predict
 from ..analysis.engine_config import engine_configs
 from ..defaults import (
-    DEFAULT_BURSTINESS,
     DEFAULT_CONFIDENCE_CONCENTRATION,
     DEFAULT_CONFIDENCE_THRESHOLD,
     DEFAULT_K_MAX,
     DEFAULT_KV_DTYPE,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_METHOD,
     DEFAULT_NUM_PROMPTS,
-    DEFAULT_SEED,
     DEFAULT_WHATIF_POINTS,
     DEFAULT_WHATIF_X,
     DEFAULT_WHATIF_Y,
     PLAN_HARDWARE,
     PLAN_TP,
 )
-from ..errors import CrossoverError, api_boundary
+from ..errors import CrossoverError, InputError, api_boundary
 from ..model.memory import batch_ceiling
 from ..planning.plan import plan as _plan
 from ..analysis.policy import best_k_policy, routing_policy
@@ -83,16 +80,23 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
 
 
 @api_boundary
-def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = None,
-             request_rate: Sequence[float] | None = None, num_prompts: int = DEFAULT_NUM_PROMPTS,
-             seed: int = DEFAULT_SEED, burstiness: float = DEFAULT_BURSTINESS, max_num_seqs: int | None = None,
-             max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-             policy: bool = False, hysteresis: tuple[int, int] | None = None, scenario: Scenario | None = None,
-             progress=None, **scenario_kwargs: Any) -> results.SimulateResult:
-    """A serving benchmark sweep (closed-loop concurrency or open-loop request rates) of two servers
-    identical but for speculation (and, with `policy`, a third that routes k by load with the best-k
-    schedule; with `hysteresis=(low, high)`, one that speculates until the running batch rises above
-    `high` and resumes when it falls below `low`)."""
+def simulate(workload: str | Workload, concurrency: Sequence[int] | None = None,
+             request_rate: Sequence[float] | None = None, *, run: Run | Mapping[str, Any] | None = None,
+             routing: str | tuple[int, int] | None = None, scenario: Scenario | None = None, progress=None,
+             **scenario_kwargs: Any) -> results.SimulateResult:
+    """A serving benchmark sweep (closed-loop `concurrency` levels or open-loop `request_rate`s) of two
+    servers identical but for speculation, each level run as `run` says (api/records.py: requests,
+    seed, burstiness, engine limits). `routing="policy"` adds a third server that routes k by load with
+    the best-k schedule; `routing=(low, high)` one that speculates until the running batch rises above
+    `high` and resumes when it falls below `low`."""
+    r = Run.of(run)
+    num_prompts, seed, burstiness = r.num_prompts, r.seed, r.burstiness
+    max_num_seqs, max_num_batched_tokens = r.max_num_seqs, r.max_num_batched_tokens
+    policy = isinstance(routing, str)
+    if policy and routing != "policy":
+        raise InputError(f"routing is 'policy' or hysteresis thresholds (low, high) (got {routing!r})",
+                         parameter="routing")
+    hysteresis = None if routing is None or policy else routing
     wl, base = load_workload(workload)
     if (concurrency is None) == (request_rate is None):
         raise CrossoverError("give concurrency levels or request rates (one of the two)")
@@ -108,8 +112,6 @@ def simulate(workload: str | Workload, *, concurrency: Sequence[int] | None = No
     # max_num_seqs None: 256, with the engine's own cap on speculating arms (SGLang's 48)
     limits = EngineLimits.of(sc.deployment, max_num_seqs, max_num_batched_tokens)
     schedule: Any = None
-    if policy and hysteresis is not None:
-        raise CrossoverError("route by the best-k schedule (policy) or by hysteresis, not both")
     if hysteresis is not None:
         low, high = (int(x) for x in hysteresis)
         if not (1 <= low <= high):
@@ -193,7 +195,7 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
     best checked in the serving simulator (`verification`: a finalist that misses an SLO is simulated
     again with up to `retry_replicas` more replicas, its fleet growing to the first that meets it,
     before it is demoted). `speculation`: crossover.scenario's speculation keywords (method, k,
-    acceptance, tau, draft, ...). Records or mappings of their fields (api/plan_options.py).
+    acceptance, tau, draft, ...). Records or mappings of their fields (api/records.py).
     `progress(done, total, what)` follows the screening and the simulations."""
     need_, slo_, find, price_, check = (Demand.of(demand), SLO.of(slo), Search.of(search), Pricing.of(pricing),
                                         Verification.of(verification))
@@ -284,7 +286,7 @@ def report(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAU
         policy_text = policy(sc, k_max=max(sc.speculation.k, 1), batch_max=b_max).to_text()
     sim = None
     if wl is not None and concurrency:
-        sim = simulate(workload, concurrency=concurrency, num_prompts=num_prompts, scenario=sc)
+        sim = simulate(workload, concurrency, run=Run(num_prompts=num_prompts), scenario=sc)
     planned = None
     if with_plan:
         if scenario is not None:  # a built scenario: its own method and k

@@ -7,6 +7,7 @@ import csv
 import sys
 
 from ..api import verbs as api
+from ..api.records import Run
 from ..defaults import DEFAULT_BATCHES
 from ..errors import CrossoverError
 from ..files import write_atomic
@@ -76,16 +77,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     flag = "--concurrency" if axis == "concurrency" else "--request-rate"
     levels = parse_list(args.concurrency if axis == "concurrency" else args.request_rate, flag,
                         integer=axis == "concurrency")
-    res = api.simulate(args.workload, **{axis: levels}, scenario=sc,
-                       num_prompts=int(parse_number(args.num_prompts, "--num-prompts", integer=True)),
-                       seed=int(parse_number(args.seed, "--seed", integer=True, positive=False)),
-                       burstiness=parse_number(args.burstiness, "--burstiness"),
-                       max_num_seqs=None if args.max_num_seqs is None else int(parse_number(args.max_num_seqs, "--max-num-seqs",
-                                                                                       integer=True)),
-                       max_num_batched_tokens=int(parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
-                                                          integer=True)),
-                       policy=bool(args.policy), hysteresis=_hysteresis(args.hysteresis),
-                       progress=_progress(axis, args.quiet))
+    run = Run(num_prompts=int(parse_number(args.num_prompts, "--num-prompts", integer=True)),
+              seed=int(parse_number(args.seed, "--seed", integer=True, positive=False)),
+              burstiness=parse_number(args.burstiness, "--burstiness"),
+              max_num_seqs=None if args.max_num_seqs is None else int(parse_number(args.max_num_seqs, "--max-num-seqs",
+                                                                                  integer=True)),
+              max_num_batched_tokens=int(parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
+                                                      integer=True)))
+    hysteresis = _hysteresis(args.hysteresis)
+    if args.policy and hysteresis is not None:
+        raise CrossoverError("route by the best-k schedule (policy) or by hysteresis, not both")
+    res = api.simulate(args.workload, **{axis: levels}, scenario=sc, run=run,
+                       routing="policy" if args.policy else hysteresis, progress=_progress(axis, args.quiet))
     if args.plot:
         from ..reporting.plots import plot_simulation
 
@@ -139,8 +142,8 @@ def _opt(value: str | None, flag: str, **kw) -> float | None:
 
 def plan_kwargs(args: argparse.Namespace) -> dict:
     """`crossover plan`'s flags as the arguments of crossover.plan: demand, slo, search, pricing,
-    verification and speculation records (api/plan_options.py)."""
-    from ..api.plan_options import SLO, Demand, Pricing, Search, Verification
+    verification and speculation records (api/records.py)."""
+    from ..api.records import SLO, Demand, Pricing, Search, Verification
 
     hardware = [h.strip() for h in args.hardware.split(",") if h.strip()]
     if not hardware:

@@ -119,15 +119,16 @@ def measured(q: Query, files: Sequence[tuple[Path, str]]) -> dict[str, Any]:
 def simulation_kwargs(q: Query) -> dict[str, Any]:
     """crossover.simulate's keywords from the simulation tab (checked before a job starts)."""
     sk = params.scenario_kwargs(q, lengths=False)
+    run = {"num_prompts": params.number(q, "num_prompts", 200, lo=10, hi=params.MAX_NUM_PROMPTS, integer=True),
+           "seed": params.number(q, "seed", 0, lo=0, hi=2**31, integer=True)}
     return {"workload": params.spec_name(q, "workload", "workloads", "sharegpt"), "concurrency": params.levels(q),
-            "num_prompts": params.number(q, "num_prompts", 200, lo=10, hi=params.MAX_NUM_PROMPTS, integer=True),
-            "seed": params.number(q, "seed", 0, lo=0, hi=2**31, integer=True), **sk}
+            "run": run, **sk}
 
 
 def check_simulation(kw: dict[str, Any]) -> None:
     """Build the scenario the simulation will run (as crossover.simulate does: the workload's mean
     lengths) and check the top concurrency fits its KV cache, so bad input is a 400 before any job starts."""
-    args = {k: v for k, v in kw.items() if k not in ("workload", "concurrency", "num_prompts", "seed")}
+    args = {k: v for k, v in kw.items() if k not in ("workload", "concurrency", "run")}
     wl, base = load_workload(kw["workload"])
     p_mean, o_mean = wl.means(base=base)
     sc = crossover.scenario(workload=wl, prompt_len=p_mean, output_len=o_mean, **args)

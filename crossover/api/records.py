@@ -1,5 +1,6 @@
-"""What `crossover.plan` is asked, as typed records instead of 34 keywords: the demand, the latency
-objectives, the deployments searched, how they are priced and how the finalists are verified.
+"""What a verb is asked, as typed records instead of long keyword lists. `crossover.plan`: the demand,
+the latency objectives, the deployments searched, how they are priced and how the finalists are
+verified; `crossover.simulate`: how each level is run (`Run`).
 
     crossover.plan("llama-3.1-70b", "sharegpt", Demand(peak_rps=50), SLO(tpot_ms=50),
                    search=Search(hardware=("h100-sxm", "h200"), weight_dtype=("bf16", "fp8")))
@@ -126,3 +127,22 @@ class Verification:
     @classmethod
     def of(cls, value) -> "Verification":
         return _record(cls, value, "verification")
+
+
+@dataclass(frozen=True)
+class Run:
+    """How `crossover.simulate` runs each level, as `vllm bench serve` would: `num_prompts` requests
+    (a concurrency level runs at least 10 rounds of its clients after the warm-up), inter-arrivals of
+    gamma shape `burstiness` (1: Poisson), `seed`, and the engine's limits: `max_num_seqs` running
+    sequences (None: 256, with the engine's own cap when speculating, SGLang's 48) and
+    `max_num_batched_tokens` per step."""
+
+    num_prompts: int = d.DEFAULT_NUM_PROMPTS
+    seed: int = d.DEFAULT_SEED
+    burstiness: float = d.DEFAULT_BURSTINESS
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int = d.DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+    @classmethod
+    def of(cls, value) -> "Run":
+        return _record(cls, value, "run")
