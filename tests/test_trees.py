@@ -102,3 +102,24 @@ def test_policy_cli_sizes_trees_by_load():
     text = run_cli("policy", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3",
                    "--k-max", "4", "--tree-nodes", "6", "--batch-max", "64").stdout
     assert "draft trees by load" in text and "speculative-num-draft-tokens" in text
+
+
+def test_a_measured_tau_with_a_tree_is_the_trees_tau():
+    """`--tau` with `--tree` is the tree's measured mean accepted length: the scenario keeps it (it
+    was re-expanded over the tree: tau 2.56 became ~4), from the per-token rate that gives it; a tau
+    the tree cannot reach is one line."""
+    import warnings
+
+    import crossover
+    from crossover.errors import CrossoverError
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        sc = crossover.scenario(model="llama-3.1-8b", method="eagle", tree="3x4", tau=2.56)
+    assert abs(sc.speculation.tau - 2.56) < 1e-9 and sc.speculation.acceptance.kind == "rate"
+    assert any("measured mean accepted length" in str(w.message) for w in said)
+    rate = sc.speculation.acceptance.value
+    same = crossover.scenario(model="llama-3.1-8b", method="eagle", tree="3x4", acceptance=rate)
+    assert abs(same.speculation.tau - 2.56) < 1e-9
+    with pytest.raises(CrossoverError, match="outside what this tree can accept"):
+        crossover.scenario(model="llama-3.1-8b", method="eagle", tree="3x4", tau=4.5)

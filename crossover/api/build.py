@@ -151,11 +151,39 @@ def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = 
     draft_model = target if draft == "self" else (_model(draft) if draft is not None else None)
     if draft_model is not None and draft_model is not target and method == "draft":
         _check_draft(target, draft_model, allow_vocab_mismatch)
+    if acceptance.kind == "tau" and (widths is not None or paths is not None):
+        acceptance = _tree_rate(method, k, acceptance, widths, paths)
     spec = Speculation(method, k, acceptance, draft=draft_model, draft_tp=draft_tp, draft_vocab=draft_vocab,  # type: ignore[arg-type]
                        tree=widths, tree_paths=paths, draft_kv_budget=draft_kv_budget)
     if acceptance.kind == "tau" and spec.tau > k + 1:
         raise CrossoverError(f"tau {acceptance.value:g} exceeds k+1 = {k + 1}")
     return spec
+
+
+def _tree_rate(method: str, k: int, acceptance: Acceptance, widths, paths) -> Acceptance:
+    """A measured tau with a draft tree: engines report the tree's own mean accepted length, so the
+    per-token rate is the one that gives this tree that tau (bisection: a tree's tau rises with the
+    rate), not the chain's rate re-expanded over the tree (tau 2.56 became 4.84)."""
+    from ..model.acceptance import Acceptance
+    from ..model.speculation import Speculation
+
+    def tree_tau(rate: float) -> float:
+        return Speculation(method, k, Acceptance.rate(rate, acceptance.match_rate), tree=widths, tree_paths=paths).tau
+
+    tau = float(acceptance.value)
+    top = tree_tau(1.0 - 1e-9)
+    if not 1.0 <= tau <= top:
+        raise CrossoverError(f"tau {tau:g} is outside what this tree can accept: 1 to {top:.3g} tokens per step "
+                             f"(its depth {k} plus the bonus token, at any per-token rate)")
+    lo, hi = 0.0, 1.0 - 1e-9
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tree_tau(mid) < tau else (lo, mid)
+    rate = (lo + hi) / 2
+    warnings.warn(f"tau {tau:g} with a draft tree: the tree's measured mean accepted length, from a per-token "
+                  f"acceptance rate of {rate:.3f} over this tree (give --acceptance to set the rate itself)",
+                  UserWarning, stacklevel=4)
+    return Acceptance.rate(rate, acceptance.match_rate)
 
 
 def _check_draft(target: Model, draft: Model, allow_vocab_mismatch: bool) -> None:
