@@ -56,3 +56,11 @@ def test_from_validation_is_the_clis_line():
         Efficiency(transition="bogus")
     e = from_validation(info.value)
     assert str(e) == "transition: Input should be 'smooth', 'max' or 'sum'" and e.parameter == "transition"
+
+
+def test_an_unknown_scenario_option_is_one_line_naming_it():
+    with pytest.raises(InputError, match="scenario: unknown option 'modle' \\(known: model, hardware, acceptance") as info:
+        crossover.scenario(modle="llama-3.1-8b")
+    assert info.value.parameter == "modle"
+    with pytest.raises(InputError, match="unknown option 'kk'"):
+        crossover.predict(kk=3)

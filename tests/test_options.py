@@ -19,15 +19,15 @@ VERBS = tuple(o.by_verb())
 
 
 def _api_functions(verb: str):
-    from crossover.api import build, sweeps, verbs
-    from crossover.api.records import SLO, Demand, Pricing, Run, Search, Verification
+    from crossover.api import sweeps, verbs
+    from crossover.api.records import SLO, Demand, Pricing, Run, ScenarioOptions, Search, Verification
 
     # the verb's own function first: its keyword wins over the scenario's of the same name
-    return {"predict": (verbs.predict, build.scenario), "simulate": (verbs.simulate, Run, build.scenario),
-            "policy": (verbs.policy, build.scenario), "report": (build.scenario,),
-            "plan": (verbs.plan, Demand, SLO, Search, Pricing, Verification, build.scenario),
-            "whatif": (verbs.whatif, build.scenario), "measured": (sweeps.measured,),
-            "calibrate": (sweeps.calibrate_sweep, build.scenario)}[verb]
+    return {"predict": (verbs.predict, ScenarioOptions), "simulate": (verbs.simulate, Run, ScenarioOptions),
+            "policy": (verbs.policy, ScenarioOptions), "report": (ScenarioOptions,),
+            "plan": (verbs.plan, Demand, SLO, Search, Pricing, Verification, ScenarioOptions),
+            "whatif": (verbs.whatif, ScenarioOptions), "measured": (sweeps.measured,),
+            "calibrate": (sweeps.calibrate_sweep, ScenarioOptions)}[verb]
 
 
 def _actions(verb: str) -> dict[str, argparse.Action]:

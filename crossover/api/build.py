@@ -7,30 +7,27 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..defaults import (
     AUTO_TP,
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
-    DEFAULT_COST,
     DEFAULT_DRAFT_VOCAB,
     DEFAULT_HARDWARE,
     DEFAULT_K,
-    DEFAULT_KV_DTYPE,
     DEFAULT_METHOD,
     DEFAULT_MODEL,
     DEFAULT_NGRAM_MATCH_RATE,
     MIN_SEQUENCES_FOR_AUTO_TP,
 )
 from ..errors import CrossoverError, api_boundary
+from .records import ScenarioOptions
 
 # The model stack is imported by the functions that build with it, not for the defaults (the parser)
 if TYPE_CHECKING:
     from ..model.scenario import Scenario
     from ..specs import Deployment, Efficiency, Hardware, Model
-    from ..specs.engine import EngineProfile
     from ..model.acceptance import Acceptance
     from ..model.speculation import Speculation
     from ..specs.workload import Workload
@@ -271,21 +268,10 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
 
 
 @api_boundary
-def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFAULT_HARDWARE, *,
-             tp: int | None = None, method: str = DEFAULT_METHOD, k: int | None = None,
-             acceptance: float | None = None, tau: float | None = None,
-             per_position: Sequence[float] | None = None, match_rate: float | None = None,
-             draft: str | Model | None = None, draft_tp: int | None = None,
-             draft_vocab: int = DEFAULT_DRAFT_VOCAB, draft_kv_budget: int | None = None, tree=None,
-             context: float | None = None, prompt_len: float | None = None, output_len: float | None = None,
-             weight_dtype: str | None = None, kv_dtype: str = DEFAULT_KV_DTYPE, expert_parallel: bool = False,
-             bandwidth_fraction: float | None = None, flops_fraction: float | None = None,
-             step_overhead_ms: float | None = None, transition: str | None = None,
-             calibration: str | Path | None = None, workload: str | Workload | None = None,
-             allow_vocab_mismatch: bool = False, force_calibration: bool = False,
-             engine: str | EngineProfile | None = None, cost: str = DEFAULT_COST,
-             distilled: bool = True) -> Scenario:
-    """A validated scenario: model and hardware by name (or spec), TP (None: the smallest of 1, 2,
+def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFAULT_HARDWARE,
+             **options: Any) -> Scenario:
+    """A validated scenario: model and hardware by name (or spec) and the options of
+    `records.ScenarioOptions` (each with its default; an unknown one is an InputError): TP (None: the smallest of 1, 2,
     4, 8 that holds 16 sequences), the speculation method, its acceptance (acceptance, tau or
     per_position; else a calibration's, else the workload's, else 0.7), the context (default 2048,
     or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
@@ -299,6 +285,16 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     Refused in one line: a tp no engine accepts for the model (heads, KV heads, MLP widths, experts
     under expert parallelism, GPUs per NVLink box), a context beyond the model's
     max_position_embeddings, and efficiency values that leave a step time non-finite."""
+    o = ScenarioOptions.of(options)  # every option with its default, an unknown keyword one line
+    (tp, method, k, acceptance, tau, per_position, match_rate, draft, draft_tp, draft_vocab, draft_kv_budget,
+     tree, context, prompt_len, output_len, weight_dtype, kv_dtype, expert_parallel, bandwidth_fraction,
+     flops_fraction, step_overhead_ms, transition, calibration, workload, allow_vocab_mismatch,
+     force_calibration, engine, cost, distilled) = (
+        o.tp, o.method, o.k, o.acceptance, o.tau, o.per_position, o.match_rate, o.draft, o.draft_tp,
+        o.draft_vocab, o.draft_kv_budget, o.tree, o.context, o.prompt_len, o.output_len, o.weight_dtype,
+        o.kv_dtype, o.expert_parallel, o.bandwidth_fraction, o.flops_fraction, o.step_overhead_ms,
+        o.transition, o.calibration, o.workload, o.allow_vocab_mismatch, o.force_calibration, o.engine, o.cost,
+        o.distilled)
     from ..model.scenario import Scenario
     from ..model.kernels.mode import cost_mode as kernel_cost_mode
     from ..specs.deployment import tp_problem

@@ -18,8 +18,9 @@ from .. import defaults as d
 from ..errors import InputError
 
 
-def _record(cls, value, what: str):
-    """`value` as a `cls` record: the record itself, a mapping of its fields, or None (the defaults)."""
+def _record(cls, value, what: str, also: tuple[str, ...] = ()):
+    """`value` as a `cls` record: the record itself, a mapping of its fields, or None (the defaults);
+    `also`: the caller's other keywords, named beside the fields when one is unknown."""
     if value is None:
         return cls()
     if isinstance(value, cls):
@@ -28,8 +29,8 @@ def _record(cls, value, what: str):
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(value) - names)
         if unknown:
-            raise InputError(f"{what}: unknown field {unknown[0]!r} (known: {', '.join(sorted(names))})",
-                             parameter=what)
+            raise InputError(f"{what}: unknown {'option' if also else 'field'} {unknown[0]!r} (known: "
+                             f"{', '.join([*also, *sorted(names)])})", parameter=unknown[0] if also else what)
         return cls(**value)
     raise InputError(f"{what} must be a {cls.__name__} or a mapping of its fields (got {type(value).__name__})",
                      parameter=what)
@@ -146,3 +147,49 @@ class Run:
     @classmethod
     def of(cls, value) -> "Run":
         return _record(cls, value, "run")
+
+
+@dataclass(frozen=True)
+class ScenarioOptions:
+    """Every option of `crossover.scenario` besides the model and the hardware, with its default (the
+    way vLLM's EngineArgs gathers LLM(**kwargs)): the TP (None: the smallest of 1, 2, 4, 8 that holds
+    16 sequences), the speculation (method, k, the acceptance as a rate, tau or per-position rates, the
+    n-gram match rate, the draft and its TP, vocabulary and KV budget, a draft tree), the context or the
+    prompt and output lengths (or a workload's), dtypes, efficiency overrides, a calibration file, the
+    engine profile, the cost mode and whether the GPU's distilled kernel parameters apply. The CLI's
+    flags for them are the scenario, speculation and efficiency records of `crossover.api.options`."""
+
+    tp: int | None = None
+    method: str = d.DEFAULT_METHOD
+    k: int | None = None  # None: DEFAULT_K, or the tree's depth
+    acceptance: float | None = None  # None: a calibration's, else the workload's, else DEFAULT_ACCEPTANCE
+    tau: float | None = None
+    per_position: Sequence[float] | None = None
+    match_rate: float | None = None  # n-gram: None: the workload's, else DEFAULT_NGRAM_MATCH_RATE
+    draft: Any = None  # a model name, spec or "self"
+    draft_tp: int | None = None
+    draft_vocab: int = d.DEFAULT_DRAFT_VOCAB
+    draft_kv_budget: int | None = None
+    tree: Any = None
+    context: float | None = None  # None: DEFAULT_CONTEXT, or prompt + output / 2 with lengths
+    prompt_len: float | None = None
+    output_len: float | None = None
+    weight_dtype: str | None = None  # None: the model's own
+    kv_dtype: str = d.DEFAULT_KV_DTYPE
+    expert_parallel: bool = False
+    bandwidth_fraction: float | None = None
+    flops_fraction: float | None = None
+    step_overhead_ms: float | None = None
+    transition: str | None = None
+    calibration: Any = None  # a path
+    workload: Any = None  # a name, path or specs.workload.Workload
+    allow_vocab_mismatch: bool = False
+    force_calibration: bool = False
+    engine: Any = None  # None: DEFAULT_ENGINE
+    cost: str = d.DEFAULT_COST
+    distilled: bool = True
+
+    @classmethod
+    def of(cls, value) -> "ScenarioOptions":
+        return _record(cls, value, "scenario", also=("model", "hardware"))
+

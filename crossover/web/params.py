@@ -7,11 +7,10 @@ paths): the server reads no file the user did not upload.
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any, Mapping
 
-from .. import defaults, scenario
+from .. import defaults
 from ..api import build
 from ..errors import CrossoverError
 from ..specs.loader import available
@@ -37,8 +36,12 @@ def cost_modes() -> tuple[str, ...]:
 
 
 def scenario_takes(name: str) -> bool:
-    """Whether `crossover.scenario` has the keyword `name` (engine=, cost= arrive in newer versions)."""
-    return name in inspect.signature(scenario).parameters
+    """Whether `crossover.scenario` takes the option `name` (engine=, cost= arrive in newer versions)."""
+    from dataclasses import fields
+
+    from ..api.records import ScenarioOptions
+
+    return name in {f.name for f in fields(ScenarioOptions)}
 
 
 def shown(text: str, limit: int = 60) -> str:
