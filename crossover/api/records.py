@@ -36,8 +36,19 @@ def _record(cls, value, what: str, also: tuple[str, ...] = ()):
                      parameter=what)
 
 
+class _Record:
+    """A request record: `of(value)` takes the record, a mapping of its fields, or None (the defaults)."""
+
+    _what = "record"  # the keyword it is given as (an error names it)
+    _also: tuple[str, ...] = ()  # the caller's other keywords, named beside the fields
+
+    @classmethod
+    def of(cls, value):
+        return _record(cls, value, cls._what, cls._also)
+
+
 @dataclass(frozen=True)
-class Demand:
+class Demand(_Record):
     """The load the fleet must serve, one of: a peak in requests/s, a peak in output tokens/s (over
     the workload's mean output length), or a traffic CSV (`time,requests` per interval)."""
 
@@ -45,13 +56,11 @@ class Demand:
     peak_output_tokens_per_s: float | None = None
     traffic: Any = None  # a CSV path or a planning.traffic.Traffic
 
-    @classmethod
-    def of(cls, value) -> "Demand":
-        return _record(cls, value, "demand")
+    _what = "demand"
 
 
 @dataclass(frozen=True)
-class SLO:
+class SLO(_Record):
     """Latency objectives in ms, p50 and p99 of TPOT, TTFT, ITL and end-to-end latency, as vLLM's
     benchmark reports them; at least one."""
 
@@ -64,9 +73,7 @@ class SLO:
     e2e_ms: float | None = None
     p99_e2e_ms: float | None = None
 
-    @classmethod
-    def of(cls, value) -> "SLO":
-        return _record(cls, value, "slo")
+    _what = "slo"
 
     def by_metric(self) -> dict[str, float | None]:
         """The objectives by the metric each bounds (vLLM's names)."""
@@ -76,7 +83,7 @@ class SLO:
 
 
 @dataclass(frozen=True)
-class Search:
+class Search(_Record):
     """The deployments searched: every accelerator x TP x weight dtype x KV dtype x max running
     sequences (comma text or sequences), speculation up to `k_max` (None: the speculation's k)."""
 
@@ -89,13 +96,11 @@ class Search:
     expert_parallel: bool = False
     k_max: int | None = None
 
-    @classmethod
-    def of(cls, value) -> "Search":
-        return _record(cls, value, "search")
+    _what = "search"
 
 
 @dataclass(frozen=True)
-class Pricing:
+class Pricing(_Record):
     """How options are priced: rental prices per GPU-hour (`price`: 'gpu=usd' texts or a mapping;
     `price_file`: YAML) over the hardware library's sourced ones, or ownership (purchase over
     `years`, power at `power_cost` USD/kWh times `pue`)."""
@@ -107,13 +112,11 @@ class Pricing:
     pue: float = d.DEFAULT_PUE
     years: float = d.DEFAULT_YEARS
 
-    @classmethod
-    def of(cls, value) -> "Pricing":
-        return _record(cls, value, "pricing")
+    _what = "pricing"
 
 
 @dataclass(frozen=True)
-class Verification:
+class Verification(_Record):
     """The best `verify` options simulated at the planned load (`num_prompts` requests each, inter-
     arrivals of gamma shape `burstiness`, `seed`, in `jobs` processes); a finalist that misses an SLO
     is simulated again with up to `retry_replicas` more replicas before it is demoted."""
@@ -125,13 +128,11 @@ class Verification:
     jobs: int | None = None
     retry_replicas: int = d.DEFAULT_RETRY_REPLICAS
 
-    @classmethod
-    def of(cls, value) -> "Verification":
-        return _record(cls, value, "verification")
+    _what = "verification"
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(_Record):
     """How `crossover.simulate` runs each level, as `vllm bench serve` would: `num_prompts` requests
     (a concurrency level runs at least 10 rounds of its clients after the warm-up), inter-arrivals of
     gamma shape `burstiness` (1: Poisson), `seed`, and the engine's limits: `max_num_seqs` running
@@ -144,13 +145,11 @@ class Run:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int = d.DEFAULT_MAX_NUM_BATCHED_TOKENS
 
-    @classmethod
-    def of(cls, value) -> "Run":
-        return _record(cls, value, "run")
+    _what = "run"
 
 
 @dataclass(frozen=True)
-class ScenarioOptions:
+class ScenarioOptions(_Record):
     """Every option of `crossover.scenario` besides the model and the hardware, with its default (the
     way vLLM's EngineArgs gathers LLM(**kwargs)): the TP (None: the smallest of 1, 2, 4, 8 that holds
     16 sequences), the speculation (method, k, the acceptance as a rate, tau or per-position rates, the
@@ -189,7 +188,6 @@ class ScenarioOptions:
     cost: str = d.DEFAULT_COST
     distilled: bool = True
 
-    @classmethod
-    def of(cls, value) -> "ScenarioOptions":
-        return _record(cls, value, "scenario", also=("model", "hardware"))
+    _what = "scenario"
+    _also = ("model", "hardware")
 
