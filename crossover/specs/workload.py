@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -10,20 +11,27 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PositiveFloat,
-    PositiveInt,
     model_validator,
 )
 
-from ..errors import CrossoverError
+from ..errors import CrossoverError, FileError
 from ..files import read_text
 from .loader import resolve_path
+
+# The longest request length a workload may give, in tokens: a hundred times the longest context a
+# served model has (10M positions, Llama 4 Scout). A larger length is a unit slip or garbage, and
+# past 2^63 it cannot even be held (int64) - a traceback, not a length.
+MAX_LENGTH = 1_000_000_000
+# A length in tokens (an integer 1..MAX_LENGTH), and a mean or spread of lengths (finite, > 0, at most
+# MAX_LENGTH): with both bounded, every quantity a distribution derives from them stays finite.
+Length = Annotated[int, Field(ge=1, le=MAX_LENGTH)]
+Tokens = Annotated[float, Field(gt=0, le=MAX_LENGTH, allow_inf_nan=False)]
 
 
 class _Dist(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    min: PositiveInt = 1
-    max: PositiveInt = 1_000_000
+    min: Length = 1
+    max: Length = 1_000_000
 
     def _clip(self, x: np.ndarray) -> np.ndarray:
         return np.clip(np.rint(x), self.min, self.max).astype(np.int64)
@@ -33,7 +41,7 @@ class Fixed(_Dist):
     """Every request has `value` tokens."""
 
     dist: Literal["fixed"]
-    value: PositiveInt
+    value: Length
 
     @property
     def mean(self) -> float:
@@ -49,8 +57,8 @@ class Uniform(_Dist):
     """Uniform integer lengths in [low, high]."""
 
     dist: Literal["uniform"]
-    low: PositiveInt
-    high: PositiveInt
+    low: Length
+    high: Length
 
     @model_validator(mode="after")
     def _check(self) -> "Uniform":
@@ -72,8 +80,8 @@ class LogNormal(_Dist):
     """Lognormal lengths with the given mean and standard deviation (tokens), clipped to [min, max]."""
 
     dist: Literal["lognormal"]
-    mean_: PositiveFloat = Field(alias="mean")
-    sd: PositiveFloat
+    mean_: Tokens = Field(alias="mean")
+    sd: Tokens
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -84,7 +92,11 @@ class LogNormal(_Dist):
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """`n` lengths in tokens."""
-        sigma2 = np.log1p((self.sd / self.mean_) ** 2)
+        ratio = self.sd / self.mean_
+        if ratio < 1e150:
+            sigma2 = np.log1p(ratio**2)
+        else:  # ln(1 + ratio^2) in logs: the square overflows (a tiny mean, or a huge sd)
+            sigma2 = 2.0 * (math.log(self.sd) - math.log(self.mean_))
         mu = np.log(self.mean_) - sigma2 / 2.0
         return self._clip(rng.lognormal(mu, np.sqrt(sigma2), size=n))
 
@@ -93,7 +105,7 @@ class Empirical(_Dist):
     """Lengths drawn with replacement from a list (or a file of one integer per line)."""
 
     dist: Literal["empirical"]
-    values: list[PositiveInt] = Field(default_factory=list)
+    values: list[Length] = Field(default_factory=list)
     file: str | None = None
 
     @model_validator(mode="after")
@@ -111,12 +123,16 @@ class Empirical(_Dist):
             path = base / path
         text = read_text(path, "an empirical lengths file (integers)")
         try:
-            vals = np.asarray([int(x) for x in text.replace(",", " ").split()], dtype=np.int64)
+            ints = [int(x) for x in text.replace(",", " ").split()]
         except ValueError:
-            raise CrossoverError(f"{path}: expected whitespace- or comma-separated integer lengths") from None
-        if vals.size == 0 or (vals <= 0).any():
-            raise CrossoverError(f"{path}: lengths must be positive integers (found none or a non-positive one)")
-        return vals
+            raise FileError(f"{path}: expected whitespace- or comma-separated integer lengths") from None
+        if not ints or min(ints) <= 0:
+            raise FileError(f"{path}: lengths must be positive integers (found none or a non-positive one)")
+        if (longest := max(ints)) > MAX_LENGTH:
+            shown = f"{longest}" if longest < 10**20 else f"of {len(str(longest))} digits"
+            raise FileError(f"{path}: length {shown} is no request length in tokens (at most {MAX_LENGTH:,}; "
+                            f"a unit slip?)")
+        return np.asarray(ints, dtype=np.int64)
 
     @property
     def mean(self) -> float:
@@ -136,7 +152,7 @@ class WorkloadAcceptance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     rate: float | None = Field(default=None, ge=0, lt=1)
-    tau: float | None = Field(default=None, ge=1)
+    tau: float | None = Field(default=None, ge=1, allow_inf_nan=False)
     per_position: list[float] | None = None
     ngram_match_rate: float | None = Field(default=None, ge=0, le=1)
 
