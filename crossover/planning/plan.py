@@ -32,6 +32,7 @@ from ..units import DTYPE_BYTES
 from ..specs.workload import Workload
 
 ARMS = ("off", "on", "routed")
+MAX_REPLICAS = 2.0**53  # a fleet larger than this (replicas, counted exactly as floats and int64) is an overflow
 VERIFY_ROUNDS = 3  # at most this many x `verify` options simulated while retried or demoted finalists move down
 
 
@@ -230,8 +231,14 @@ def _pool_map(tasks: list[tuple], jobs: int, tick: Callable[[int, int], None] | 
 
 def _price(o: Option, costs: Costs, demand: Traffic, output_len: float, replicas: int | None = None) -> None:
     """Fleet size (the analytic one, or `replicas` where the simulator needed more), utilisation and
-    costs of one feasible option."""
+    costs of one feasible option. A product of finite inputs that overflows (a fleet past MAX_REPLICAS,
+    a cost past the largest float) is a one-line error naming the inputs, never an Infinity."""
     s = o.screened
+    need = demand.peak_rps / s.requests_per_s
+    if not need <= MAX_REPLICAS:
+        raise CrossoverError(f"{demand.what}: the fleet overflows: {demand.peak_rps:g} req/s at the peak over "
+                             f"{s.requests_per_s:.4g} req/s per replica of {o.label} is {need:.3g} replicas (more "
+                             f"than {MAX_REPLICAS:.3g}); give a smaller demand")
     o.replicas = replicas or replicas_for(demand.peak_rps, s.requests_per_s)
     o.utilisation = demand.peak_rps / (o.replicas * s.requests_per_s)
     o.mean_utilisation = demand.mean_rps / (o.replicas * s.requests_per_s)
@@ -241,10 +248,18 @@ def _price(o: Option, costs: Costs, demand: Traffic, output_len: float, replicas
     o.usd_per_month = costs.per_month(o.hardware, gpus, o.mean_utilisation)
     o.price_missing = costs.missing(o.hardware)
     tokens_per_month = demand.mean_rps * output_len * 3600.0 * HOURS_PER_MONTH
+    if not math.isfinite(tokens_per_month):
+        raise CrossoverError(f"{demand.what}: the output tokens per month overflow: mean {demand.mean_rps:g} req/s "
+                             f"x {output_len:g} tokens x {3600.0 * HOURS_PER_MONTH:g} s; give a smaller demand")
     if o.usd_per_month is not None:
         o.usd_per_million_output_tokens = o.usd_per_month / tokens_per_month * 1e6
         one = costs.per_month(o.hardware, o.tp, 1.0)
         o.usd_per_million_at_capacity = one / (s.tokens_per_s * 3600.0 * HOURS_PER_MONTH) * 1e6  # type: ignore[operator]
+        if not (math.isfinite(o.usd_per_million_output_tokens) and math.isfinite(o.usd_per_million_at_capacity)):
+            src = costs.origin(o.hardware, "price_per_hour_usd" if costs.basis == "rental" else "purchase_usd_per_gpu")
+            raise CrossoverError(f"{demand.what}: USD per million output tokens overflows for {o.label}: "
+                                 f"${o.usd_per_month:g} per month ({src}) over {tokens_per_month:g} tokens (mean "
+                                 f"{demand.mean_rps:g} req/s); give a larger demand or a smaller price")
     if demand.is_trace and o.rental_usd_per_month is not None:
         # a replica's rate: its analytic capacity, or what the simulator verified it at
         served = s.requests_per_s if replicas is None else demand.peak_rps / o.replicas

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import yaml
 
 from ..defaults import DEFAULT_PUE, DEFAULT_YEARS  # ownership defaults, with why
@@ -45,7 +46,11 @@ class Costs:
     def rental_per_month(self, hardware: str, gpus: int) -> float | None:
         """Renting `gpus` GPUs for a month (None without a price)."""
         p = self.prices[hardware].rent_per_gpu_hour
-        return None if p is None else gpus * p * HOURS_PER_MONTH
+        if p is None:
+            return None
+        return _finite(_product(gpus, p, HOURS_PER_MONTH), lambda: (
+            f"renting {_count(gpus)} x {hardware} for a month overflows: {_gpus(gpus)} x ${p:g} per GPU-hour "
+            f"({self.origin(hardware, 'price_per_hour_usd')}) x {HOURS_PER_MONTH:g} h; give a smaller price or demand"))
 
     def ownership_per_month(self, hardware: str, gpus: int, utilisation: float) -> float | None:
         """Owning `gpus` GPUs for a month: purchase / (12 years) plus power at `utilisation` (the mean
@@ -54,8 +59,17 @@ class Costs:
         p = self.prices[hardware]
         if p.purchase_per_gpu is None:
             return None
-        capital = gpus * p.purchase_per_gpu / (12.0 * self.years)
-        return None if (power := self.power_per_month(hardware, gpus, utilisation)) is None else capital + power
+        buy = p.purchase_per_gpu
+        capital = _finite(_product(gpus, buy) / (12.0 * self.years), lambda: (
+            f"owning {_count(gpus)} x {hardware} overflows: {_gpus(gpus)} x ${buy:g} "
+            f"({self.origin(hardware, 'purchase_usd_per_gpu')}) over 12 months x --years {self.years:g}; give a "
+            f"smaller purchase price or demand, or more --years"))
+        if (power := self.power_per_month(hardware, gpus, utilisation)) is None:
+            return None
+        return _finite(capital + power, lambda: (
+            f"owning {_count(gpus)} x {hardware} overflows: capital ${capital:g} + power ${power:g} per month "
+            f"({self.origin(hardware, 'purchase_usd_per_gpu')}, {self.origin(hardware, 'tdp_w')}, --power-cost "
+            f"{self.power_usd_per_kwh:g}); give smaller prices"))
 
     def power_per_month(self, hardware: str, gpus: int, utilisation: float) -> float | None:
         """Electricity for a month: board power x utilisation x PUE x USD/kWh (0 when --power-cost is
@@ -65,13 +79,27 @@ class Costs:
         tdp = self.prices[hardware].tdp_w
         if tdp is None:
             return None
-        return gpus * tdp / 1000.0 * utilisation * self.pue * self.power_usd_per_kwh * HOURS_PER_MONTH
+        kwh = self.power_usd_per_kwh
+        return _finite(_product(gpus, tdp / 1000.0, utilisation, self.pue, kwh, HOURS_PER_MONTH), lambda: (
+            f"powering {_count(gpus)} x {hardware} overflows: {_gpus(gpus)} x {tdp:g} W "
+            f"({self.origin(hardware, 'tdp_w')}) x utilisation {utilisation:.3g} x --pue {self.pue:g} x "
+            f"--power-cost {kwh:g} USD/kWh x {HOURS_PER_MONTH:g} h; give smaller inputs"))
 
     def per_month(self, hardware: str, gpus: int, utilisation: float) -> float | None:
         """The ranking basis's monthly cost."""
         if self.basis == "rental":
             return self.rental_per_month(hardware, gpus)
         return self.ownership_per_month(hardware, gpus, utilisation)
+
+    def origin(self, hardware: str, key: str) -> str:
+        """Where a price came from, as the input that set it: '--price h100-sxm', 'price file F:
+        h100-sxm.tdp_w' or 'hardware/h100-sxm.yaml tdp_w'."""
+        src = self.prices[hardware].sources.get(key, "")
+        if src == "--price":
+            return f"--price {hardware}"
+        if src.startswith("price file "):
+            return f"{src.split(' (node of', 1)[0]}: {hardware}.{key}"
+        return f"hardware/{hardware}.yaml {key}"
 
     def missing(self, hardware: str) -> str | None:
         """Why `hardware` has no cost on this basis (the flag that would give one), else None."""
@@ -93,12 +121,44 @@ class Costs:
 
 
 def _positive(value: Any, what: str) -> float:
+    """A finite number > 0; a boolean (YAML's true/yes/on) is not a number."""
+    if isinstance(value, (bool, np.bool_)):
+        raise CrossoverError(f"{what}: {value!r} is not a number (a YAML boolean: true/yes/on read as one; "
+                             "give a number)")
     try:
         x = float(value)
     except (TypeError, ValueError):
         raise CrossoverError(f"{what}: {value!r} is not a number") from None
     if not (math.isfinite(x) and x > 0):
         raise CrossoverError(f"{what} must be a finite number > 0 (got {value!r})")
+    return x
+
+
+def _product(*factors: float) -> float:
+    """The product of positive factors, inf where it overflows (a fleet's int GPU count too large for
+    a float included)."""
+    out = 1.0
+    for f in factors:
+        try:
+            out *= float(f)
+        except OverflowError:
+            return math.inf
+    return out
+
+
+def _count(n: float) -> str:
+    """A GPU count for a message: exact where short, else in e-notation."""
+    return f"{n:,}" if isinstance(n, int) and n < 10**15 else f"{float(n):.3g}"
+
+
+def _gpus(n: float) -> str:
+    return f"{_count(n)} GPU{'' if n == 1 else 's'}"
+
+
+def _finite(x: float, why: Callable[[], str]) -> float:
+    """`x`, or the one-line error `why()` (naming the inputs) where it overflowed."""
+    if not math.isfinite(x):
+        raise CrossoverError(why())
     return x
 
 
@@ -156,7 +216,7 @@ def costs(hardware: Sequence[Hardware], *, price: Mapping[str, float] | None = N
         raise CrossoverError(f"--pue must be >= 1 (facility power over IT power; got {pue:g})")
     names = {h.name for h in hardware}
     file_prices = read_price_file(price_file) if price_file is not None else {}
-    flags = dict(price or {})
+    flags = {str(name): _positive(v, f"--price {name}") for name, v in dict(price or {}).items()}
     for name in [*file_prices, *flags]:
         if name not in names:
             where = "--price" if name in flags else f"price file {price_file}"

@@ -25,6 +25,7 @@ class Traffic:
     interval_s: float
     requests: np.ndarray  # requests arriving in each interval
     source: str = "constant"
+    given: str = ""  # the input it came from, for messages ('--peak-rps 40', 'traffic file day.csv')
 
     @property
     def rates(self) -> np.ndarray:
@@ -47,14 +48,24 @@ class Traffic:
         return self.interval_s * len(self.requests)
 
     @property
+    def what(self) -> str:
+        """The demand as the input that gave it, for a message."""
+        return self.given or (f"traffic file {self.source}" if self.is_trace else f"a peak of {self.peak_rps:g} req/s")
+
+    @property
     def is_trace(self) -> bool:
         """Whether the demand varies over time (a traffic file)."""
         return self.source != "constant"
 
 
-def constant(rps: float) -> Traffic:
-    """A constant demand of `rps` requests/s."""
-    return Traffic(CONSTANT_INTERVAL_S, np.array([rps * CONSTANT_INTERVAL_S]))
+def constant(rps: float, given: str = "") -> Traffic:
+    """A constant demand of `rps` requests/s (`given`: the input it came from, for messages)."""
+    given = given or f"a peak of {rps:g} req/s"
+    n = rps * CONSTANT_INTERVAL_S
+    if not (math.isfinite(rps) and math.isfinite(n)):
+        raise CrossoverError(f"{given}: the demand overflows ({rps:g} req/s x {CONSTANT_INTERVAL_S:g} s is not a "
+                             "finite number); give a smaller one")
+    return Traffic(CONSTANT_INTERVAL_S, np.array([n]), given=given)
 
 
 def _time(value: str, row: int, path: str) -> float:
@@ -102,8 +113,12 @@ def read_traffic(path: str | Path) -> Traffic:
             raise CrossoverError(f"{name} row {i}: requests {r[1]!r}; expected a finite number >= 0")
         reqs.append(n)
     t = np.asarray(times)
-    steps = np.diff(t)
+    with np.errstate(over="ignore", invalid="ignore"):
+        steps = np.diff(t)
     step = float(steps[0])
+    if not (math.isfinite(step) and math.isfinite(step * len(t))):
+        raise CrossoverError(f"traffic file {name}: the interval ({step:g} s) or the trace's length overflows "
+                             "(not a finite number of seconds)")
     if step <= 0:
         raise CrossoverError(f"{name} row 3: time does not increase (intervals must be in order)")
     bad = np.nonzero(~np.isclose(steps, step, rtol=1e-9, atol=1e-6))[0]
@@ -112,7 +127,14 @@ def read_traffic(path: str | Path) -> Traffic:
         what = "a gap" if steps[i] > step else "out of order or repeated"
         raise CrossoverError(f"{name} row {i + 3}: {what} ({steps[i]:g} s after the previous row; every interval "
                              f"is {step:g} s): give every interval, 0 where no requests came")
-    out = Traffic(step, np.asarray(reqs), source=name)
+    req = np.asarray(reqs)
+    with np.errstate(over="ignore"):
+        total, peak = float(req.sum()), float((req / step).max())
+    if not (math.isfinite(total) and math.isfinite(peak)):
+        what = "the total of its requests" if not math.isfinite(total) else f"requests / the {step:g} s interval"
+        raise CrossoverError(f"traffic file {name}: {what} overflows (not a finite number); give smaller counts "
+                             "or longer intervals")
+    out = Traffic(step, req, source=name, given=f"traffic file {name}")
     if out.peak_rps <= 0:
         raise CrossoverError(f"traffic file {name}: no requests in any interval; nothing to plan for")
     return out
@@ -132,4 +154,4 @@ def demand(*, peak_rps: float | None = None, peak_output_tokens_per_s: float | N
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise CrossoverError(f"{flag} must be a finite number > 0 (got {value})")
     rps = float(value) if peak_rps is not None else float(value) / output_len
-    return constant(rps)
+    return constant(rps, f"{flag} {value:g}")

@@ -1,0 +1,136 @@
+"""The plan answers honestly or refuses in one line (issue 23, a fuzz campaign's findings): no
+non-finite number in its JSON from finite inputs, no boolean read as a price, no fleet "verified"
+whose simulated replica cannot keep up with its load, traffic files read the same in every time
+zone, and the recommendation says what it left out and how close to the edge it runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import assert_one_line_error, assert_one_line_message, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from json_contract import numbers, strict_loads
+
+import crossover
+from crossover.api.records import SLO, Demand, Pricing, Search, Verification
+from crossover.errors import CrossoverError
+from crossover.specs.workload import fixed
+
+WL = fixed(512, 128)
+
+
+def _plan(demand=None, pricing=None, hardware=("h100-sxm",), tpot_ms=20, **verification):
+    return crossover.plan("llama-3.1-8b", WL, Demand(**(demand or {"peak_rps": 5})), SLO(tpot_ms=tpot_ms),
+                          search=Search(hardware=list(hardware), tp=[1]), pricing=Pricing(**(pricing or {})),
+                          verification=Verification(**{"verify": 0, "jobs": 1, **verification}))
+
+
+def _finite_json(res) -> dict:
+    """The plan's --json as the CLI writes it, parsed strictly (no NaN/Infinity), every number finite."""
+    d = strict_loads(json.dumps(res.to_dict()))
+    for path, x in numbers(d):
+        assert math.isfinite(x), f"{path}: {x}"
+    return d
+
+
+def _cli(*extra):
+    return run_cli("plan", "--model", "llama-3.1-8b", "--workload", "gsm8k", "--slo-tpot-ms", "30",
+                   "--hardware", "h100-sxm", "--tp", "1", "--verify", "0", *extra)
+
+
+# --------------------------------------------------------------------------- 1. finite answers, numeric prices
+
+@pytest.mark.parametrize("extra, words", [
+    (["--peak-rps", "5", "--price", "h100-sxm=1e308"], ["--price h100-sxm", "overflows"]),
+    (["--peak-rps", "1e308"], ["--peak-rps", "overflows"]),
+    (["--peak-output-tokens-per-s", "1.7e308"], ["--peak-output-tokens-per-s", "overflows"]),
+    (["--peak-rps", "1e13", "--price", "h100-sxm=1e300"], ["--price h100-sxm", "overflows"]),  # 1e11 GPUs
+    (["--peak-rps", "1e300"], ["--peak-rps 1e+300", "the fleet overflows"]),  # 1e298 replicas
+])
+def test_a_product_of_finite_inputs_that_overflows_is_one_line_naming_the_input(extra, words):
+    assert_one_line_error(_cli(*extra), *words)
+
+
+def test_an_ownership_cost_that_overflows_names_its_inputs(tmp_path):
+    pf = tmp_path / "p.yaml"
+    pf.write_text("h100-sxm:\n  purchase_usd_per_gpu: 30000\n  tdp_w: 700\n")
+    with pytest.raises(CrossoverError) as e:  # amortised over 1e-305 years
+        _plan(pricing=dict(price_file=str(pf), cost_basis="ownership", years=1e-305))
+    assert_one_line_message(e, "purchase_usd_per_gpu", "--years", "overflows")
+    pf.write_text("h100-sxm:\n  purchase_usd_per_gpu: 30000\n  tdp_w: 1e306\n")
+    with pytest.raises(CrossoverError) as e:
+        _plan(pricing=dict(price_file=str(pf), cost_basis="ownership", power_cost=1e3))
+    assert_one_line_message(e, "tdp_w", "--power-cost", "overflows")
+
+
+def test_a_trace_whose_totals_overflow_is_one_line_naming_the_file(tmp_path):
+    f = tmp_path / "huge.csv"
+    f.write_text("time,requests\n0,1e308\n60,1e308\n")
+    assert_one_line_error(_cli("--traffic", str(f)), str(f), "overflow")
+    f.write_text("time,requests\n0,1e300\n1e-300,0\n")  # 1e300 requests in 1e-300 s
+    assert_one_line_error(_cli("--traffic", str(f)), str(f), "overflow")
+    f.write_text("time,requests\n-1e308,5\n1e308,5\n")  # an interval of 2e308 s
+    assert_one_line_error(_cli("--traffic", str(f)), str(f), "overflow")
+
+
+@pytest.mark.parametrize("text", ["h100-sxm: true\n", "h100-sxm: yes\n", "h100-sxm:\n  price_per_hour_usd: false\n",
+                                  "h100-sxm:\n  tdp_w: on\n"])
+def test_a_yaml_boolean_in_a_price_file_is_not_a_price(tmp_path, text):
+    pf = tmp_path / "p.yaml"
+    pf.write_text(text)
+    assert_one_line_error(_cli("--peak-rps", "5", "--price-file", str(pf)), str(pf), "not a number")
+
+
+@pytest.mark.parametrize("price", [{"h100-sxm": True}, {"h100-sxm": "true"}, {"h100-sxm": -2.0},
+                                   {"h100-sxm": math.inf}, {"h100-sxm": None}, "h100-sxm=true"])
+def test_an_api_price_is_checked_as_the_flag_is(price):
+    with pytest.raises(CrossoverError) as e:
+        _plan(pricing=dict(price=price))
+    assert_one_line_message(e, "--price h100-sxm")
+
+
+@pytest.mark.parametrize("field", ["power_cost", "pue", "years"])
+def test_a_boolean_is_not_a_number_for_the_cost_flags(field):
+    with pytest.raises(CrossoverError) as e:
+        _plan(pricing={"cost_basis": "ownership", field: True})
+    assert_one_line_message(e, field.replace("_", "-"), "not a number")
+
+
+MAGNITUDE = st.floats(min_value=5e-324, max_value=1.7976931348623157e308, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(price=MAGNITUDE, peak=MAGNITUDE, purchase=MAGNITUDE, tdp=MAGNITUDE, power=MAGNITUDE,
+       pue=st.floats(min_value=1.0, max_value=1e308), years=MAGNITUDE,
+       basis=st.sampled_from(["rental", "ownership"]), tokens=st.booleans())
+def test_finite_inputs_give_finite_json_or_a_one_line_error(tmp_path_factory, price, peak, purchase, tdp, power, pue,
+                                                            years, basis, tokens):
+    """The class of finding 1: any finite, positive inputs (prices, demand, power, amortisation) give a
+    plan whose every JSON number is finite, or one error line."""
+    pf = tmp_path_factory.mktemp("prices") / "p.yaml"
+    pf.write_text(f"h100-sxm:\n  purchase_usd_per_gpu: {purchase!r}\n  tdp_w: {tdp!r}\n")
+    demand = {"peak_output_tokens_per_s": peak} if tokens else {"peak_rps": peak}
+    try:
+        res = _plan(demand=demand, pricing=dict(price={"h100-sxm": price}, price_file=str(pf), power_cost=power,
+                                                pue=pue, years=years, cost_basis=basis))
+    except CrossoverError as e:
+        assert_one_line_message(e)
+        return
+    _finite_json(res)
+    assert res.plan.ranked[0].usd_per_month > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(MAGNITUDE, min_size=2, max_size=6), interval=MAGNITUDE, price=MAGNITUDE)
+def test_finite_traffic_gives_finite_json_or_a_one_line_error(tmp_path_factory, rows, interval, price):
+    f = tmp_path_factory.mktemp("traffic") / "t.csv"
+    f.write_text("time,requests\n" + "".join(f"{i * interval!r},{n!r}\n" for i, n in enumerate(rows)))
+    try:
+        res = _plan(demand={"traffic": str(f)}, pricing=dict(price={"h100-sxm": price}))
+    except CrossoverError as e:
+        assert_one_line_message(e)
+        return
+    _finite_json(res)
