@@ -126,3 +126,136 @@ def test_empirical_lengths_are_held_or_refused_in_one_line(tmp_path, values, as_
         assert_one_line_message(exc)
         return
     assert ok and p.dtype == np.int64 and set(p.tolist()) <= set(values)
+
+
+# --------------------------------------------------------------------------- result files (measurements/fields.py)
+
+import json  # noqa: E402
+
+from conftest import FIXTURES  # noqa: E402
+from json_contract import strict_loads  # noqa: E402
+
+MEASURED = FIXTURES / "measured"
+VLLM_ON = MEASURED / "vllm_on" / "openai-infqps-concurrency16-Llama-3.1-8B-Instruct-20260301-111600.json"
+VLLM_OFF = MEASURED / "vllm_off"
+
+
+def _vllm_on(tmp_path, name: str = "on.json", **changes) -> str:
+    obj = json.loads(VLLM_ON.read_text())
+    obj.update(changes)
+    f = tmp_path / name
+    f.write_text(json.dumps(obj))
+    return str(f)
+
+
+@pytest.mark.parametrize("key, value, named", [
+    ("num_speculative_tokens", 1e30, "'num_speculative_tokens'"),
+    ("num_speculative_tokens", 10**30, "'num_speculative_tokens'"),
+    ("num_speculative_tokens", "1" + "0" * 30, "'num_speculative_tokens'"),
+    ("speculative_config", {"num_speculative_tokens": 1e30}, "speculative_config.num_speculative_tokens"),
+    ("speculative_config.num_speculative_tokens", 2**63, "speculative_config.num_speculative_tokens"),
+])
+def test_num_speculative_tokens_1e30_in_a_vllm_result_is_one_line(tmp_path, key, value, named):
+    # int(1e30) went into the int64 k column: OverflowError, a traceback
+    r = run_cli("measured", "--on", _vllm_on(tmp_path, **{key: value}), "--off", str(VLLM_OFF))
+    assert_one_line_error(r, named, "no engine drafts more than 1024")
+
+
+def test_per_position_rates_of_more_positions_than_any_engine_drafts_are_one_line(tmp_path):
+    f = _vllm_on(tmp_path, spec_decode_per_position_acceptance_rates=[0.5] * 5000)
+    r = run_cli("measured", "--on", f, "--off", str(VLLM_OFF))
+    assert_one_line_error(r, "spec_decode_per_position_acceptance_rates", "5000 positions")
+
+
+def test_an_sglang_draft_token_count_past_int64_is_one_line(tmp_path):
+    line = json.loads((MEASURED / "sglang_runs.jsonl").read_text().splitlines()[-1])
+    line["server_info"].update(speculative_algorithm="EAGLE", speculative_eagle_topk=1,
+                               speculative_num_draft_tokens=10**30)
+    f = tmp_path / "sglang.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    r = run_cli("measured", "--files", str(f))
+    assert_one_line_error(r, "server_info.speculative_num_draft_tokens")
+
+
+@pytest.mark.parametrize("key", ["output_throughput", "max_concurrency", "mean_tpot_ms", "spec_decode_num_drafts",
+                                 "some_counter"])
+def test_an_integer_past_the_largest_double_is_one_line_or_not_a_metric(tmp_path, key):
+    # float(10**400) raised OverflowError: a traceback
+    r = run_cli("measured", "--on", _vllm_on(tmp_path, **{key: 10**400}), "--off", str(VLLM_OFF), "--json")
+    if key == "some_counter":  # not a known key: not finite, so not a metric
+        assert r.returncode == 0, r.stderr
+        assert "some_counter" not in r.stdout
+    else:
+        assert_one_line_error(r, key)
+
+
+def test_an_integer_of_thousands_of_digits_is_one_line(tmp_path):
+    f = tmp_path / "on.json"
+    f.write_text(VLLM_ON.read_text().replace('"max_concurrency": 16', '"max_concurrency": ' + "9" * 5000))
+    r = run_cli("measured", "--on", str(f), "--off", str(VLLM_OFF))
+    assert_one_line_error(r, str(f), "digits")
+
+
+# Keys of a vLLM result a hostile value goes into (each read by the reader, or copied as a metric).
+RESULT_KEYS = ["output_throughput", "max_concurrency", "request_rate", "duration", "completed", "num_prompts",
+               "total_input_tokens", "total_output_tokens", "mean_tpot_ms", "p99_tpot_ms", "mean_e2el_ms",
+               "max_concurrent_requests", "spec_decode_acceptance_length", "spec_decode_acceptance_rate",
+               "spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+               "num_speculative_tokens", "latencies", "spec_decode_per_position_acceptance_rates", "other_metric"]
+HOSTILE = st.one_of(FLOATS, ANY_FLOATS, HUGE_INTS, st.integers(-(2**70), 2**70), st.sampled_from(
+    [0, -1, 1e-310, 5e-324, 1e300, -1e300, 1.7e308, 10**400, "1" + "0" * 30, "inf", "nan"]))
+
+
+@PROPERTY
+@given(changes=st.dictionaries(st.sampled_from(RESULT_KEYS), st.one_of(HOSTILE, st.lists(HOSTILE, max_size=4)),
+                               min_size=1, max_size=4))
+def test_a_vllm_result_of_hostile_numbers_is_read_or_refused_in_one_line(tmp_path, changes):
+    from crossover.measurements import read_measurements
+
+    if "max_concurrency" in changes:
+        changes.pop("max_concurrent_requests", None)  # a load must be left to read
+    f = _vllm_on(tmp_path, **changes)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            points = read_measurements([f], arm="on")
+    except CrossoverError as exc:
+        assert_one_line_message(exc)
+        return
+    for p in points:
+        assert math.isfinite(p.load) and p.load > 0 and math.isfinite(p.output_throughput)
+        assert p.k is None or 0 <= p.k <= 1024
+        assert p.acceptance_length is None or 1 <= p.acceptance_length < math.inf
+        assert all(math.isfinite(v) for v in p.metrics.values())
+    r = run_cli("measured", "--on", f, "--off", str(VLLM_OFF), "--json")
+    if r.returncode == 0:
+        strict_loads(r.stdout)
+    else:
+        assert_one_line_error(r)
+
+
+@pytest.mark.parametrize("accepted, drafts", [(1e308, 1e-300), (1.7e308, 1e-10)])
+def test_an_acceptance_length_that_overflows_from_finite_counters_is_one_line(tmp_path, accepted, drafts):
+    # 1 + accepted / drafts was inf: "on_acceptance_length": Infinity in --json, exit 0
+    f = _vllm_on(tmp_path, spec_decode_acceptance_length=None, spec_decode_accepted_tokens=accepted,
+                 spec_decode_num_drafts=drafts)
+    r = run_cli("measured", "--on", f, "--off", str(VLLM_OFF), "--json")
+    assert_one_line_error(r, "spec_decode_accepted_tokens / spec_decode_num_drafts")
+
+
+@PROPERTY
+@given(accepted=st.one_of(FLOATS, HUGE_INTS), drafts=st.one_of(FLOATS, HUGE_INTS),
+       drafted=st.one_of(st.none(), FLOATS, HUGE_INTS))
+def test_acceptance_from_any_finite_counters_is_finite_or_one_line(tmp_path, accepted, drafts, drafted):
+    from crossover.measurements import read_measurements
+
+    f = _vllm_on(tmp_path, spec_decode_acceptance_length=None, spec_decode_acceptance_rate=None,
+                 spec_decode_accepted_tokens=accepted, spec_decode_num_drafts=drafts,
+                 spec_decode_draft_tokens=drafted)
+    try:
+        (p,) = read_measurements([f], arm="on")
+    except CrossoverError as exc:
+        assert_one_line_message(exc)
+        return
+    assert p.acceptance_length is None or 1 <= p.acceptance_length < math.inf
+    assert p.acceptance_rate is None or 0 <= p.acceptance_rate <= 1

@@ -56,7 +56,26 @@ def _number(src: str, key: str, value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise CrossoverError(f"{src}: key {key!r} must be a number, got {described(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # a JSON integer past the largest double (~1.8e308)
+        raise CrossoverError(f"{src}: key {key!r} is {shown_number(value)}, past the largest number "
+                             f"(~1.8e308)") from None
+
+
+def shown_number(value: Any) -> str:
+    """A number as an error line shows it: short, whatever its size (an int of 4000 digits too)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        return f"a number of {len(str(abs(value)))} digits"
+    return repr(value)
+
+
+def _float_or_inf(value: int | float) -> float:
+    """A JSON number as float; an integer past the largest double as inf (not finite: not a measurement)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def whole_count(src: str, key: str, value: Any) -> int | None:
@@ -64,11 +83,28 @@ def whole_count(src: str, key: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, str) and value.strip().isdigit():
+        if len(value.strip()) > 100:  # int() refuses more than 4300 digits (a ValueError)
+            raise CrossoverError(f"{src}: key {key!r} must be a count, got a number of {len(value.strip())} digits")
         return int(value.strip())
     num = _number(src, key, value)
     if num is None or not math.isfinite(num) or num != int(num) or num < 0:
-        raise CrossoverError(f"{src}: key {key!r} must be a whole number >= 0, got {value!r}")
+        raise CrossoverError(f"{src}: key {key!r} must be a whole number >= 0, got {shown_number(value)}")
     return int(num)
+
+
+# The most draft tokens per step (k) a file may report: engines draft a handful (chains of 1-16,
+# SGLang's trees verify a few hundred tokens at most), and the model takes at most 128. A larger k is
+# a unit slip or garbage (1e30 overflowed the int64 column: a traceback).
+MAX_K = 1024
+
+
+def k_count(src: str, key: str, value: Any) -> int | None:
+    """Draft tokens per step from a file: a whole number 0..MAX_K (None: not reported)."""
+    k = whole_count(src, key, value)
+    if k is not None and k > MAX_K:
+        raise CrossoverError(f"{src}: key {key!r} is {shown_number(value)}; no engine drafts more than {MAX_K} "
+                             f"tokens per step (k)")
+    return k
 
 
 # A measured latency or throughput is 0 (not measured, or nothing delivered) or inside these ranges:
@@ -121,7 +157,7 @@ def metrics_of(src: str, obj: dict, aliases: dict[str, str], pattern: re.Pattern
             if name in _NUMERIC_KEYS or _LATENCY_KEY.match(name):
                 num = _number(src, key, value)
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                num = float(value)
+                num = _float_or_inf(value)
             else:
                 continue  # strings (--metadata), lists (latencies), objects (server_info): not metrics
             if num is not None and math.isfinite(num):  # null / NaN: not measured
@@ -199,7 +235,7 @@ def load_of(src: str, obj: dict, forced: str | None) -> tuple[str, float, list[s
     lat, dur = obj.get("latencies"), _number(src, "duration", obj.get("duration"))
     if isinstance(lat, list) and lat and dur and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in lat):
-        little = sum(lat) / dur
+        little = sum(map(_float_or_inf, lat)) / dur
         if math.isfinite(little) and little > 0:
             return "concurrency", little, [
                 f"load: {why}; using sum(latencies)/duration={little:.4g} (Little's law) as the concurrency"]
@@ -260,6 +296,9 @@ def vllm_acceptance(src: str, obj: dict) -> tuple[float | None, float | None, tu
     drafts = _number(src, "spec_decode_num_drafts", obj.get("spec_decode_num_drafts"))
     if tau is None and accepted is not None and drafts:
         tau = 1 + accepted / drafts
+        if not math.isfinite(tau):  # finite counts, an overflowing quotient (1e308 / 1e-300)
+            raise CrossoverError(f"{src}: 1 + spec_decode_accepted_tokens / spec_decode_num_drafts "
+                                 f"({accepted:g} / {drafts:g}) is no acceptance length")
     pct = _number(src, "spec_decode_acceptance_rate", obj.get("spec_decode_acceptance_rate"))
     rate = None
     if pct is not None and math.isfinite(pct):
@@ -269,6 +308,9 @@ def vllm_acceptance(src: str, obj: dict) -> tuple[float | None, float | None, tu
         rate = pct / 100
     elif accepted is not None and drafted:
         rate = accepted / drafted
+        if not 0 <= rate <= 1:
+            raise CrossoverError(f"{src}: spec_decode_accepted_tokens / spec_decode_draft_tokens ({accepted:g} / "
+                                 f"{drafted:g}) is no acceptance rate (a fraction 0-1)")
     key = "spec_decode_per_position_acceptance_rates"
     raw = obj.get(key)
     per_pos = None
@@ -279,6 +321,9 @@ def vllm_acceptance(src: str, obj: dict) -> tuple[float | None, float | None, tu
         for i, v in enumerate(vals):
             if v is None or not 0 <= v <= 1:
                 raise CrossoverError(f"{src}: key '{key}[{i}]' must be a fraction 0-1, got {raw[i]!r}")
+        if len(vals) > MAX_K:
+            raise CrossoverError(f"{src}: key {key!r} lists {len(vals)} positions; no engine drafts more than "
+                                 f"{MAX_K} tokens per step (k)")
         per_pos = tuple(vals) if vals else None
     return tau, rate, per_pos
 
@@ -297,10 +342,10 @@ def vllm_k(src: str, obj: dict, per_pos: tuple[float, ...] | None) -> int | None
     """K from the sweep's speculative_config override or --metadata; else the per-position list length."""
     conf = _speculative_config(obj)
     if conf.get("num_speculative_tokens") is not None:
-        return whole_count(src, "speculative_config.num_speculative_tokens", conf["num_speculative_tokens"])
+        return k_count(src, "speculative_config.num_speculative_tokens", conf["num_speculative_tokens"])
     for key in ("speculative_config.num_speculative_tokens", "num_speculative_tokens"):
         if obj.get(key) is not None:
-            return whole_count(src, key, obj[key])
+            return k_count(src, key, obj[key])
     return len(per_pos) if per_pos else None
 
 
@@ -333,4 +378,6 @@ def sglang_k(src: str, obj: dict) -> int | None:
     if tokens is None or tokens < 1:
         return None
     chain = topk == 1 or (topk is None and steps is not None and tokens == steps + 1)
-    return tokens - 1 if chain else None
+    if not chain:
+        return None
+    return k_count(src, "server_info.speculative_num_draft_tokens", tokens - 1)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import CrossoverError
-from .fields import implausible
+from .fields import MAX_K, implausible
 
 Arm = Literal["on", "off"]
 LoadAxis = Literal["concurrency", "request_rate", "batch"]
@@ -55,8 +55,9 @@ class MeasuredPoint:
                 f"{src}: acceptance_length must be >= 1 (it counts the bonus token), got {self.acceptance_length!r}")
         if self.acceptance_rate is not None and not 0 <= self.acceptance_rate <= 1:
             raise CrossoverError(f"{src}: acceptance_rate must be a fraction 0-1, got {self.acceptance_rate!r}")
-        if self.k is not None and not (isinstance(self.k, int) and self.k >= 0):
-            raise CrossoverError(f"{src}: k must be a whole number >= 0, got {self.k!r}")
+        if self.k is not None and not (isinstance(self.k, int) and 0 <= self.k <= MAX_K):
+            shown = f"{len(str(self.k))} digits" if isinstance(self.k, int) and self.k >= 10**20 else repr(self.k)
+            raise CrossoverError(f"{src}: k must be a whole number 0..{MAX_K} (draft tokens per step), got {shown}")
 
     @property
     def mean_input_len(self) -> float | None:

@@ -181,6 +181,10 @@ def _json_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             raise FileError(_json_error(path, text, exc)) from None
         except RecursionError:
             raise too_deep(path, "a vLLM/SGLang result") from None
+        except ValueError as exc:  # an integer of more than 4300 digits (Python's int() limit)
+            line += text.count("\n", counted, pos)
+            why = str(exc).split(";")[0]
+            raise FileError(f"{path}:{line}: a number of thousands of digits is no measurement ({why})") from None
         line += text.count("\n", counted, pos)
         counted = pos
         at = line
