@@ -15,12 +15,17 @@ Bad input is HTTP 400 with {"error": one line} (every other refusal too: 403, 40
 method, 413, and the HTTP parser's own 400/414/431, all as one JSON line); POSTs need the header
 X-Crossover: 1 (a cross-site form cannot set it), and requests naming another host than this
 server's are refused. A request body no endpoint reads is read and dropped (closing the connection,
-with Connection: close, when it is large or its length unreadable), and a client that stops sending
-is dropped after REQUEST_TIMEOUT_S.
+with Connection: close, when it is large or its length unreadable).
+
+Slow clients cannot hold the server: a connection silent for REQUEST_TIMEOUT_S is closed, and a
+request's line and headers must arrive within REQUEST_TIMEOUT_S of its first byte (408 otherwise),
+its body within that plus a second per BODY_BYTES_PER_S of its Content-Length (400 otherwise). At
+most MAX_CONNECTIONS connections are served at once; one more is answered 503 at once (Retry-After).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import socket
@@ -45,7 +50,10 @@ TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=u
          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon"}
 LOCAL_NAMES = {"127.0.0.1", "localhost", "::1"}
 METHODS = ("GET", "HEAD", "POST")
-REQUEST_TIMEOUT_S = 30.0  # a client silent this long (a body shorter than its Content-Length) is dropped
+REQUEST_TIMEOUT_S = 5.0  # a connection silent this long is closed; a request's headers arrive within this long
+BODY_BYTES_PER_S = 1 << 20  # ... and its body within REQUEST_TIMEOUT_S more a second per this many bytes
+MAX_CONNECTIONS = 64  # served at once (a thread each); one more is a quick 503
+REFUSE_S, MAX_REFUSING = 0.5, 16  # how long a 503 lingers for the client's request, and how many at once
 DRAIN_BYTES = 65536  # a request body no endpoint reads, up to this size, is read so the connection stays in step
 LINGER_S, LINGER_BYTES = 2.0, 64 << 20  # what a closing connection still reads of a body nobody wanted
 _LIBRARY = threading.Lock()  # library calls run one at a time, so each captures its own warnings
@@ -87,6 +95,47 @@ def library_call(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any
     return out
 
 
+class Deadline(io.RawIOBase):
+    """A connection's reads, bounded: waiting for a request's first byte, `timeout` seconds; from it on,
+    the request's line, headers and body share a deadline `timeout` seconds on (extend() adds the
+    body's allowance). A read past it raises TimeoutError and sets .expired. A client trickling a
+    byte at a time cannot keep a connection (and its thread) past the deadline."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        super().__init__()
+        self._sock, self.timeout = sock, timeout
+        self.deadline: float | None = None
+        self.expired = False
+
+    def readable(self) -> bool:
+        return True
+
+    def start(self) -> None:
+        """A new request on the connection: its deadline begins with its first byte."""
+        self.deadline, self.expired = None, False
+
+    def extend(self, seconds: float) -> None:
+        if self.deadline is not None:
+            self.deadline += seconds
+
+    def readinto(self, buf: Any) -> int:
+        wait = self.timeout if self.deadline is None else self.deadline - time.monotonic()
+        if wait <= 0:
+            self.expired = True
+            raise TimeoutError("the request's deadline passed")
+        self._sock.settimeout(wait)
+        try:
+            n = self._sock.recv_into(buf)
+        except TimeoutError:
+            self.expired = True
+            raise
+        finally:
+            self._sock.settimeout(self.timeout)  # writes keep the connection's own timeout
+        if n and self.deadline is None:
+            self.deadline = time.monotonic() + self.timeout
+        return n
+
+
 class Handler(BaseHTTPRequestHandler):
     server: "CrossoverServer"
     protocol_version = "HTTP/1.1"
@@ -94,8 +143,25 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms wait on a delayed ACK
 
     def setup(self) -> None:
-        self.timeout = self.server.request_timeout  # the socket's, for every read of this connection
+        self.timeout = self.server.request_timeout  # the socket's, for every write of this connection
         super().setup()
+        self.rfile.close()  # http.server's reader (no deadline) gives way to one with a deadline
+        self.reader = Deadline(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self.reader)
+
+    def handle_one_request(self) -> None:
+        """One request, read on its deadline; one whose line or headers came too slowly is a 408."""
+        self.reader.start()
+        self._answered = False
+        self.command, self.request_version, self.requestline = None, "HTTP/1.1", ""  # until its line is read
+        super().handle_one_request()  # closes the connection on a timeout
+        if self.reader.expired and not self._answered and self.reader.deadline is not None:
+            self.send_error(HTTPStatus.REQUEST_TIMEOUT, f"the request did not arrive within "
+                            f"{self.server.request_timeout:g} s of its first byte; send it whole")
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self._answered = True
+        super().send_response(code, message)
 
     def parse_request(self) -> bool:
         self._body_done = False  # per request: a keep-alive connection carries many
@@ -242,6 +308,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise TooLarge(f"upload of {n} bytes exceeds the limit of {limit} bytes ({limit / (1024 * 1024):.3g} MB)")
         self._body_done = True
+        self.reader.extend(n / BODY_BYTES_PER_S)
         try:
             data = self.rfile.read(n) if n > 0 else b""
         except TimeoutError:
@@ -315,13 +382,18 @@ def _jsonable(x: Any) -> Any:
 
 class CrossoverServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog (socketserver's 5 drops a burst of connections)
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False,
-                 upload_limit: int = MAX_UPLOAD_BYTES, request_timeout: float = REQUEST_TIMEOUT_S) -> None:
+                 upload_limit: int = MAX_UPLOAD_BYTES, request_timeout: float = REQUEST_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         if ":" in host:
             self.address_family = socket.AF_INET6
         self.verbose = verbose
         self.request_timeout = request_timeout
+        self.max_connections = max_connections
+        self._open = self._refusing = 0  # connections served, and being answered 503
+        self._count = threading.Lock()
         self.bound_host = host
         self.any_host = host in ("0.0.0.0", "::", "")
         self.static = static_files()
@@ -339,6 +411,72 @@ class CrossoverServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in str(host) else host)
         return f"http://{shown}:{port}/"
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now (each holds a thread until it closes)."""
+        return self._open
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the connection, or a quick 503 when MAX_CONNECTIONS are open already."""
+        with self._count:
+            full = self._open >= self.max_connections
+            if not full:
+                self._open += 1
+        if full:
+            return self._refuse(request)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: the slot is free again
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._count:
+            self._open -= 1
+
+    def _refuse(self, request: Any) -> None:
+        """Answer 503 on a short-lived thread (the accept loop never waits on a client); beyond
+        MAX_REFUSING of those at once, close the connection unanswered."""
+        with self._count:
+            busy = self._refusing >= MAX_REFUSING
+            if not busy:
+                self._refusing += 1
+        if busy:
+            return self.close_request(request)
+        try:
+            threading.Thread(target=self._refuse_thread, args=(request,), name="crossover-503", daemon=True).start()
+        except BaseException:
+            with self._count:
+                self._refusing -= 1
+            self.close_request(request)
+            raise
+
+    def _refuse_thread(self, request: Any) -> None:
+        body = json.dumps({"error": f"the server is busy ({self.max_connections} connections open); "
+                                    "try again in a moment"}).encode()
+        head = (f"HTTP/1.1 503 Service Unavailable\r\nServer: {Handler.server_version}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nCache-Control: no-store\r\n"
+                "X-Content-Type-Options: nosniff\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
+        try:
+            request.settimeout(REFUSE_S)
+            request.sendall(head.encode() + body)
+            request.shutdown(socket.SHUT_WR)
+            end = time.monotonic() + REFUSE_S  # read what the client sends (closing on unread bytes resets,
+            while time.monotonic() < end and request.recv(65536):  # which can drop the 503 unread)
+                pass
+        except OSError:
+            pass
+        finally:
+            self.close_request(request)
+            with self._count:
+                self._refusing -= 1
 
     def shutdown_request(self, request: Any) -> None:
         """Close a connection lingering: stop sending, then read (and drop) what the client still sends

@@ -1,0 +1,178 @@
+"""`crossover serve` under clients that misbehave (issue 23): slow clients are dropped on a deadline
+and the number of connections is capped, so the page still answers; a request with two lengths is
+refused; and the uploads go with the server on SIGTERM as on Ctrl-C.
+
+Every server here runs with a short request_timeout (the default, REQUEST_TIMEOUT_S, is seconds),
+so the file runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import select
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+from crossover.web import make_server
+from crossover.web import server as web
+
+
+@contextmanager
+def running(**kw):
+    srv = make_server("127.0.0.1", 0, **kw)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def get(srv, path: str = "/", timeout: float = 10) -> tuple[int, dict, bytes]:
+    host, port = srv.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        res = conn.getresponse()
+        return res.status, {k.lower(): v for k, v in res.getheaders()}, res.read()
+    finally:
+        conn.close()
+
+
+def read_answer(s: socket.socket) -> bytes:
+    """What the server sends until it closes (it closes after an answer to a client it drops)."""
+    chunks = []
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def wait_until(cond, seconds: float = 5.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+# --------------------------------------------------------------------------- 1. slow clients, the cap
+
+def test_the_defaults_are_a_few_seconds_and_room_for_the_page():
+    assert 1 <= web.REQUEST_TIMEOUT_S <= 10
+    assert web.MAX_CONNECTIONS > 50  # 50 slow clients still leave room for the page's requests
+
+
+class Trickler(threading.Thread):
+    """A client that sends a request's start, then one byte of a header every `every` seconds, until
+    the server answers or closes (or `give_up` seconds pass); .dropped_after, .answer say what came."""
+
+    def __init__(self, srv, every: float, give_up: float):
+        super().__init__(daemon=True)
+        self.addr, self.every, self.give_up = srv.server_address[:2], every, give_up
+        self.connected = threading.Event()
+        self.dropped_after: float | None = None
+        self.answer = b""
+
+    def run(self):
+        with socket.create_connection(self.addr, timeout=10) as s:
+            t0 = time.monotonic()
+            s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            self.connected.set()
+            while time.monotonic() - t0 < self.give_up:
+                try:
+                    if select.select([s], [], [], self.every)[0]:
+                        self.dropped_after = time.monotonic() - t0
+                        self.answer = read_answer(s)
+                        return
+                    s.sendall(b"a")
+                except OSError:  # reset: dropped
+                    self.dropped_after = time.monotonic() - t0
+                    return
+
+
+def test_fifty_slow_clients_are_dropped_and_a_normal_request_is_answered_in_under_a_second():
+    # found: a client sending one byte every 10 s held its connection and a thread forever (the read
+    # timeout was per read, and there was no cap); now a request's headers must arrive within
+    # request_timeout of its first byte, and the server answers others meanwhile
+    timeout, n = 1.0, 50
+    with running(request_timeout=timeout) as srv:
+        base = threading.active_count()
+        slow = [Trickler(srv, every=0.2, give_up=timeout + 4) for _ in range(n)]
+        for t in slow:
+            t.start()
+        assert all(t.connected.wait(5) for t in slow)
+        assert wait_until(lambda: threading.active_count() >= base + 2 * n)  # a handler thread each
+        time.sleep(0.2)
+        t0 = time.perf_counter()
+        status, _, body = get(srv, "/")
+        elapsed = time.perf_counter() - t0
+        assert status == 200 and b"<html" in body.lower()
+        assert elapsed < 1.0, f"GET / took {elapsed:.2f} s beside {n} slow clients"
+        print(f"GET / beside {n} slow clients: {elapsed * 1e3:.1f} ms")
+        for t in slow:
+            t.join(15)
+        late = [t.dropped_after for t in slow if t.dropped_after is None or t.dropped_after > timeout + 1.5]
+        assert not late, f"{len(late)} of {n} slow clients were still connected after {timeout + 1.5} s: {late[:5]}"
+        first = {t.answer.split(b"\r\n")[0] for t in slow}
+        assert first == {b"HTTP/1.1 408 Request Timeout"}, first
+        answer = slow[0].answer
+        assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"].startswith("the request did not arrive")
+        assert b"\r\nConnection: close\r\n" in answer
+        assert wait_until(lambda: srv.open_connections == 0, 5), srv.open_connections  # every slot given back
+        assert get(srv, "/api/job?id=x")[0] == 400
+
+
+def test_a_body_sent_a_byte_at_a_time_is_dropped_on_its_deadline_too():
+    # the body of an upload: request_timeout plus a second per MB of its Content-Length
+    with running(request_timeout=0.5) as srv, socket.create_connection(srv.server_address[:2], timeout=10) as s:
+        s.sendall(b"POST /api/upload?name=a.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crossover: 1\r\n"
+                  b"Content-Length: 1000\r\n\r\n")
+        t0 = time.monotonic()
+        answer = b""
+        while time.monotonic() - t0 < 5 and not answer:
+            try:
+                s.sendall(b"x")
+            except OSError:
+                break
+            if select.select([s], [], [], 0.1)[0]:
+                answer = read_answer(s)
+        took = time.monotonic() - t0
+        assert b" 400 " in answer.split(b"\r\n")[0] and took < 2, (took, answer[:200])
+        assert "ended after" in json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+
+
+def test_a_silent_connection_is_closed_without_an_answer():
+    with running(request_timeout=0.5) as srv, socket.create_connection(srv.server_address[:2], timeout=10) as s:
+        t0 = time.monotonic()
+        assert s.recv(65536) == b"" and time.monotonic() - t0 < 2  # closed, nothing said (no request began)
+
+
+def test_connections_over_the_cap_are_a_quick_503_and_the_slots_come_back():
+    # found: no cap on connections (a thread each); over max_connections the server answers 503 at
+    # once, in one JSON line, and serves again once the holders are dropped
+    with running(request_timeout=1.0, max_connections=8) as srv:
+        holders = [socket.create_connection(srv.server_address[:2], timeout=10) for _ in range(8)]
+        try:
+            assert wait_until(lambda: srv.open_connections == 8), srv.open_connections
+            t0 = time.perf_counter()
+            status, headers, body = get(srv, "/api/options")
+            elapsed = time.perf_counter() - t0
+            assert status == 503 and elapsed < 0.5, (status, elapsed)
+            assert headers["connection"] == "close" and headers["retry-after"] == "1"
+            assert headers["content-type"] == "application/json"
+            assert json.loads(body) == {"error": "the server is busy (8 connections open); try again in a moment"}
+            assert wait_until(lambda: srv.open_connections == 0, 5), srv.open_connections  # holders timed out
+            assert get(srv, "/api/job?id=x")[0] == 400
+        finally:
+            for s in holders:
+                s.close()
