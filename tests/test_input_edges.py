@@ -259,3 +259,58 @@ def test_acceptance_from_any_finite_counters_is_finite_or_one_line(tmp_path, acc
         return
     assert p.acceptance_length is None or 1 <= p.acceptance_length < math.inf
     assert p.acceptance_rate is None or 0 <= p.acceptance_rate <= 1
+
+
+# --------------------------------------------------------------------------- unreadable folders (measurements/readers.py)
+
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import shutil  # noqa: E402
+
+
+def _refused(monkeypatch, method: str, folder: pathlib.Path) -> None:
+    """Path.<method> raises PermissionError in or on `folder`, as the kernel does for a folder of
+    permissions 000 to a user who is not root (the tests may run as root, who reads anything)."""
+    real = getattr(pathlib.Path, method)
+
+    def refuse(self, *args, **kwargs):
+        if self == folder or self.parent == folder:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, method, refuse)
+
+
+def test_an_unreadable_folder_given_as_on_is_one_line(tmp_path, monkeypatch):
+    # permissions 000: path.iterdir() raised PermissionError, a traceback
+    on = tmp_path / "on"
+    shutil.copytree(MEASURED / "vllm_on", on)
+    _refused(monkeypatch, "iterdir", on)
+    r = run_cli("measured", "--on", str(on), "--off", str(VLLM_OFF))
+    assert_one_line_error(r, str(on), "cannot read", "Permission denied")
+
+
+@pytest.mark.parametrize("method", ["iterdir", "is_file", "is_dir"])
+def test_the_reader_refuses_a_folder_it_cannot_list_or_search_in_one_line(tmp_path, monkeypatch, method):
+    # is_file: a folder readable but not searchable (r without x); is_dir: one inside such a folder
+    from crossover.measurements import read_measurements
+
+    on = tmp_path / "on"
+    shutil.copytree(MEASURED / "vllm_on", on)
+    _refused(monkeypatch, method, on)
+    with pytest.raises(CrossoverError) as e:
+        read_measurements([on], arm="on")
+    assert_one_line_message(e, str(on), "cannot read", "Permission denied")
+
+
+def test_a_folder_of_permissions_000_is_one_line(tmp_path):
+    on = tmp_path / "on"
+    shutil.copytree(MEASURED / "vllm_on", on)
+    on.chmod(0)
+    try:
+        if os.access(on, os.R_OK):
+            pytest.skip("this user reads a folder of permissions 000 (root)")
+        r = run_cli("measured", "--on", str(on), "--off", str(VLLM_OFF))
+        assert_one_line_error(r, str(on), "cannot read")
+    finally:
+        on.chmod(0o755)

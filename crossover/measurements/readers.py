@@ -75,12 +75,20 @@ def read_columns(paths: Sequence[str | Path], arm: str | None = None, load_axis:
 
 def _expand(path: Path) -> list[Path]:
     """A file as itself; a directory as its result files (sorted, companions and repeats skipped)."""
-    if path.is_dir():
-        files = sorted(
-            f for f in path.iterdir()
-            if f.is_file() and f.suffix.lower() in RESULT_SUFFIXES
-            and not f.name.endswith(".pytorch.json") and f.name != "warmup.json"
-        )
+    try:
+        is_dir = path.is_dir()
+    except OSError as exc:  # a folder above it that cannot be searched (permissions)
+        raise FileError(f"{path}: cannot read ({exc.strerror or exc}); expected {_EXPECTED}") from None
+    if is_dir:
+        try:  # listing it, and telling its entries' kinds, may be refused (permissions 000, or r without x)
+            files = sorted(
+                f for f in path.iterdir()
+                if f.is_file() and f.suffix.lower() in RESULT_SUFFIXES
+                and not f.name.endswith(".pytorch.json") and f.name != "warmup.json"
+            )
+        except OSError as exc:
+            raise FileError(f"{path}: cannot read this directory ({exc.strerror or exc}); expected a folder of "
+                            f"result files (*.json, *.jsonl, *.csv)") from None
         if not files:
             raise FileError(f"{path}: no *.json, *.jsonl or *.csv result files in this directory")
         # `vllm bench sweep serve` writes summary.json as a list repeating the run=<n>.json files
