@@ -16,8 +16,13 @@ import threading
 import time
 from contextlib import contextmanager
 
+import pytest
+
+from conftest import FIXTURES
 from crossover.web import make_server
 from crossover.web import server as web
+
+SWEEP = FIXTURES / "measured" / "sweep.csv"
 
 
 @contextmanager
@@ -40,6 +45,27 @@ def get(srv, path: str = "/", timeout: float = 10) -> tuple[int, dict, bytes]:
         return res.status, {k.lower(): v for k, v in res.getheaders()}, res.read()
     finally:
         conn.close()
+
+
+def raw(srv, data: bytes, timeout: float = 10) -> tuple[int, dict, bytes]:
+    """Send bytes as written; (status, headers, body) of the answer."""
+    with socket.create_connection(srv.server_address[:2], timeout=timeout) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else 0
+    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:]))
+    return status, headers, body[: int(headers.get("content-length", len(body)))]
 
 
 def read_answer(s: socket.socket) -> bytes:
@@ -176,3 +202,32 @@ def test_connections_over_the_cap_are_a_quick_503_and_the_slots_come_back():
         finally:
             for s in holders:
                 s.close()
+
+
+# --------------------------------------------------------------------------- 2. two lengths
+
+@pytest.mark.parametrize("head", [
+    b"Content-Length: 5\r\nContent-Length: 5\r\n",
+    b"Content-Length: 5\r\nContent-Length: 7\r\n",
+    b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+    b"Transfer-Encoding: chunked\r\ncontent-length: 5\r\n",
+])
+@pytest.mark.parametrize("line", [b"POST /api/upload?name=a.csv", b"GET /api/options", b"POST /api/simulate"])
+def test_a_request_with_two_lengths_is_a_400(line, head):
+    # found: a second Content-Length (or Transfer-Encoding beside one) was accepted, the first one
+    # read: two parties reading a request two ways (request smuggling behind a proxy)
+    with running(request_timeout=1.0) as srv:
+        status, headers, body = raw(srv, line + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crossover: 1\r\n" + head
+                                    + b"\r\n0123456")
+        assert status == 400 and headers["connection"] == "close" and headers["content-type"] == "application/json"
+        err = json.loads(body)["error"]
+        assert err.startswith("a request may carry one Content-Length and no Transfer-Encoding beside it"), err
+        assert list(srv.uploads.root.iterdir()) == []
+
+
+def test_one_content_length_still_uploads():
+    with running(request_timeout=1.0) as srv:
+        data = SWEEP.read_bytes()
+        status, _, body = raw(srv, b"POST /api/upload?name=a.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crossover: 1\r\n"
+                              + b"Content-Length: %d\r\n\r\n" % len(data) + data)
+        assert status == 200 and json.loads(body)["bytes"] == len(data)

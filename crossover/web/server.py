@@ -15,7 +15,8 @@ Bad input is HTTP 400 with {"error": one line} (every other refusal too: 403, 40
 method, 413, and the HTTP parser's own 400/414/431, all as one JSON line); POSTs need the header
 X-Crossover: 1 (a cross-site form cannot set it), and requests naming another host than this
 server's are refused. A request body no endpoint reads is read and dropped (closing the connection,
-with Connection: close, when it is large or its length unreadable).
+with Connection: close, when it is large or its length unreadable); a request giving its length two
+ways (two Content-Length headers, or Transfer-Encoding beside one) is a 400.
 
 Slow clients cannot hold the server: a connection silent for REQUEST_TIMEOUT_S is closed, and a
 request's line and headers must arrive within REQUEST_TIMEOUT_S of its first byte (408 otherwise),
@@ -164,8 +165,20 @@ class Handler(BaseHTTPRequestHandler):
         super().send_response(code, message)
 
     def parse_request(self) -> bool:
+        """http.server's parse, and a request that gives its body's length two ways refused (400):
+        two Content-Length headers, or Transfer-Encoding beside one. A proxy in front could read
+        the other length than this server, and take the rest of the body for another request."""
         self._body_done = False  # per request: a keep-alive connection carries many
-        return super().parse_request()
+        if not super().parse_request():
+            return False
+        lengths = len(self.headers.get_all("Content-Length") or [])
+        if lengths > 1 or (lengths and self.headers.get_all("Transfer-Encoding")):
+            self._body_done = True  # no length to read it by: the connection closes
+            self.send_error(HTTPStatus.BAD_REQUEST, "a request may carry one Content-Length and no "
+                            "Transfer-Encoding beside it (got "
+                            + ("Transfer-Encoding and Content-Length)" if lengths == 1 else f"{lengths} Content-Length)"))
+            return False
+        return True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         if self.server.verbose:
