@@ -667,6 +667,89 @@ def test_fuzz_hardware_and_models(data):
         fs.run(argv)
 
 
+# --------------------------------------------------------------------------- --force against every input
+
+def _verb_io() -> dict[str, tuple[list[str], list[str]]]:
+    """Each verb's input flags (cli.outputs.INPUT_FLAGS) and output flags, as its parser has them."""
+    import argparse
+
+    from crossover.cli.outputs import INPUT_FLAGS, OUTPUT_FLAGS
+    from crossover.cli.parser import build_parser
+
+    def subparsers(p):
+        p.format_help()  # adds a verb's pending flags
+        return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    verbs = subparsers(build_parser())
+    out = {}
+    for verb, p in [*verbs.items(), ("models import", subparsers(verbs["models"])["import"])]:
+        p.format_help()
+        dests = {a.dest for a in p._actions}
+        ins, outs = [f for f in INPUT_FLAGS if f in dests], [f for f in OUTPUT_FLAGS if f in dests]
+        if ins and outs:
+            out[verb] = (ins, outs)
+    return out
+
+
+VERB_IO = _verb_io()
+SWEEP = str(FIXTURES / "measured" / "sweep.csv")
+FORCE_BASE = {
+    "predict": ["--model", "llama-3.2-1b"], "policy": ["--model", "llama-3.2-1b"], "whatif": ["--points", "3"],
+    "simulate": ["--concurrency", "1", "--num-prompts", "5"], "report": [],
+    "plan": ["--slo-tpot-ms", "50", "--peak-rps", "5", "--verify", "0", "--jobs", "1"],
+    "measured": [], "calibrate": ["--bootstrap", "0"], "models import": [],
+}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+@fuzz(60)
+@given(st.data())
+def test_fuzz_force_never_overwrites_an_input(data):
+    """Issue 23, item 1: an output (--plot, --csv, --out) naming the file of any input flag (a spec or
+    engine YAML, a workload and the lengths file it names, a calibration, --traffic, --price-file,
+    --engine-metrics either file, result files) is refused in one line, with or without --force, before
+    any work, and the input is left as it was."""
+    draw = data.draw
+    with files() as fs:
+        verb = draw(st.sampled_from(sorted(VERB_IO)))
+        ins, outs = VERB_IO[verb]
+        flag, out_flag = draw(st.sampled_from(ins)), draw(st.sampled_from(outs))
+        suffix = {"plot": draw(st.sampled_from([".png", ".svg", ".pdf"])), "csv": ".csv"}.get(out_flag, ".yaml")
+        content = draw(st.one_of(st.sampled_from([(FIXTURES / "hw-valid.yaml").read_bytes(),
+                                                  Path(SWEEP).read_bytes()]), junk_bytes()))
+        where = "page/index.html" if verb == "report" else f"in{suffix}"
+        victim = fs.add(where, content)
+        how = flag
+        if flag == "workload" and rare(draw, 2):  # the lengths file the workload names
+            victim = fs.add("page/index.html" if verb == "report" else f"lengths{suffix}", b"100 200 300\n")
+            workload = fs.add("w.yaml", f"name: w\nprompt_len: {{dist: empirical, file: {Path(victim).name}}}\n"
+                             "output_len: {dist: fixed, value: 8}\n".encode())
+            how, value = "lengths", [workload]
+        elif flag == "engine_metrics":
+            other = fs.add("other.prom", b"x 1\n")
+            how, value = draw(st.sampled_from([("one", [victim]), ("after", [f"{victim},{other}"]),
+                                               ("before", [f"{other},{victim}"])]))
+        else:
+            value = [victim]
+        argv = [*verb.split(), *FORCE_BASE[verb]]
+        argv += value if flag == "config" else [_flag(flag), *value]
+        if verb in ("simulate", "plan") and flag != "workload":
+            argv += ["--workload", "sharegpt"]
+        if verb in ("measured", "calibrate") and flag not in ("on", "off", "files"):
+            argv += ["--files", SWEEP]
+        if verb == "models import" and flag != "config":
+            argv.insert(2, str(FIXTURES / "llama-3.1-8b.config.json"))
+        argv += [_flag(out_flag), str(Path(victim).parent) if verb == "report" else victim]
+        if draw(st.sampled_from([True, False])):
+            argv.append("--force")
+        _event(f"force {verb} {how} -> {out_flag}")
+        rc, _, err = fs.run(argv)
+        assert rc == 2 and "one of this run's inputs" in err, (argv, err)
+
+
 # --------------------------------------------------------------------------- inputs that are no files
 
 @pytest.mark.parametrize("verb", ["measured --files", "calibrate --model llama-3.1-8b --files",
