@@ -134,3 +134,55 @@ def test_finite_traffic_gives_finite_json_or_a_one_line_error(tmp_path_factory, 
         assert_one_line_message(e)
         return
     _finite_json(res)
+
+
+# --------------------------------------------------------------------------- 2. a verified replica keeps up
+
+def _starved(peak_rps, max_num_batched_tokens, **verification):
+    """A replica whose engine admits few tokens per step: the analytic screen (which has no token budget)
+    sizes it for tens of req/s, the simulated one completes far fewer."""
+    return crossover.plan("llama-3.1-8b", WL, Demand(peak_rps=peak_rps), SLO(tpot_ms=50),
+                          search=Search(hardware=["h100-sxm"], tp=[1], max_num_seqs=[16],
+                                        max_num_batched_tokens=max_num_batched_tokens),
+                          verification=Verification(**{"verify": 1, "jobs": 1, "num_prompts": 100, **verification}))
+
+
+def test_a_finalist_whose_simulated_replica_cannot_keep_up_is_demoted_whatever_its_tpot():
+    # the fuzz finding: --max-num-batched-tokens 1 made one prefill token a step; the run's TPOT met the
+    # SLO (only decodes are timed) while the queue grew for minutes, and the plan said "verified"
+    res = _starved(8, 1, retry_replicas=0)
+    o = res.plan.ranked[0]
+    sim = o.simulated
+    assert sim["offered_request_rate"] == 8
+    assert sim["capacity_request_rate"] < 0.05 * 8  # the replica completes a few percent of its load
+    assert sim["median_tpot_ms"] <= 50 and sim["median_ttft_ms"] > 60_000  # the SLO alone passes it
+    assert o.demoted_because.startswith("simulated replica does not keep up: it completes at most ")
+    assert "of its load (its queue grows without bound; p50 TTFT" in o.demoted_because
+    assert o.demoted_because.endswith("at 8 req/s per replica")
+    assert "no option passed the simulator: simulated replica does not keep up" in res.recommendation
+    row = next(r for r in res.to_text().splitlines() if r.lstrip().startswith("1 "))
+    assert "DEMOTED: simulated replica does not keep up" in row
+    d = res.to_dict()["options"][0]
+    assert d["demoted_because"] == o.demoted_because and d["simulated"]["capacity_request_rate"] > 0
+
+
+def test_a_replica_that_keeps_up_with_one_more_replica_comes_back_grown():
+    # 64 tokens a step: a replica completes about 7.7 req/s with speculation on (11 off); 12 req/s on one
+    # replica does not keep up, 6 req/s on each of two does
+    res = _starved(12, 64)
+    best = res.plan.ranked[0]
+    assert best.demoted_because is None and best.replicas_added == 1 and best.replicas == 2
+    assert best.retried_because.startswith("simulated replica does not keep up")
+    assert best.simulated["offered_request_rate"] == 6
+    assert 6 < best.simulated["capacity_request_rate"] < 0.95 * 12
+    assert "(+1 replica after simulation: replica does not keep up" in res.recommendation
+
+
+def test_every_verified_finalist_keeps_up_with_its_load():
+    res = _plan(demand={"peak_rps": 40}, tpot_ms=30, verify=3, num_prompts=200)
+    sims = [o for o in res.plan.ranked if o.simulated is not None]
+    assert sims
+    for o in sims:
+        s = o.simulated
+        assert s["offered_request_rate"] == pytest.approx(40 / o.replicas)
+        assert o.demoted_because is None and s["capacity_request_rate"] >= 0.95 * s["offered_request_rate"]

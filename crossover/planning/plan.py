@@ -1,7 +1,8 @@
 """Capacity planning: every hardware x TP x weight/KV dtype x speculation arm (off, on at its best k,
 routed by load) x max running sequences, each replica at its capacity under the SLOs (fleet.screen),
 the fleet that serves the demand's peak, what it costs (pricing), ranked; the best few verified in
-the serving simulator at the planned load and demoted when a simulated latency misses its SLO."""
+the serving simulator at the planned load and demoted when a simulated latency misses its SLO or the
+simulated replica cannot keep up with its load (it completes less than KEEP_UP of the requests offered)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from ..specs.workload import Workload
 
 ARMS = ("off", "on", "routed")
 MAX_REPLICAS = 2.0**53  # a fleet larger than this (replicas, counted exactly as floats and int64) is an overflow
+KEEP_UP = 0.95  # a simulated replica keeps up when it can complete at least this share of the load offered to it
 VERIFY_ROUNDS = 3  # at most this many x `verify` options simulated while retried or demoted finalists move down
 
 
@@ -199,13 +201,17 @@ class FleetPlan:
 
 
 def _simulate(task: tuple) -> dict[str, float]:
-    """One finalist at its planned per-replica request rate (a worker process runs this)."""
+    """One finalist at its planned per-replica request rate (a worker process runs this), with the
+    requests/s its replica completes at the engine's limits (`capacity_request_rate`: simulated closed-loop
+    at max_num_seqs, the same as `simulate`'s saturation test; measured here when `cap` is None)."""
     sc, schedule, arm, workload, rate, cap, num_prompts, seed, burstiness, limits = task
     arms = () if arm == "routed" else (arm == "on",)
     key = {"off": "off", "on": "on", "routed": "policy"}[arm]
     res = run_level(sc, workload, "request_rate", rate, num_prompts=num_prompts, seed=seed, burstiness=burstiness,
-                    limits=limits, arms=arms, schedule=schedule, capacities={key: cap})[key]
-    keep = [*SLO_KEYS, "output_throughput", "request_throughput", "mean_tpot_ms"]
+                    limits=limits, arms=arms, schedule=schedule,
+                    capacities=None if cap is None else {key: cap})[key]
+    keep = [*SLO_KEYS, "output_throughput", "request_throughput", "mean_tpot_ms", "offered_request_rate",
+            "capacity_request_rate"]
     return {k: float(res[k]) for k in keep}
 
 
@@ -288,7 +294,8 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
          retry_replicas: int = DEFAULT_RETRY_REPLICAS,
          progress: Callable[[int, int, str], None] | None = None) -> FleetPlan:
     """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`.
-    A finalist whose simulated latencies miss an SLO is simulated again with one more replica (a lower
+    A finalist whose simulated latencies miss an SLO, or whose simulated replica completes less than
+    KEEP_UP of the requests offered to it, is simulated again with one more replica (a lower
     request rate per replica), up to `retry_replicas` more; the first fleet that meets every SLO
     replaces the analytic one (`replicas_added`), else the finalist is demoted. `progress(done, total,
     what)` follows the screening and each round of simulations."""
@@ -344,15 +351,26 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
     res = FleetPlan(options, demand, slo, costs, output_len, retry_replicas=int(retry_replicas))
     finalists = res.ranked[:verify]
 
+    capacities: dict[int, float] = {}  # id(option) -> the simulated requests/s its replica completes at most
+
     def task(o: Option, replicas: int) -> tuple:
         sc, sched = scenarios[id(o)]
         limits = EngineLimits(o.max_num_seqs, max_num_batched_tokens)
-        return (sc, sched, o.arm, workload, demand.peak_rps / replicas, o.screened.requests_per_s, num_prompts, seed,
+        return (sc, sched, o.arm, workload, demand.peak_rps / replicas, capacities.get(id(o)), num_prompts, seed,
                 burstiness, limits)
 
     def misses(sim: dict[str, float], replicas: int) -> str | None:
-        out = [f"simulated {slo_label(k)} {sim[k]:.1f} ms > SLO {v:g} ms" for k, v in slo.items() if not sim[k] <= v]
-        return "; ".join(out) + f" at {demand.peak_rps / replicas:.3g} req/s per replica" if out else None
+        """Why a simulated replica fails its load: it cannot keep up (completes less than KEEP_UP of the
+        requests offered to it: a queue that grows without bound, whatever the latencies of a finite run),
+        or a simulated latency misses its SLO."""
+        rate, cap = demand.peak_rps / replicas, sim["capacity_request_rate"]
+        out = []
+        if cap < KEEP_UP * rate:
+            out.append(f"simulated replica does not keep up: it completes at most {cap:.3g} req/s, {cap / rate:.0%} "
+                       f"of its load (its queue grows without bound; p50 TTFT {sim['median_ttft_ms'] / 1e3:.3g} s over "
+                       f"{num_prompts} requests)")
+        out += [f"simulated {slo_label(k)} {sim[k]:.1f} ms > SLO {v:g} ms" for k, v in slo.items() if not sim[k] <= v]
+        return "; ".join(out) + f" at {rate:.3g} req/s per replica" if out else None
 
     def verify_round(finalists: list[Option], label: str) -> None:
         """Simulate `finalists` at their planned load; retry the ones that miss with more replicas."""
@@ -360,6 +378,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
                          lambda done, total: report(done, total, label))
         for o, sim in zip(finalists, sims):
             o.simulated = sim
+            capacities[id(o)] = sim["capacity_request_rate"]
             o.demoted_because = misses(sim, o.replicas)  # type: ignore[arg-type]
         pending = [o for o in finalists if o.demoted_because]
         last: dict[int, str] = {}

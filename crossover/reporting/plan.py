@@ -69,9 +69,11 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
     lines += ["", f"run: running sequences per replica at capacity under the SLO; util: of the fleet's capacity at the "
                   f"peak; the best {verify} simulated at the peak (burstiness {inputs['burstiness']:g}"
                   + (f"; {res.verified} in all as options moved up" if res.verified > verify else "") + ")"
-                  + (f"; one whose simulated latency misses its SLO is simulated again with up to {res.retry_replicas} "
+                  + (f"; one whose simulated latency misses its SLO, or whose simulated replica cannot keep up with "
+                     f"its load, is simulated again with up to {res.retry_replicas} "
                      f"more replica{'s' if res.retry_replicas > 1 else ''}, else demoted" if res.retry_replicas
-                     else "; demoted when a simulated latency misses its SLO")]
+                     else "; demoted when a simulated latency misses its SLO or a simulated replica cannot keep up "
+                          "with its load")]
     if res.dropped:
         lines += ["", "dropped:"]
         for o in res.dropped:
