@@ -11,14 +11,18 @@ from __future__ import annotations
 import http.client
 import json
 import select
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO, clean_env
 from crossover.web import make_server
 from crossover.web import server as web
 
@@ -231,3 +235,82 @@ def test_one_content_length_still_uploads():
         status, _, body = raw(srv, b"POST /api/upload?name=a.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crossover: 1\r\n"
                               + b"Content-Length: %d\r\n\r\n" % len(data) + data)
         assert status == 200 and json.loads(body)["bytes"] == len(data)
+
+
+# --------------------------------------------------------------------------- 3. SIGTERM
+
+def _serve(tmp: Path, *args: str) -> tuple[subprocess.Popen, str, int]:
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=clean_env(TMPDIR=str(tmp)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert "http://127.0.0.1:" in line, line + proc.stderr.read()
+    host, port = line.split("http://", 1)[1].split()[0].rstrip("/").split(":")
+    return proc, host, int(port)
+
+
+def _upload(host: str, port: int) -> dict:
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request("POST", "/api/upload?name=sweep.csv", body=SWEEP.read_bytes(), headers={"X-Crossover": "1"})
+        res = conn.getresponse()
+        assert res.status == 200
+        return json.loads(res.read())
+    finally:
+        conn.close()
+
+
+def test_sigterm_removes_the_uploads_as_ctrl_c_does(tmp_path):
+    # found: SIGTERM (what `kill`, systemd and docker stop send) ended the process without running
+    # server_close, so the upload folder stayed in /tmp; serve_forever now stops on SIGTERM
+    proc, host, port = _serve(tmp_path, "-m", "crossover", "serve", "--port", "0")
+    try:
+        _upload(host, port)
+        folders = list(tmp_path.glob("crossover-uploads-*"))
+        assert len(folders) == 1 and len(list(folders[0].rglob("sweep.csv"))) == 1
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, proc.stderr.read()
+    assert list(tmp_path.glob("crossover-uploads-*")) == []
+
+
+SCRIPT = """
+import os, signal, sys, threading
+from crossover.web import make_server
+seen = []
+def mine(signum, frame):
+    seen.append(signum)
+signal.signal(signal.SIGTERM, mine)
+srv = make_server("127.0.0.1", 0)
+def term():
+    sys.stdin.readline()  # the test has uploaded
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=term, daemon=True).start()
+print(srv.url, flush=True)
+srv.serve_forever(poll_interval=0.05)
+print("stopped", srv.uploads.root.exists(), signal.getsignal(signal.SIGTERM) is mine, seen, flush=True)
+srv.server_close()
+"""
+
+
+def test_serve_forever_restores_the_previous_sigterm_handler_and_calls_it(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=REPO, env=clean_env(TMPDIR=str(tmp_path)),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "http://127.0.0.1:" in line, line + proc.stderr.read()
+        host, port = line.split("http://", 1)[1].split()[0].rstrip("/").split(":")
+        _upload(host, int(port))
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert out.strip() == f"stopped False True [{int(signal.SIGTERM)}]", out + err
+    assert list(tmp_path.glob("crossover-uploads-*")) == []

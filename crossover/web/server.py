@@ -22,6 +22,7 @@ Slow clients cannot hold the server: a connection silent for REQUEST_TIMEOUT_S i
 request's line and headers must arrive within REQUEST_TIMEOUT_S of its first byte (408 otherwise),
 its body within that plus a second per BODY_BYTES_PER_S of its Content-Length (400 otherwise). At
 most MAX_CONNECTIONS connections are served at once; one more is answered 503 at once (Retry-After).
+SIGTERM stops serve_forever (in the main thread) as Ctrl-C does, so the uploads go with the server.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import signal
 import socket
 import sys
 import threading
@@ -174,9 +176,9 @@ class Handler(BaseHTTPRequestHandler):
         lengths = len(self.headers.get_all("Content-Length") or [])
         if lengths > 1 or (lengths and self.headers.get_all("Transfer-Encoding")):
             self._body_done = True  # no length to read it by: the connection closes
-            self.send_error(HTTPStatus.BAD_REQUEST, "a request may carry one Content-Length and no "
-                            "Transfer-Encoding beside it (got "
-                            + ("Transfer-Encoding and Content-Length)" if lengths == 1 else f"{lengths} Content-Length)"))
+            got = "Transfer-Encoding and Content-Length" if lengths == 1 else f"{lengths} Content-Length"
+            self.send_error(HTTPStatus.BAD_REQUEST,
+                            f"a request may carry one Content-Length and no Transfer-Encoding beside it (got {got})")
             return False
         return True
 
@@ -424,6 +426,29 @@ class CrossoverServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in str(host) else host)
         return f"http://{shown}:{port}/"
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Serve until shutdown(); in the main thread, SIGTERM stops it too (as Ctrl-C does), and the
+        uploads are removed then. The previous SIGTERM handler is restored after (and a Python one
+        still called on the signal); an ignored SIGTERM stays ignored."""
+        previous = signal.getsignal(signal.SIGTERM)
+        if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+            return super().serve_forever(poll_interval)  # signals reach the main thread only; an ignored one stays so
+        terminated = []
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            terminated.append(signum)
+            threading.Thread(target=self.shutdown, name="crossover-sigterm", daemon=True).start()  # the loop ends
+            if callable(previous):
+                previous(signum, frame)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+        try:
+            super().serve_forever(poll_interval)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if terminated:
+                self.uploads.close()  # server_close does too; this even when its caller does not
 
     @property
     def open_connections(self) -> int:
