@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,7 @@ from ..errors import CrossoverError
 from ..files import read_text
 
 TRAFFIC_COLUMNS = ("time", "requests")
+NAIVE_ZONE = "UTC"  # the zone of an ISO 8601 time written without one (said in the plan's output)
 CONSTANT_INTERVAL_S = 3600.0  # a constant demand is one hour at its rate (any length gives the same costs)
 
 
@@ -26,6 +27,7 @@ class Traffic:
     requests: np.ndarray  # requests arriving in each interval
     source: str = "constant"
     given: str = ""  # the input it came from, for messages ('--peak-rps 40', 'traffic file day.csv')
+    naive_times: str | None = None  # NAIVE_ZONE where the file's ISO 8601 times had no zone and were read in it
 
     @property
     def rates(self) -> np.ndarray:
@@ -68,28 +70,35 @@ def constant(rps: float, given: str = "") -> Traffic:
     return Traffic(CONSTANT_INTERVAL_S, np.array([n]), given=given)
 
 
-def _time(value: str, row: int, path: str) -> float:
-    """Seconds: a number of seconds, or an ISO 8601 date-time."""
+def _time(value: str, row: int, path: str) -> tuple[float, bool | None]:
+    """Seconds and whether the time carried a zone (None: a number of seconds): a number of seconds,
+    or an ISO 8601 date-time. One without a zone is read as UTC (NAIVE_ZONE), never in the machine's
+    local zone: the same file gives the same demand on every machine, across daylight-saving changes."""
+    zoned = None
     try:
         t = float(value)
     except ValueError:
         try:
-            t = datetime.fromisoformat(value.strip()).timestamp()
+            when = datetime.fromisoformat(value.strip())
         except ValueError:
             raise CrossoverError(f"{path} row {row}: time {value!r} is neither seconds nor an ISO 8601 date-time "
                                  "(e.g. 2026-01-05T14:00)") from None
+        zoned = when.utcoffset() is not None
+        t = (when if zoned else when.replace(tzinfo=timezone.utc)).timestamp()
     if not math.isfinite(t):
         raise CrossoverError(f"{path} row {row}: time {value!r} is not finite")
-    return t
+    return t, zoned
 
 
 def read_traffic(path: str | Path) -> Traffic:
-    """A CSV with the header `time,requests`: each row an interval's start (seconds or ISO 8601) and
-    the requests that arrived in it. Intervals are equal and contiguous (a gap or a repeated time is
-    an error naming the row), requests finite and >= 0, at least two rows."""
+    """A CSV with the header `time,requests` (UTF-8; a leading BOM, as Excel writes it, is skipped):
+    each row an interval's start (seconds, or ISO 8601: times without a zone are read as UTC, and a
+    file never mixes them with zoned ones) and the requests that arrived in it. Intervals are equal
+    and contiguous (a gap or a repeated time is an error naming the row), requests finite and >= 0,
+    at least two rows."""
     p = Path(path)
     name = str(path)
-    text = read_text(p, "a traffic CSV `time,requests`")
+    text = read_text(p, "a traffic CSV `time,requests`").removeprefix("\ufeff")  # Excel's UTF-8 BOM
     rows = [r for r in csv.reader(text.splitlines()) if any(c.strip() for c in r)]
     if not rows:
         raise CrossoverError(f"traffic file {name} is empty; expected a header `time,requests` and rows")
@@ -101,10 +110,20 @@ def read_traffic(path: str | Path) -> Traffic:
     if len(body) < 2:
         raise CrossoverError(f"traffic file {name}: {len(body)} interval(s); at least two give the interval length")
     times, reqs = [], []
+    first: dict[bool, int] = {}  # zoned or not -> the first row of that kind
     for i, r in enumerate(body, start=2):
         if len(r) != 2:
             raise CrossoverError(f"{name} row {i}: {len(r)} fields; expected 2 (time,requests)")
-        times.append(_time(r[0], i, name))
+        t, zoned = _time(r[0], i, name)
+        if zoned is not None:
+            first.setdefault(zoned, i)
+            if not zoned and True in first:
+                raise CrossoverError(f"{name} row {i}: time {r[0]!r} has no time zone but row {first[True]} has one: "
+                                     f"give every time with a zone, or none (read as {NAIVE_ZONE})")
+            if zoned and False in first:
+                raise CrossoverError(f"{name} row {i}: time {r[0]!r} has a time zone but row {first[False]} has no "
+                                     f"time zone: give every time with a zone, or none (read as {NAIVE_ZONE})")
+        times.append(t)
         try:
             n = float(r[1])
         except ValueError:
@@ -134,7 +153,7 @@ def read_traffic(path: str | Path) -> Traffic:
         what = "the total of its requests" if not math.isfinite(total) else f"requests / the {step:g} s interval"
         raise CrossoverError(f"traffic file {name}: {what} overflows (not a finite number); give smaller counts "
                              "or longer intervals")
-    out = Traffic(step, req, source=name, given=f"traffic file {name}")
+    out = Traffic(step, req, source=name, given=f"traffic file {name}", naive_times=NAIVE_ZONE if False in first else None)
     if out.peak_rps <= 0:
         raise CrossoverError(f"traffic file {name}: no requests in any interval; nothing to plan for")
     return out

@@ -15,7 +15,8 @@ def plan_dict(res) -> dict[str, Any]:
     return {"recommendation": res.recommendation, "feasible": bool(res.ranked), "options": options,
             "demand": {"source": d.source, "peak_requests_per_s": round(d.peak_rps, 6),
                        "mean_requests_per_s": round(d.mean_rps, 6), "interval_s": d.interval_s,
-                       "intervals": len(d.requests), "output_len": round(res.output_len, 3)},
+                       "intervals": len(d.requests), "output_len": round(res.output_len, 3),
+                       "naive_times_read_as": d.naive_times},
             "costs": res.costs.to_dict(), "unpriced": res.unpriced, "verified": res.verified,
             "retry_replicas": res.retry_replicas}
 
@@ -34,7 +35,9 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
     slo = ", ".join(f"{slo_label(k)} <= {v:g} ms" for k, v in res.slo.items())
     d = res.demand
     dem = (f"peak {d.peak_rps:.3g} req/s" + (f" (trace {d.source}: {len(d.requests)} intervals of {d.interval_s:g} s, "
-                                             f"mean {d.mean_rps:.3g} req/s)" if d.is_trace else ""))
+                                             f"mean {d.mean_rps:.3g} req/s"
+                                             + (f"; times without a zone read as {d.naive_times}" if d.naive_times
+                                                else "") + ")" if d.is_trace else ""))
     c = res.costs
     basis = (f"{c.basis}" + ("" if c.basis == "rental" else f" over {c.years:g} years, PUE {c.pue:g}, "
                              + (f"power ${c.power_usd_per_kwh:g}/kWh" if c.power_usd_per_kwh else "power not priced")))
