@@ -282,3 +282,58 @@ def test_the_same_trace_gives_the_same_demand_in_every_local_zone(tmp_path_facto
                                                                      want.naive_times)
     assert got.interval_s == step and list(got.requests) == counts
     assert got.naive_times == ("UTC" if offset is None else None)
+
+
+# --------------------------------------------------------------------------- 4. what the answer leaves out
+
+def test_the_recommendation_says_how_many_options_were_unpriced_and_ranked_after():
+    # b200 and l40s have no rental price in the hardware library: the one line said nothing of them
+    res = _plan(hardware=["h100-sxm", "b200", "l40s"], tpot_ms=30, demand={"peak_rps": 10})
+    unpriced = [o for o in res.plan.ranked if o.usd_per_month is None]
+    assert len(unpriced) == 4
+    assert res.recommendation.startswith("rent 1 x h100-sxm")
+    assert res.recommendation.endswith(f"; 4 of {len(res.plan.ranked)} options unpriced (b200, l40s), ranked after "
+                                       "the priced ones")
+    assert res.to_dict()["recommendation"] == res.recommendation == res.to_text().splitlines()[0]
+    assert "; 2 of 4 options unpriced (b200)" in _plan(hardware=["h100-sxm", "b200"], tpot_ms=30,
+                                                         demand={"peak_rps": 10}).recommendation
+    assert "unpriced" not in _plan(hardware=["h100-sxm", "b200"], tpot_ms=30, demand={"peak_rps": 10},
+                                   pricing={"price": {"b200": 6.0}}).recommendation
+
+
+def _capacity() -> float:
+    """Requests/s one h100-sxm TP-1 replica (rank 1 at a TPOT SLO of 30 ms) serves, analytically."""
+    return _plan(demand={"peak_rps": 1}, tpot_ms=30).plan.ranked[0].screened.requests_per_s
+
+
+def test_a_recommended_fleet_above_85_percent_of_its_capacity_at_the_peak_is_warned():
+    cap = _capacity()
+    res = _plan(demand={"peak_rps": 0.93 * cap}, tpot_ms=30)
+    o = res.plan.ranked[0]
+    assert o.replicas == 1 and o.utilisation == pytest.approx(0.93)
+    warn = ("warning: little headroom: rank 1 runs at 93% of its fleet's capacity at the peak (above 85%); 8% more "
+            "load than planned exceeds it (one more replica: 46%)")
+    assert res.plan.warnings == [warn]
+    assert res.to_text().splitlines()[:2] == [res.recommendation, warn]
+    assert res.to_dict()["warnings"] == [warn]
+    assert _plan(demand={"peak_rps": 0.8 * cap}, tpot_ms=30).to_dict()["warnings"] == []
+
+
+def test_a_simulated_latency_within_5_percent_of_its_slo_is_warned():
+    kw = dict(demand={"peak_rps": 20}, tpot_ms=30, verify=1, num_prompts=200)
+    loose = _plan(**kw).plan.ranked[0]
+    p99 = loose.simulated["p99_tpot_ms"]
+    assert loose.utilisation < 0.85
+    # the same fleet under a p99 TPOT SLO 3% above what it was simulated at: it passes, with no headroom
+    res = crossover.plan("llama-3.1-8b", WL, Demand(peak_rps=20), SLO(tpot_ms=30, p99_tpot_ms=p99 / 0.97),
+                         search=Search(hardware=["h100-sxm"], tp=[1]),
+                         verification=Verification(verify=1, jobs=1, num_prompts=200))
+    o = res.plan.ranked[0]
+    assert o.label == loose.label and o.simulated == loose.simulated and o.demoted_because is None
+    assert res.plan.warnings == [f"warning: little headroom: rank 1's simulated p99 TPOT {p99:.1f} ms is within 5% of "
+                                 f"its SLO {p99 / 0.97:g} ms (97% of it)"]
+    assert res.plan.warnings[0] in res.to_text().splitlines()
+    far = crossover.plan("llama-3.1-8b", WL, Demand(peak_rps=20), SLO(tpot_ms=30, p99_tpot_ms=p99 / 0.9),
+                         search=Search(hardware=["h100-sxm"], tp=[1]),
+                         verification=Verification(verify=1, jobs=1, num_prompts=200))
+    assert far.plan.warnings == []

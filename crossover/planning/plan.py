@@ -35,6 +35,10 @@ from ..specs.workload import Workload
 ARMS = ("off", "on", "routed")
 MAX_REPLICAS = 2.0**53  # a fleet larger than this (replicas, counted exactly as floats and int64) is an overflow
 KEEP_UP = 0.95  # a simulated replica keeps up when it can complete at least this share of the load offered to it
+# The recommendation warns when its fleet runs close to the edge: above this share of its capacity at the
+# peak, or a simulated latency within this share of its SLO (a burst or a forecast error crosses it).
+HEADROOM_UTILISATION = 0.85
+HEADROOM_SLO_MARGIN = 0.05
 VERIFY_ROUNDS = 3  # at most this many x `verify` options simulated while retried or demoted finalists move down
 
 
@@ -175,7 +179,31 @@ class FleetPlan:
             line += " (not simulated: the simulated options ranked below it)"
         if o.demoted_because:
             line += f" (no option passed the simulator: {o.demoted_because})"
+        unpriced = [u for u in ranked if u.usd_per_month is None]
+        if unpriced and o.usd_per_month is not None:
+            names = ", ".join(sorted({u.hardware for u in unpriced}))
+            line += f"; {len(unpriced)} of {len(ranked)} options unpriced ({names}), ranked after the priced ones"
         return line
+
+    @property
+    def warnings(self) -> list[str]:
+        """How close the recommended fleet runs to the edge, one line each (empty: headroom): its
+        utilisation at the peak above HEADROOM_UTILISATION, a simulated latency within
+        HEADROOM_SLO_MARGIN of its SLO."""
+        if not self.ranked:
+            return []
+        o, out = self.ranked[0], []
+        if o.utilisation is not None and o.utilisation > HEADROOM_UTILISATION:
+            more = self.demand.peak_rps / ((o.replicas + 1) * o.screened.requests_per_s)  # type: ignore[operator]
+            out.append(f"warning: little headroom: rank 1 runs at {o.utilisation:.0%} of its fleet's capacity at the "
+                       f"peak (above {HEADROOM_UTILISATION:.0%}); {1.0 / o.utilisation - 1.0:.0%} more load than "
+                       f"planned exceeds it (one more replica: {more:.0%})")
+        for key, limit in self.slo.items():
+            v = (o.simulated or {}).get(key)
+            if v is not None and (1.0 - HEADROOM_SLO_MARGIN) * limit <= v <= limit:
+                out.append(f"warning: little headroom: rank 1's simulated {slo_label(key)} {v:.1f} ms is within "
+                           f"{HEADROOM_SLO_MARGIN:.0%} of its SLO {limit:g} ms ({v / limit:.0%} of it)")
+        return out
 
     @property
     def unpriced(self) -> str | None:

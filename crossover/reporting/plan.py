@@ -12,7 +12,8 @@ def plan_dict(res) -> dict[str, Any]:
     d = res.demand
     options = [{"rank": i, **o.to_dict()} for i, o in enumerate(res.ranked, 1)]
     options += [{"rank": None, **o.to_dict()} for o in res.dropped]
-    return {"recommendation": res.recommendation, "feasible": bool(res.ranked), "options": options,
+    return {"recommendation": res.recommendation, "warnings": res.warnings, "feasible": bool(res.ranked),
+            "options": options,
             "demand": {"source": d.source, "peak_requests_per_s": round(d.peak_rps, 6),
                        "mean_requests_per_s": round(d.mean_rps, 6), "interval_s": d.interval_s,
                        "intervals": len(d.requests), "output_len": round(res.output_len, 3),
@@ -41,7 +42,7 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
     c = res.costs
     basis = (f"{c.basis}" + ("" if c.basis == "rental" else f" over {c.years:g} years, PUE {c.pue:g}, "
                              + (f"power ${c.power_usd_per_kwh:g}/kWh" if c.power_usd_per_kwh else "power not priced")))
-    lines = [res.recommendation, "",
+    lines = [res.recommendation, *res.warnings, "",
              f"{inputs['model']}, workload {inputs['workload']} (prompt {inputs['prompt_len']:.0f}, output "
              f"{inputs['output_len']:.0f}), {dem}; {slo}; speculation {inputs['method']} (tau {inputs['tau']:.2f} "
              f"at k={inputs['k']}, k <= {inputs['k_max']}); cost basis {basis}", "",
