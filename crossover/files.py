@@ -1,5 +1,5 @@
 """Reading input files with one-line errors that name the file and what was expected, and writing
-outputs atomically.
+outputs atomically (each file whole or not at all; inside `deferred_writes`, all of a run's or none).
 
 Inputs are read only from regular files (a FIFO would block forever, /dev/zero never ends, a
 directory is no file) and only up to a size limit: 512 MB by default, raised with the environment
@@ -13,7 +13,7 @@ from contextvars import ContextVar
 import stat
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .errors import FileError, InputError
 
@@ -152,22 +152,70 @@ def _decode(path: Path, data: bytes, expected: str, errors: str = "strict") -> s
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
+# What `deferred_writes` holds back, per context: the targets, and (temporary file, target) as written.
+_staged: ContextVar[tuple[frozenset[str], list[tuple[str, Path]]] | None] = ContextVar("crossover_staged_writes",
+                                                                                    default=None)
+
+
+def _key(path: str | Path) -> str:
+    return os.path.abspath(path)
+
+
+@contextmanager
+def deferred_writes(targets: Iterable[str | Path]) -> Iterator[None]:
+    """Inside the block, write_atomic writes each of `targets` to its temporary file only (any other
+    path as usual); when the block ends without an error every one is renamed over its target, in the
+    order written, and when it raises every one is removed: a run that fails on its second output (a
+    figure it cannot draw, a folder it cannot write) leaves its first unwritten too. The CLI runs each
+    verb inside one, over the outputs its flags name."""
+    staged: list[tuple[str, Path]] = []
+    token = _staged.set((frozenset(map(_key, targets)), staged))
+    try:
+        yield
+    except BaseException:
+        _discard(staged)
+        raise
+    finally:
+        _staged.reset(token)
+    for i, (tmp, target) in enumerate(staged):
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            _discard(staged[i:])
+            raise FileError(f"cannot write {target}: {exc.strerror}") from None
+
+
+def _discard(staged: list[tuple[str, Path]]) -> None:
+    for tmp, _ in staged:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def write_atomic(path: str | Path, write: Callable[[str], None]) -> None:
     """Call `write(temporary path)` (same folder and suffix), then rename it over `path`: a run that
-    fails leaves nothing behind and a reader never sees half a file; a symlink is replaced, not followed."""
+    fails leaves nothing behind and a reader never sees half a file; a symlink is replaced, not followed.
+    Inside `deferred_writes` the rename waits for the end of the block."""
     target = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix, dir=target.parent)
         os.close(fd)
     except OSError as exc:
         raise FileError(f"cannot write {path}: {exc.strerror}") from None
+    held = _staged.get()
+    kept = False
     try:
         write(tmp)
-        os.replace(tmp, target)
+        if held is not None and _key(target) in held[0]:
+            held[1].append((tmp, target))
+            kept = True
+        else:
+            os.replace(tmp, target)
     except OSError as exc:
         raise FileError(f"cannot write {path}: {exc.strerror}") from None
     finally:
-        if os.path.exists(tmp):
+        if not kept and os.path.exists(tmp):
             os.unlink(tmp)
 
 

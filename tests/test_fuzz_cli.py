@@ -413,7 +413,8 @@ class Files:
 
     def output(self, draw, hostile: bool, suffixes) -> str:
         """A new output path; hostile: sometimes one of the inputs, an existing file or a missing folder."""
-        kind = draw(st.sampled_from(["new", "input", "existing", "no-dir", "bad-suffix"])) if hostile else "new"
+        kind = draw(st.sampled_from(["new", "input", "existing", "no-dir", "bad-suffix", "a-dir", "under-a-file",
+                                     "empty"])) if hostile else "new"
         if kind == "input" and self.inputs:
             return str(draw(st.sampled_from(self.inputs)))
         if kind == "existing":
@@ -422,6 +423,13 @@ class Files:
             return str(self.root / "no-such-dir" / ("x" + suffixes[0]))
         if kind == "bad-suffix":
             return self.out("o.txt")
+        if kind == "a-dir":
+            (self.root / "a-dir").mkdir(exist_ok=True)
+            return str(self.root / "a-dir")
+        if kind == "under-a-file":
+            return str(Path(self.add("plain.txt", b"keep me\n")) / ("x" + suffixes[0]))
+        if kind == "empty":
+            return ""
         return self.out("o" + draw(st.sampled_from(suffixes)))
 
     def run(self, argv: list[str]):
@@ -487,6 +495,8 @@ def test_fuzz_policy_and_whatif(data):
                                       ("--points", ["8", "2", "64"] + (["100000"] if hostile else []))], hostile, 3)
             if rare(draw, 6):
                 argv += ["--csv", fs.output(draw, hostile, (".csv",))]
+            if rare(draw, 8):
+                argv += ["--plot", fs.output(draw, hostile, (".png", ".svg"))]
         if rare(draw, 6):
             argv += ["--calibration", fs.add("cal.yaml", draw(calibration_yaml(hostile)))]
         fs.run(argv)
@@ -517,6 +527,8 @@ def test_fuzz_simulate(warm_simulator, data):
             argv += ["--calibration", fs.add("cal.yaml", draw(calibration_yaml(hostile)))]
         if rare(draw, 6):
             argv += ["--csv", fs.output(draw, hostile, (".csv",))]
+        if rare(draw, 8):
+            argv += ["--plot", fs.output(draw, hostile, (".png", ".svg"))]
         fs.run(argv)
 
 
@@ -665,6 +677,31 @@ def test_fuzz_hardware_and_models(data):
             if rare(draw, 2):
                 argv += ["--out", fs.output(draw, hostile, (".yaml",))]
         fs.run(argv)
+
+
+# --------------------------------------------------------------------------- two outputs: both or neither
+
+@fuzz(16)
+@given(st.data())
+def test_fuzz_two_outputs_are_written_both_or_neither(warm_simulator, data):
+    """Issue 23, item 2: `whatif --csv x.csv --plot x.bmp` wrote the CSV and then failed on the figure,
+    `simulate --plot p.png --csv no/such/dir/x.csv` simulated and left the figure. Every output is checked
+    before any work and all are written at the end: a run that exits 0 wrote both, one that exits 2
+    wrote neither."""
+    draw = data.draw
+    with files() as fs:
+        verb = draw(st.sampled_from(["whatif", "simulate"]))
+        argv = ([verb, "--model", "llama-3.2-1b", "--points", "3"] if verb == "whatif" else
+                [verb, "--quiet", "--model", "llama-3.2-1b", "--workload", "sharegpt", "--concurrency", "1",
+                 "--num-prompts", "5"])
+        pair = [("--csv", fs.output(draw, draw(st.booleans()), (".csv",))),
+                ("--plot", fs.output(draw, draw(st.booleans()), (".png", ".svg")))]
+        for flag, path in draw(st.permutations(pair)):
+            argv += [flag, path]
+        rc, _, _ = fs.run(argv)  # without --force: an existing file is refused, and checked unchanged
+        made = [p for _, p in pair if p and os.path.isfile(p) and str(p) not in _digest(fs.inputs)]
+        _event(f"two outputs: exit {rc}, {len(made)} written")
+        assert len(made) == (2 if rc == 0 else 0), (argv, made)
 
 
 # --------------------------------------------------------------------------- --force against every input

@@ -228,3 +228,68 @@ def test_every_option_is_an_input_an_output_or_a_value():
     unsorted = {(name, a.dest) for name, a in _value_options()
                 if a.dest not in {*INPUT_FLAGS, *OUTPUT_FLAGS, *NOT_FILES, *VALUES}}
     assert not unsorted, unsorted
+
+
+# --------------------------------------------------------------------------- every output checked first (issue 23, item 2)
+
+SIM = ["simulate", "--model", "llama-3.2-1b", "--workload", "sharegpt", "--concurrency", "1", "--num-prompts", "5"]
+WHATIF = ["whatif", "--model", "llama-3.1-8b", "--points", "3"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    ([*WHATIF, "--csv", "{d}/x.csv", "--plot", "{d}/x.bmp"], "use a .png, .svg or .pdf"),  # wrote x.csv, then failed
+    ([*SIM, "--plot", "{d}/p.png", "--csv", "{d}/no/such/dir/x.csv"], "no folder"),  # wrote p.png after simulating
+    ([*WHATIF, "--csv", "{d}/x.csv", "--plot", "{d}/no-dir/x.png"], "no folder"),
+    ([*WHATIF, "--csv", "{d}/x.csv", "--plot", "{d}/x.csv"], "use a .png"),
+    ([*WHATIF, "--csv", "{d}/x.png", "--plot", "{d}/x.png"], "both name"),
+    ([*WHATIF, "--csv", "{d}/sub", "--plot", "{d}/x.png"], "is a directory"),
+    ([*WHATIF, "--csv", "{d}/file.txt/x.csv", "--plot", "{d}/x.png"], "is no folder"),
+    (["report", "--model", "llama-3.1-8b", "--out", "{d}/file.txt"], "is no folder"),
+    (["report", "--model", "llama-3.1-8b", "--out", "{d}/file.txt/page"], "is no folder"),
+])
+def test_every_output_is_checked_before_any_work_and_none_is_written(argv, needle, tmp_path):
+    """A run whose second output could not be written left its first: `whatif --csv x.csv --plot x.bmp`
+    wrote x.csv, `simulate --plot p.png --csv no/such/dir/x.csv` simulated and wrote p.png."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "file.txt").write_text("keep\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    r = run_cli(*[a.format(d=tmp_path) for a in argv], "--force")
+    assert_one_line_error(r, needle)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_outputs_land_together_when_the_run_succeeds_and_not_at_all_when_it_fails(tmp_path, monkeypatch):
+    """Both outputs of a run are renamed into place only at its end: a figure that fails to draw
+    after the CSV was written leaves neither (nor a temporary file)."""
+    from crossover.errors import CrossoverError
+    from crossover.reporting import plots
+
+    csv, png = tmp_path / "x.csv", tmp_path / "x.png"
+    r = run_cli(*WHATIF, "--csv", str(csv), "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    assert csv.read_text().startswith("batch,k,speedup") and png.stat().st_size > 1000
+    csv.unlink(), png.unlink()
+
+    def broken(*args, **kwargs):
+        raise CrossoverError("the figure could not be drawn")
+
+    monkeypatch.setattr(plots, "plot_whatif", broken)
+    r = run_cli(*WHATIF, "--csv", str(csv), "--plot", str(png))
+    assert_one_line_error(r, "could not be drawn")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_deferred_writes_hold_back_only_the_named_outputs(tmp_path):
+    from crossover.files import deferred_writes, write_text
+
+    out, scratch = tmp_path / "out.txt", tmp_path / "scratch.txt"
+    with deferred_writes([out]):
+        write_text(out, "result")
+        write_text(scratch, "read back at once")  # e.g. a report's figure, drawn and inlined
+        assert not out.exists() and scratch.read_text() == "read back at once"
+    assert out.read_text() == "result"
+    out.unlink()
+    with pytest.raises(RuntimeError), deferred_writes([out]):
+        write_text(out, "result")
+        raise RuntimeError("the run failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch.txt"]

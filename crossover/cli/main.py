@@ -12,7 +12,7 @@ from typing import Sequence
 from ..errors import CrossoverError, from_validation
 from ..files import input_limit
 from .common import warnings_as_lines
-from .outputs import check_outputs
+from .outputs import writing_outputs
 from .parser import build_parser
 
 # verb -> (module of crossover.cli, function): imported when that verb runs, so a command loads only
@@ -80,8 +80,9 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         verb = _verb(args.verb)
         with input_limit(getattr(args, "max_input_mb", None)):  # None: CROSSOVER_MAX_INPUT_MB or 512
-            check_outputs(args)  # before any work: never an input, never an existing file without --force
-            with warnings_as_lines():  # the library's warnings, one stderr line each
+            # every output checked before any work (writable, never an input, never an existing file without
+            # --force) and written only once the verb has succeeded, all together
+            with writing_outputs(args), warnings_as_lines():  # the library's warnings, one stderr line each
                 return verb(args)
     except CrossoverError as exc:
         print(f"crossover: error: {exc}", file=sys.stderr)

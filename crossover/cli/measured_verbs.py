@@ -8,6 +8,7 @@ import sys
 from ..errors import CrossoverError
 from ..api.sweeps import SKIPPED, measured
 from .common import parse_lengths, parse_number, print_result
+from .outputs import wrote
 
 
 def _files(args: argparse.Namespace) -> dict:
@@ -71,6 +72,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                           **kw)
     if args.out:
         write_text(args.out, yaml.safe_dump(res.to_yaml_dict(), sort_keys=False))
-        print(f"wrote {args.out}", file=sys.stderr)
+        wrote(args.out)
     print_result(args, res)
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 
 from ..api import verbs as api
 from ..api.records import Run
@@ -15,6 +14,7 @@ from ..model.memory import batch_ceiling, check_batches
 from ..reporting.text import simulation_rows
 from ..specs.workload import load_workload
 from .common import parse_lengths, parse_number, parse_list, print_result, warnings_as_lines
+from .outputs import wrote
 from .progress import progress_line
 from .scenario import scenario_from_args, scenario_kwargs, speculation_kwargs
 
@@ -27,7 +27,7 @@ def _write_csv(path: str, rows: list[list]) -> None:
             csv.writer(fh).writerows(rows)
 
     write_atomic(path, write)
-    print(f"wrote {path}", file=sys.stderr)
+    wrote(path)
 
 
 def _progress(axis: str, quiet: bool = False):
@@ -131,7 +131,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                      plan_peak_rps=_opt(args.plan_peak_rps, "--plan-peak-rps"),
                      plan_slo_tpot_ms=_opt(args.plan_slo_tpot_ms, "--plan-slo-tpot-ms"), **scenario_kwargs(args))
     page = res.write(args.out, force=True)  # check_outputs refused an existing page without --force
-    print(f"wrote {page}", file=sys.stderr)
+    wrote(page)
     return 0
 
 

@@ -13,6 +13,7 @@ from ..files import write_text
 from ..reporting.text import spec_listing, spec_text
 from ..specs.hf_import import import_config
 from ..specs.loader import available, resolve
+from .outputs import wrote
 
 
 def cmd_hardware(args: argparse.Namespace) -> int:
@@ -27,7 +28,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         text = yaml.safe_dump(spec, sort_keys=False)
         if args.out:
             write_text(args.out, text)
-            print(f"wrote {args.out}", file=sys.stderr)
+            wrote(args.out)
         else:
             sys.stdout.write(text)
         return 0
