@@ -76,6 +76,11 @@ def test_a_trace_whose_totals_overflow_is_one_line_naming_the_file(tmp_path):
     assert_one_line_error(_cli("--traffic", str(f)), str(f), "overflow")
 
 
+def test_a_demand_that_underflows_to_zero_is_one_line():
+    # 5e-324 output tokens/s over a mean output of 150 tokens is 0 req/s (found by the hypothesis test below)
+    assert_one_line_error(_cli("--peak-output-tokens-per-s", "5e-324"), "--peak-output-tokens-per-s", "underflows")
+
+
 @pytest.mark.parametrize("text", ["h100-sxm: true\n", "h100-sxm: yes\n", "h100-sxm:\n  price_per_hour_usd: false\n",
                                   "h100-sxm:\n  tdp_w: on\n"])
 def test_a_yaml_boolean_in_a_price_file_is_not_a_price(tmp_path, text):

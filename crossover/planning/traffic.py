@@ -67,6 +67,8 @@ def constant(rps: float, given: str = "") -> Traffic:
     if not (math.isfinite(rps) and math.isfinite(n)):
         raise CrossoverError(f"{given}: the demand overflows ({rps:g} req/s x {CONSTANT_INTERVAL_S:g} s is not a "
                              "finite number); give a smaller one")
+    if not n > 0:
+        raise CrossoverError(f"{given}: the demand underflows to 0 req/s; give a larger one")
     return Traffic(CONSTANT_INTERVAL_S, np.array([n]), given=given)
 
 
