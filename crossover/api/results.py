@@ -98,7 +98,7 @@ class PlanResult:
     """`crossover plan`: the fleet each option needs for the demand under the SLOs, its cost, ranked;
     the one-line recommendation on top."""
 
-    plan: Any  # planning.plan.FleetPlan
+    plan: Any  # planning.ranking.FleetPlan
     inputs: dict[str, Any]
 
     @property
@@ -108,7 +108,7 @@ class PlanResult:
 
     @property
     def options(self) -> list[Any]:
-        """Options that serve the demand, best first (plan.Option)."""
+        """Options that serve the demand, best first (planning.ranking.Option)."""
         return self.plan.ranked
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,7 +17,8 @@ import numpy as np
 
 from . import results
 from ..analysis.adaptive import adaptive_throughput
-from .build import acceptance_of, inputs, scenario, speculation as speculation_of
+from .build_speculation import acceptance_of, speculation as speculation_of
+from .build import inputs, scenario
 from .records import SLO, Demand, Pricing, Run, Search, Verification
 from ..defaults import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits

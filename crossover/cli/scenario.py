@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..api.build import acceptance_of, inputs, scenario, speculation
+from ..api.build_speculation import acceptance_of, speculation
+from ..api.build import inputs, scenario
 from ..errors import CrossoverError
 from ..model.speculation import parse_tree
 from .common import parse_number, parse_list, warnings_as_lines

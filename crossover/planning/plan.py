@@ -18,8 +18,8 @@ import numpy as np
 from ..model.scenario import Scenario
 from ..defaults import DEFAULT_RETRY_REPLICAS, DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
 from ..errors import CrossoverError
-from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, family, replicas_for, screen, slo_label
-from .ranking import HEADROOM_SLO_MARGIN, HEADROOM_UTILISATION, FleetPlan, Option
+from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, replicas_for, screen, slo_label
+from .ranking import FleetPlan, Option
 from .pricing import HOURS_PER_MONTH, Costs
 from ..serving.engine import MAX_NUM_SEQS, EngineLimits
 from ..serving.simulator import load_compiled
@@ -282,5 +282,4 @@ def slo_sweep(res: FleetPlan, key: str, values: Sequence[float], top: int = 8) -
     return out
 
 
-__all__ = ["ARMS", "HEADROOM_SLO_MARGIN", "HEADROOM_UTILISATION", "KEEP_UP", "MAX_REPLICAS", "Option", "FleetPlan",
-           "plan", "slo_sweep", "family"]
+__all__ = ["ARMS", "KEEP_UP", "MAX_REPLICAS", "plan", "slo_sweep"]
