@@ -15,8 +15,10 @@ bytes) and random methods, paths and headers, and checks every response:
   the server; no file in the repository gets an uploaded body, and no fixture changes.
 
 Beside the random search: every number the what-if and policy endpoints read, alone at each edge
-value (exhaustive, since the server stops at the first bad key), and raw request lines http.client
-cannot send (garbage, HTTP/2.0, a TLS hello, a 70 KB URL or header).
+value (exhaustive, since the server stops at the first bad key), raw request lines http.client
+cannot send (garbage, HTTP/2.0, a TLS hello, a 70 KB URL or header), malformed requests (two
+lengths, broken header lines, no version, bare LF, cut anywhere) sent in pieces with pauses, and
+clients that stall part way (a 408 or 400 on the server's deadline, and the slot given back).
 
 Simulation jobs run capped (SIM_PROMPTS requests, the SIM_LEVELS lowest levels, at most SIM_MAX_LEVEL)
 so a random query cannot keep the two cores busy for minutes; the parameter handling, the checks
@@ -679,6 +681,10 @@ RAW = [
     b"GET /api/options?\xff\xfe=\x00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
     b"GET /api/whatif?k=%0a50%0a HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
     b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    b"GET /api/options\r\n\r\n",  # HTTP/0.9
+    b"GET /api/options HTTP/0.9\r\nHost: 127.0.0.1\r\n\r\n",
+    b"GET /api/options HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
+    b"GET /api/options HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n",
 ]
 
 
@@ -718,6 +724,208 @@ def test_raw_request_lines_are_one_json_line(srv, data):
         check_error_line(obj["error"], where)
     assert not srv.crashes, srv.crashes[-1]
     still_serving(srv)
+
+
+# --------------------------------------------------------------------------- slow and malformed clients
+
+def _responses(raw: bytes, head: bool = False) -> list[tuple[int, dict, bytes]]:
+    """The responses in what a connection received, in order: (status, headers, body); `head`: the
+    first may answer a HEAD (its Content-Length, no body)."""
+    out = []
+    while raw:
+        top, sep, rest = raw.partition(b"\r\n\r\n")
+        lines = top.decode("latin-1").split("\r\n")
+        assert sep and re.fullmatch(r"HTTP/1\.1 \d{3} .+", lines[0]), f"no HTTP/1.1 status line: {raw[:200]!r}"
+        headers = dict((k.strip().lower(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:]))
+        if 100 <= int(lines[0].split()[1]) < 200:  # 100 Continue (the client sent Expect): no body
+            raw = rest
+            continue
+        n = int(headers["content-length"])
+        if head and not out and (not rest or rest.startswith(b"HTTP/1.1 ")):  # a HEAD's (one that parsed)
+            n = 0
+        out.append((int(lines[0].split()[1]), headers, rest[:n]))
+        raw = rest[n:]
+    return out
+
+
+def check_raw(srv, raw: bytes, where: str, head: bool = False) -> list[tuple[int, dict, bytes]]:
+    """Every response on a raw connection keeps the contract: an HTTP/1.1 status line, 200 or 4xx,
+    JSON with one error line for a refusal, no path of the upload folder."""
+    responses = _responses(raw, head)
+    for i, (status, headers, body) in enumerate(responses):
+        if head and i == 0:
+            assert status == 200 or 400 <= status < 500, f"{where}: {status}"
+            continue
+        assert status == 200 or 400 <= status < 500, f"{where}: {status} {body[:300]!r}"
+        if status != 200:
+            assert headers.get("content-type") == "application/json", f"{where}: {headers}"
+            obj = strict_loads(body)
+            assert set(obj) == {"error"}, f"{where}: {obj}"
+            check_error_line(obj["error"], where)
+            assert str(srv.uploads.root) not in obj["error"]
+    return responses
+
+
+def trickle(s: socket.socket, pieces: list[bytes], pause: float) -> None:
+    for piece in pieces:
+        s.sendall(piece)
+        if pause:
+            time.sleep(pause)
+
+
+def _cut(draw, data: bytes, max_pieces: int = 6) -> list[bytes]:
+    cuts = sorted(set(draw(st.lists(st.integers(0, len(data)), max_size=max_pieces - 1)))) if data else []
+    bounds = [0, *cuts, len(data)]
+    return [data[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def read_all(s: socket.socket) -> bytes:
+    """What the server sends until it closes the connection."""
+    chunks = []
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            break
+        except TimeoutError:
+            raise AssertionError(f"no answer (nor a close) in {CLIENT_TIMEOUT_S} s") from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+LENGTH_HEADERS = [  # what a request says of its body's length, the server's two refusals among them
+    [], ["Content-Length: {n}"], ["Content-Length: {n}"], ["Content-Length: {n}", "Content-Length: {n}"],
+    ["Content-Length: {n}", "Content-Length: 0"], ["Content-Length: {n}", "Transfer-Encoding: chunked"],
+    ["Transfer-Encoding: chunked", "Content-Length: {n}"], ["Transfer-Encoding: chunked"],
+    ["Content-Length: {m}"], ["Content-Length: -1"], ["Content-Length: {n}, {n}"], ["content-length:{n}"],
+    ["Content-Length : {n}"], ["Transfer-Encoding: gzip, chunked", "Content-Length: {n}"],
+]
+ODD_LINES = [" folded: continuation", "no colon here", ": empty name", "X-Nul: a\x00b", "X-Latin: \xe9\xff",
+             "Host: attacker.example", "Expect: 100-continue", "Connection: keep-alive", "Connection: close",
+             "X-Long: " + "a" * 5000, "\t", "X-Crossover: 1", "X-Crossover: 1"]
+
+
+@st.composite
+def malformed_request(draw) -> tuple[bytes, bool]:
+    """A request as bytes, malformed in its line, its line ends, its headers or its length: two
+    lengths, a wrong one, folded or broken header lines, a missing version, bare LF, a cut; and
+    whether it plainly gives its length two ways (a header block the server reads as written)."""
+    method = draw(st.sampled_from(["GET", "POST", "POST", "HEAD", "GET"]))
+    path = draw(st.sampled_from(["/api/upload?name=a.csv", "/api/job?id=x", "/api/options", "/", "/api/simulate",
+                                 "/static/app.js", "/nope"]))
+    version = draw(st.sampled_from([" HTTP/1.1"] * 6 + [" HTTP/1.0", "", " HTTP/0.9", " HTTP/1.1 x", " http/1.1"]))
+    eol = draw(st.sampled_from([b"\r\n"] * 5 + [b"\n", b"\r\n\r\n"]))
+    body = draw(st.one_of(st.binary(max_size=120), st.sampled_from([b"", CSV_SWEEPS[0].read_bytes()])))
+    lines = ["Host: 127.0.0.1"] if draw(st.integers(0, 5)) else []
+    n = len(body)
+    lengths = draw(st.sampled_from(LENGTH_HEADERS))
+    lines += [h.format(n=n, m=draw(st.integers(0, n + 50))) for h in lengths]
+    odd = draw(st.lists(st.sampled_from(ODD_LINES), max_size=3))
+    lines = draw(st.permutations(lines + odd))
+    data = (method + " " + path + version).encode() + eol
+    data += b"".join(ln.encode("latin-1") + eol for ln in lines) + b"\r\n" + body
+    cut = draw(st.integers(0, 4)) == 0
+    if cut:
+        data = data[: draw(st.integers(1, len(data)))]
+    named = [h.split(":")[0].strip().lower() for h in lengths if not h.startswith("Content-Length :")]
+    two = (named.count("content-length") > 1 or {"content-length", "transfer-encoding"} <= set(named))
+    plain = not cut and eol == b"\r\n" and version in (" HTTP/1.1", " HTTP/1.0") and \
+        not {" folded: continuation", "no colon here", ": empty name", "\t", "X-Long: " + "a" * 5000} & set(odd)
+    return data, two and plain
+
+
+@fuzz(200)
+@given(st.data())
+def test_fuzz_malformed_requests_sent_slowly(srv, data):
+    """A malformed request, in pieces with pauses, then the client's side closed: the server answers
+    each request it reads in one JSON line (never a 5xx, never a body without a status line), or
+    closes on a request with nothing in it; a request giving its length two ways is never served;
+    then the server serves the next client."""
+    draw = data.draw
+    raw, two_lengths = draw(malformed_request())
+    pause = draw(st.sampled_from([0, 0, 0.001, 0.01]))
+    with socket.create_connection(srv.server_address[:2], timeout=CLIENT_TIMEOUT_S) as s:
+        t0 = time.monotonic()
+        try:
+            trickle(s, _cut(draw, raw), pause)
+            s.shutdown(socket.SHUT_WR)
+        except OSError:  # the server answered and closed before the whole request went out
+            pass
+        got = read_all(s)
+        assert time.monotonic() - t0 < CLIENT_TIMEOUT_S
+    where = f"{raw[:160]!r}"
+    responses = check_raw(srv, got, where, head=raw.startswith(b"HEAD "))
+    if not responses:
+        assert not raw.strip(), f"{where}: closed without an answer"
+    for status, _, _ in responses:
+        _event(f"malformed {status}")
+    if two_lengths:
+        assert responses and responses[0][0] == 400, (where, [r[0] for r in responses])
+    still_serving(srv)
+
+
+QUICK_TIMEOUT_S = 0.3  # the stalling clients' server: a short deadline, a small cap
+
+
+@pytest.fixture(scope="module")
+def quick():
+    server = make_server("127.0.0.1", 0, request_timeout=QUICK_TIMEOUT_S, max_connections=4)
+    server.crashes = []
+
+    def handle_error(request, address):  # a handler died
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            server.crashes.append(traceback.format_exc())
+
+    server.handle_error = handle_error
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+UPLOAD_REQUEST = (b"POST /api/upload?name=sweep.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crossover: 1\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(CSV_SWEEPS[0].read_bytes()) + CSV_SWEEPS[0].read_bytes())
+GET_REQUEST = b"GET /api/job?id=x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"p" * 200 + b"\r\n\r\n"
+
+
+@fuzz(12)
+@given(st.data())
+def test_fuzz_clients_that_stall(quick, data):
+    """A client that sends part of a request (slowly) and then nothing, its side left open: a 408
+    when its line or headers are incomplete, a 400 when its body is, the answer when it is whole,
+    and the connection closed within the deadline (and the linger) either way; the slot comes back."""
+    draw = data.draw
+    whole = draw(st.sampled_from([UPLOAD_REQUEST, GET_REQUEST]))
+    sent = whole[: draw(st.integers(0, len(whole)))]
+    head_end = whole.index(b"\r\n\r\n") + 4
+    with socket.create_connection(quick.server_address[:2], timeout=CLIENT_TIMEOUT_S) as s:
+        t0 = time.monotonic()
+        trickle(s, _cut(draw, sent, 4), draw(st.sampled_from([0, 0.02, 0.05])))
+        got = read_all(s)  # the server closes: on the deadline, or after an answer and the idle timeout
+        took = time.monotonic() - t0
+    where = f"{len(sent)} of {len(whole)} bytes of {whole[:30]!r}"
+    assert not quick.crashes, quick.crashes[-1]
+    responses = check_raw(quick, got, where)
+    statuses = [r[0] for r in responses]
+    if not sent:
+        assert statuses == [], where
+    elif len(sent) < head_end:
+        assert statuses == [408] and responses[0][1]["connection"] == "close", (where, statuses)
+    elif len(sent) < len(whole):
+        assert statuses == [400] and b"ended after" in responses[0][2], (where, statuses)
+    else:
+        assert statuses in ([200], [400]), (where, statuses)  # the upload's 200, the unknown job's 400
+    assert took < QUICK_TIMEOUT_S * 3 + 0.3 + 1.0, f"{where}: closed after {took:.2f} s"
+    _event(f"stall {statuses}")
+    deadline = time.monotonic() + 5
+    while quick.open_connections and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert quick.open_connections == 0, where
+    assert not quick.crashes, quick.crashes[-1]
 
 
 # --------------------------------------------------------------------------- regression tests
@@ -781,6 +989,15 @@ def test_the_http_parser_s_refusals_are_one_json_line(srv, data, status, words):
     got, headers, body = raw_request(srv, data)
     assert got == status and headers["content-type"] == "application/json"
     assert words in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("line", [b"GET /api/options", b"GET /", b"GET /api/options HTTP/0.9"])
+def test_a_request_line_without_a_version_is_a_400_with_a_status_line(srv, line):
+    # found by the slow and malformed clients' fuzz: "GET /path" (HTTP/0.9) and "HTTP/0.9" were
+    # answered with a bare body, no status line nor headers (a 403 or the page, told apart by nothing)
+    status, headers, body = raw_request(srv, line + b"\r\nHost: 127.0.0.1\r\n\r\n")
+    assert status == 400 and headers["connection"] == "close" and headers["content-type"] == "application/json"
+    assert json.loads(body)["error"].startswith("the request line needs its HTTP version (GET /path HTTP/1.1)")
 
 
 def test_an_absolute_url_naming_another_host_is_refused(srv):

@@ -16,7 +16,8 @@ method, 413, and the HTTP parser's own 400/414/431, all as one JSON line); POSTs
 X-Crossover: 1 (a cross-site form cannot set it), and requests naming another host than this
 server's are refused. A request body no endpoint reads is read and dropped (closing the connection,
 with Connection: close, when it is large or its length unreadable); a request giving its length two
-ways (two Content-Length headers, or Transfer-Encoding beside one) is a 400.
+ways (two Content-Length headers, or Transfer-Encoding beside one) is a 400, as is one with no HTTP
+version (HTTP/0.9, whose answer has no status line).
 
 Slow clients cannot hold the server: a connection silent for REQUEST_TIMEOUT_S is closed, and a
 request's line and headers must arrive within REQUEST_TIMEOUT_S of its first byte (408 otherwise),
@@ -167,11 +168,16 @@ class Handler(BaseHTTPRequestHandler):
         super().send_response(code, message)
 
     def parse_request(self) -> bool:
-        """http.server's parse, and a request that gives its body's length two ways refused (400):
-        two Content-Length headers, or Transfer-Encoding beside one. A proxy in front could read
-        the other length than this server, and take the rest of the body for another request."""
+        """http.server's parse, and two kinds of request it takes refused (400): HTTP/0.9 (a request
+        line with no version, answered with a bare body), and one giving its body's length two ways
+        (two Content-Length headers, or Transfer-Encoding beside one: a proxy in front could read the
+        other length than this server, and take the rest of the body for another request)."""
         self._body_done = False  # per request: a keep-alive connection carries many
         if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":  # no status line nor headers in the answer: the client
+            self.send_error(HTTPStatus.BAD_REQUEST,  # could not tell a refusal from the page
+                            "the request line needs its HTTP version (GET /path HTTP/1.1): this server speaks HTTP/1.1")
             return False
         lengths = len(self.headers.get_all("Content-Length") or [])
         if lengths > 1 or (lengths and self.headers.get_all("Transfer-Encoding")):
