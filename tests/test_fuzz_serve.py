@@ -57,7 +57,7 @@ from crossover.errors import CrossoverError
 from crossover.specs.loader import available
 from crossover.model.speculation import METHODS
 from crossover.web import endpoints, make_server, params
-from crossover.web.server import TYPES, _finite
+from crossover.web.handler import TYPES, _finite
 from crossover.web.store import Jobs
 
 SCALE = float(os.environ.get("CROSSOVER_FUZZ_SCALE", "1"))
