@@ -314,3 +314,35 @@ def test_a_folder_of_permissions_000_is_one_line(tmp_path):
         assert_one_line_error(r, str(on), "cannot read")
     finally:
         on.chmod(0o755)
+
+
+# --------------------------------------------------------------------------- calibrate's bootstrap (api/sweeps.py, analysis/calibration.py)
+
+CALIBRATE = ("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(VLLM_OFF), "--hardware", "h100-sxm",
+             "--tp", "1", "--method", "eagle3")
+
+
+@pytest.mark.parametrize("draws", ["100000000", "10001", str(10**30), str(10**400)], ids=lambda v: v[:12])
+def test_calibrate_bootstrap_1e8_is_refused_in_one_line_before_any_work(draws):
+    # 1e8 refits asked numpy for a 6 GB array of noise (or hours of refits)
+    r = run_cli(*CALIBRATE, "--bootstrap", draws, timeout=60)
+    assert_one_line_error(r, "--bootstrap", "at most 10,000")
+
+
+@pytest.mark.parametrize("draws", [1e8, 10**30, 10**400, math.inf, math.nan, -1, 2.5, "5", True],
+                         ids=lambda v: repr(v)[:12])
+def test_the_api_refuses_a_bootstrap_beyond_the_cap_or_not_a_count_in_one_line(draws):
+    import crossover
+
+    with pytest.raises(CrossoverError) as e:
+        crossover.calibrate(on=[MEASURED / "vllm_on"], off=[VLLM_OFF], bootstrap=draws, hardware="h100-sxm", tp=1,
+                            method="eagle3")
+    assert_one_line_message(e, "bootstrap")
+
+
+def test_the_library_fit_refuses_a_bootstrap_beyond_the_cap():
+    from crossover.analysis.calibration import MAX_BOOTSTRAP, check_bootstrap
+
+    assert check_bootstrap(MAX_BOOTSTRAP) == MAX_BOOTSTRAP and check_bootstrap(0.0) == 0
+    with pytest.raises(CrossoverError, match="at most 10,000"):
+        check_bootstrap(MAX_BOOTSTRAP + 1)

@@ -267,11 +267,10 @@ def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None,
     rate to a measured sweep; the model defaults to the one the files name. `progress(done, total)`
     follows the bootstrap (calibration.calibrate)."""
     from .build import inputs, scenario
-    from ..analysis.calibration import Observation, calibrate
+    from ..analysis.calibration import Observation, calibrate, check_bootstrap
 
+    bootstrap = check_bootstrap(bootstrap, "--bootstrap")  # before any file is read or refit drawn
     table = read_arms(on, off, files, load_axis)
-    if isinstance(bootstrap, bool) or int(bootstrap) != bootstrap or bootstrap < 0:
-        raise CrossoverError(f"--bootstrap must be >= 0 refits (0: no interval), got {bootstrap}")
     if not model:
         named = table.model_ids()
         model = files_model(named)
@@ -295,6 +294,6 @@ def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None,
                            on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
                for load, off, on in table.pairs()]
         axis = table.load_axis
-    fit = calibrate(sc, obs, fit_acceptance=tau is None and not given, load_axis=axis, bootstrap=int(bootstrap),
+    fit = calibrate(sc, obs, fit_acceptance=tau is None and not given, load_axis=axis, bootstrap=bootstrap,
                     progress=progress)
     return CalibrateResult(fit, inputs(sc))
