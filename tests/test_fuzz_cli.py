@@ -135,7 +135,7 @@ def run_case(argv: list[str], inputs=(), outputs=()) -> tuple[int, str, str]:
 # sampled_from, so the common choice comes first.
 
 EXTREMES = ["1e-320", "1e300", "-1", "nan", "inf", "-inf", "", "0", "1e-300", "1e9", "-0", "abc",
-            "0x10", " 3 ", "1_0", "2.5", "1e19", "9" * 40]
+            "0x10", " 3 ", "1_0", "2.5", "1e19", "9" * 40, "\uff18", "\u0663", "1\u096a", " "]
 
 
 def rare(draw, n: int) -> bool:
@@ -463,14 +463,17 @@ def test_fuzz_predict(data):
     with files() as fs:
         argv = ["predict", "--json"] + scenario_flags(draw, hostile, 5)
         argv += pick_flags(draw, [("--batch", ["1,8,64", "1..64", "512", "1,2,3,4,1000"] + (HUGE_LISTS if hostile else [])),
-                                  ("--breakdown", ["1", "64", "512"]),
+                                  ("--breakdown", ["1", "64", "512"] + (["1.5", "0.25", "63.5"] if hostile else [])),
                                   ("--prompt-len", ["1024", "1", "100000"]),
                                   ("--output-len", ["128", "1", "100000"])], hostile, 2)
         if rare(draw, 5):
             argv += ["--calibration", fs.add("cal.yaml", draw(calibration_yaml(hostile)))]
         if rare(draw, 15):
             argv += ["--plot", fs.output(draw, hostile, (".png", ".svg"))]
-        fs.run(argv)
+        rc, _, _ = fs.run(argv)
+        breakdown = [a.split("=", 1)[1] for a in argv if a.startswith("--breakdown=")]
+        if breakdown and re.fullmatch(r"[0-9]*\.[0-9]*[1-9][0-9]*", breakdown[0].strip()):
+            assert rc == 2, f"a fractional --breakdown batch was priced: {argv}"  # one step runs whole sequences
 
 
 @fuzz(35)
@@ -537,8 +540,9 @@ def test_fuzz_simulate(warm_simulator, data):
 def test_fuzz_plan(warm_simulator, data):
     draw, hostile = data.draw, data.draw(HOSTILE)
     with files() as fs:
+        prompts = draw(st.sampled_from(["50"] + (["1", "2", "49", "10"] if hostile else [])))
         argv = ["plan", "--json", "--jobs", "1", "--verify", draw(st.sampled_from(["0", "1"])),
-                "--num-prompts", "20", "--workload", draw(st.sampled_from(["sharegpt", "random-1024-128"])),
+                "--num-prompts", prompts, "--workload", draw(st.sampled_from(["sharegpt", "random-1024-128"])),
                 "--model", draw(st.sampled_from(["llama-3.1-8b", "llama-3.2-1b", "qwen3-8b"])),
                 "--hardware", draw(st.sampled_from(["h100-sxm", "h100-sxm,a10g", "l4", "b200"])),
                 "--tp", draw(st.sampled_from(["1", "1,2"]))]
@@ -570,7 +574,9 @@ def test_fuzz_plan(warm_simulator, data):
             argv += ["--price-file", fs.add("prices.yaml", yaml.safe_dump(prices).encode())]
         if rare(draw, 10):
             argv += ["--plot", fs.output(draw, hostile, (".png",))]
-        fs.run(argv)
+        rc, _, err = fs.run(argv)
+        if int(prompts) < 50:
+            assert rc == 2, f"plan verified a fleet on {prompts} requests: {argv}"
 
 
 @pytest.mark.slow  # six reports, each simulating and drawing its figures: ~6 s
@@ -621,9 +627,33 @@ def test_fuzz_measured(data):
         argv = ["measured", "--json"] + measured_inputs(draw, fs, hostile)
         argv += pick_flags(draw, MEASURED_SCENARIO + [
             ("--load-axis", ["concurrency", "request_rate", "batch"]), ("--strict", None)], hostile, 4)
+        metrics = rare(draw, 4)
+        if metrics:
+            argv += engine_metrics_flag(draw, fs, hostile)
         if rare(draw, 12):
             argv += ["--plot", fs.output(draw, hostile, (".png", ".svg"))]
-        fs.run(argv)
+        rc, _, err = fs.run(argv)
+        if metrics and not hostile:  # a comma in a name never makes it unreadable
+            assert "no such file" not in err, (argv, err)
+
+
+def _scrape(drafts: int, accepted: int) -> bytes:
+    return (f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}.0\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {4 * drafts}.0\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}.0\n').encode()
+
+
+def engine_metrics_flag(draw, fs: Files, hostile: bool) -> list[str]:
+    """--engine-metrics as one file, or AFTER BEFORE as two values or one AFTER,BEFORE, the names holding
+    commas or not (issue 23, item 3: the value was split at every comma)."""
+    name = lambda stem: stem + draw(st.sampled_from(["", ",1", ",a,b", "-x"])) + ".prom"  # noqa: E731
+    after = fs.add(name("after"), _scrape(23000, 62000) if not hostile or rare(draw, 2) else draw(junk_bytes()))
+    if draw(st.booleans()):
+        return ["--engine-metrics", after]
+    before = fs.add(name("before"), _scrape(1000, 2000))
+    if draw(st.booleans()):
+        return ["--engine-metrics", after, before]
+    return [f"--engine-metrics={after},{before}"]
 
 
 @fuzz(25)
@@ -785,6 +815,59 @@ def test_fuzz_force_never_overwrites_an_input(data):
         _event(f"force {verb} {how} -> {out_flag}")
         rc, _, err = fs.run(argv)
         assert rc == 2 and "one of this run's inputs" in err, (argv, err)
+
+
+# --------------------------------------------------------------------------- values refused before any work
+
+def _value_flags() -> dict[str, list[str]]:
+    """Each verb's options that take a number or a word (no file, no free text, no fixed choice)."""
+    import argparse
+
+    from crossover.cli.outputs import FREE_TEXT
+    from crossover.cli.parser import build_parser
+
+    verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    out = {}
+    for verb in FORCE_BASE:
+        if " " in verb:
+            continue
+        p = verbs[verb]
+        p.format_help()
+        out[verb] = sorted(a.option_strings[0] for a in p._actions if a.option_strings and a.nargs != 0
+                           and a.dest not in FREE_TEXT and not a.choices and a.dest != "help")
+    return out
+
+
+VALUE_FLAGS = _value_flags()
+NON_ASCII_DIGITS = st.characters(categories=["Nd"]).filter(lambda c: not c.isascii())
+
+
+@fuzz(80)
+@given(st.data())
+def test_fuzz_empty_values_and_other_digits_are_refused(data):
+    """Issue 23, item 3: an empty value (`report --out=`, `report --concurrency=`) or a number in another
+    script's digits (`serve --port ８０` bound port 80) is refused in one line, whichever flag it is given
+    to, before any work."""
+    draw = data.draw
+    verb = draw(st.sampled_from(sorted(VALUE_FLAGS) + ["serve"]))
+    flag = draw(st.sampled_from(VALUE_FLAGS[verb] if verb != "serve" else ["--port", "--host"]))
+    good = draw(st.sampled_from(["1", "8", "0.5", "64", "1,8"]))
+    kind = draw(st.sampled_from(["empty", "digits"]))
+    if kind == "empty":
+        value = draw(st.sampled_from(["", " ", "\t"]))
+    else:
+        i = draw(st.integers(0, len(good) - 1))
+        value = good[:i] + draw(NON_ASCII_DIGITS) + good[i + 1:]
+    argv = [verb, *FORCE_BASE.get(verb, []), f"{flag}={value}"]
+    if verb in ("simulate", "plan"):
+        argv += ["--workload", "sharegpt"]
+    if verb in ("measured", "calibrate"):
+        argv += ["--files", SWEEP]
+    if verb == "report":
+        argv += ["--out", tempfile.gettempdir() + "/crossover-fuzz-never-written"]
+    _event(f"bad value: {verb} {flag} {kind}")
+    rc, _, err = run_case(argv)
+    assert rc == 2 and ("is empty" in err if kind == "empty" else "ASCII digits" in err), (argv, err)
 
 
 # --------------------------------------------------------------------------- inputs that are no files

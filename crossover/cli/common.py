@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import warnings
 from contextlib import contextmanager
@@ -48,17 +50,51 @@ class Parser(argparse.ArgumentParser):
 
 # ------------------------------------------------------------------------------ value parsing
 
+# A number as the command line writes it: ASCII digits only. Python's int() and float() also take other
+# scripts' digits (`--port ８０` is 80, '١٢' is 12), underscores (1_0) and Unicode spaces; none is meant.
+_ASCII_SPACE = " \t\n\r\f\v"
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+
+
 def parse_number(text: str, what: str, *, integer: bool = False, positive: bool = True) -> float:
+    """`text` as a number (an integer with `integer`), written in ASCII digits (12, -3, 2.5, 1e-3), finite,
+    and > 0 unless `positive` is False; one line naming `what` otherwise."""
+    kind = "an integer" if integer else "a number"
+    t = text.strip(_ASCII_SPACE) if isinstance(text, str) else ""
+    if not (_INTEGER if integer else _REAL).fullmatch(t):
+        digits = " in ASCII digits 0-9" if isinstance(text, str) and any(c.isdigit() and not c.isascii() for c in text) else ""
+        raise CrossoverError(f"{what} must be {kind}{digits} (got {text!r})")
     try:
-        v = int(text) if integer else float(text)
-    except ValueError:
-        kind = "an integer" if integer else "a number"
-        raise CrossoverError(f"{what} must be {kind} (got {text!r})") from None
+        v = int(t) if integer else float(t)
+    except ValueError:  # more digits than int() converts (4300)
+        raise CrossoverError(f"{what} must be {kind} of at most a few hundred digits (got {len(t)} characters)") from None
     if v != v or v in (float("inf"), float("-inf")):
         raise CrossoverError(f"{what} must be finite (got {text!r})")
     if positive and v <= 0:
         raise CrossoverError(f"{what} must be > 0 (got {text})")
     return v
+
+
+def check_values(args: argparse.Namespace, free: Sequence[str] = ()) -> None:
+    """Every value given on the command line, before any is used: none empty (`--out=` wrote ./index.html,
+    `--concurrency=` simulated nothing, `--host=` listens on every interface), and none with digits other
+    than ASCII 0-9 (Python reads `--port ８０` as 80), except in the options of `free`: file paths and
+    free-text names, which may hold any character."""
+    for dest, value in vars(args).items():
+        if dest in ("verb", "action"):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if not isinstance(v, str):
+                continue
+            flag = dest.upper() if dest == "config" or (dest == "name" and getattr(args, "action", None) == "show") \
+                else "--" + dest.replace("_", "-")
+            if not v.strip(_ASCII_SPACE):
+                raise CrossoverError(f"{flag} is empty; give it a value")
+            odd = next((c for c in v if c.isdigit() and not c.isascii()), None) if dest not in free else None
+            if odd is not None:
+                raise CrossoverError(f"{flag} {v!r} holds the digit {odd!r} (U+{ord(odd):04X}); write numbers in "
+                                     f"ASCII digits 0-9")
 
 
 def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
@@ -81,6 +117,25 @@ def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
     if not items:
         raise CrossoverError(f"{what} list is empty; give e.g. 1,8,64 or 1..64")
     return items
+
+
+def engine_metrics_files(values: Sequence[str] | str | None) -> list[str] | None:
+    """measured's --engine-metrics as its files: one (a log or a scrape after the run) or two (AFTER
+    BEFORE: a scrape before it as well), given as two values or, as before, one value AFTER,BEFORE. A
+    value that names an existing file is that file, commas and all; else it is split at the comma that
+    leaves two existing files, or at every comma (the reader then names what is missing)."""
+    if values is None:
+        return None
+    values = [values] if isinstance(values, str) else list(values)
+    if len(values) != 1:
+        return values
+    v = values[0]
+    if "," not in v or os.path.exists(v):
+        return [v]
+    cuts = [i for i, c in enumerate(v) if c == "," and os.path.exists(v[:i]) and os.path.exists(v[i + 1:])]
+    if len(cuts) == 1:
+        return [v[:cuts[0]], v[cuts[0] + 1:]]
+    return v.split(",")
 
 
 def parse_lengths(args: argparse.Namespace) -> tuple[float | None, float | None]:

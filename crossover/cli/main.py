@@ -11,8 +11,8 @@ from typing import Sequence
 
 from ..errors import CrossoverError, from_validation
 from ..files import input_limit
-from .common import warnings_as_lines
-from .outputs import writing_outputs
+from .common import check_values, warnings_as_lines
+from .outputs import FREE_TEXT, writing_outputs
 from .parser import build_parser
 
 # verb -> (module of crossover.cli, function): imported when that verb runs, so a command loads only
@@ -78,6 +78,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.verb is None:
             parser.print_help()
             return 2
+        check_values(args, FREE_TEXT)  # no empty value, no digits but ASCII ones
         verb = _verb(args.verb)
         with input_limit(getattr(args, "max_input_mb", None)):  # None: CROSSOVER_MAX_INPUT_MB or 512
             # every output checked before any work (writable, never an input, never an existing file without

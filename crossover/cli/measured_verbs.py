@@ -7,7 +7,7 @@ import sys
 
 from ..errors import CrossoverError
 from ..api.sweeps import SKIPPED, measured
-from .common import parse_lengths, parse_number, print_result
+from .common import engine_metrics_files, parse_lengths, parse_number, print_result
 from .outputs import wrote
 
 
@@ -23,7 +23,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
                    method=args.method, draft=args.draft, k=k, calibration=getattr(args, "calibration", None),
                    force_calibration=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),
                    distilled=not getattr(args, "no_distilled", False),
-                   engine_metrics=args.engine_metrics.split(",") if getattr(args, "engine_metrics", None) else None)
+                   engine_metrics=engine_metrics_files(args.engine_metrics))
     later = [d for d in res.diagnostics if d.kind == SKIPPED]  # the skipped check is said after the output
     for d in res.diagnostics:
         if d not in later:

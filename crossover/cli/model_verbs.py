@@ -44,11 +44,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.batch is not None:  # whole sequences, as an engine runs them
         batches = check_batches(parse_list(args.batch, "--batch"), batch_ceiling(sc.deployment))
     breakdown = None
-    if args.breakdown is not None:
-        breakdown = parse_list(args.breakdown, "--breakdown")
-        if len(breakdown) != 1:
+    if args.breakdown is not None:  # one whole batch, as --batch: the sequences one engine step runs
+        if "," in args.breakdown or ".." in args.breakdown:
             raise CrossoverError(f"--breakdown takes one batch (got {args.breakdown!r})")
-        breakdown = breakdown[0]
+        breakdown = parse_number(args.breakdown, "--breakdown")  # finite, > 0; the API checks the memory limit
+        if breakdown != int(breakdown):
+            raise CrossoverError(f"--breakdown takes a whole batch of sequences >= 1, as --batch (got "
+                                 f"{args.breakdown}): one engine step runs whole sequences")
     res = api.predict(sc, batches=batches, breakdown=breakdown)
     if args.plot:
         from ..reporting.plots import plot_prediction
@@ -126,7 +128,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
     res = api.report(batches=batches,
                      workload=args.workload,
-                     concurrency=parse_list(args.concurrency, "--concurrency", integer=True) if args.concurrency else None,
+                     concurrency=parse_list(args.concurrency, "--concurrency", integer=True)
+                     if args.concurrency is not None else None,
                      num_prompts=int(parse_number(args.num_prompts, "--num-prompts", integer=True)), with_plan=args.plan,
                      plan_peak_rps=_opt(args.plan_peak_rps, "--plan-peak-rps"),
                      plan_slo_tpot_ms=_opt(args.plan_slo_tpot_ms, "--plan-slo-tpot-ms"), **scenario_kwargs(args))
@@ -138,6 +141,22 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _opt(value: str | None, flag: str, **kw) -> float | None:
     """A flag's number, or None when not given."""
     return None if value is None else parse_number(value, flag, **kw)
+
+
+# The fewest requests plan simulates a finalist with. The simulator drops the first 10% of a level's
+# requests as warm-up (serving/sweep.py, warmup_frac) and plan compares the medians and p99s of the rest
+# with the SLOs: below 50 the warm-up is a handful of requests, so the server is measured while it fills,
+# and a p99 is the slowest one or two of the few measured, so a fleet would pass or fail by chance.
+PLAN_MIN_PROMPTS = 50
+
+
+def _plan_prompts(text: str) -> int:
+    n = int(parse_number(text, "--num-prompts", integer=True))
+    if n < PLAN_MIN_PROMPTS:
+        raise CrossoverError(f"--num-prompts {n} is too few requests to verify a fleet: plan needs at least "
+                             f"{PLAN_MIN_PROMPTS} (the first 10% warm up the server and the p50 and p99 latencies "
+                             f"checked against the SLOs come from the rest)")
+    return n
 
 
 def plan_kwargs(args: argparse.Namespace) -> dict:
@@ -160,7 +179,7 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
                     max_num_batched_tokens=int(parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
                                                        integer=True)),
                     expert_parallel=bool(args.expert_parallel),
-                    k_max=int(parse_number(args.k_max, "--k-max", integer=True)) if args.k_max else None)
+                    k_max=int(parse_number(args.k_max, "--k-max", integer=True)) if args.k_max is not None else None)
     demand = Demand(peak_rps=_opt(args.peak_rps, "--peak-rps"),
                     peak_output_tokens_per_s=_opt(args.peak_output_tokens_per_s, "--peak-output-tokens-per-s"),
                     traffic=args.traffic)
@@ -170,10 +189,10 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
     verification = Verification(
         verify=int(parse_number(args.verify, "--verify", integer=True, positive=False)),
         retry_replicas=int(parse_number(args.retry_replicas, "--retry-replicas", integer=True, positive=False)),
-        num_prompts=int(parse_number(args.num_prompts, "--num-prompts", integer=True)),
+        num_prompts=_plan_prompts(args.num_prompts),
         burstiness=parse_number(args.burstiness, "--burstiness"),
         seed=int(parse_number(args.seed, "--seed", integer=True, positive=False)),
-        jobs=int(parse_number(args.jobs, "--jobs", integer=True)) if args.jobs else None)
+        jobs=int(parse_number(args.jobs, "--jobs", integer=True)) if args.jobs is not None else None)
     return dict(demand=demand, slo=SLO(**slo), search=search, pricing=pricing, verification=verification,
                 speculation=speculation)
 

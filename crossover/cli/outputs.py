@@ -16,6 +16,7 @@ from typing import Iterator
 
 from ..errors import CrossoverError
 from ..files import deferred_writes
+from .common import engine_metrics_files
 
 OUTPUT_FLAGS = ("plot", "csv", "out")
 
@@ -28,6 +29,9 @@ OUTPUT_FLAGS = ("plot", "csv", "out")
 INPUT_FLAGS = ("model", "hardware", "draft", "engine", "workload", "calibration", "traffic", "price_file",
                "engine_metrics", "config", "on", "off", "files")
 
+# Values that may hold any character (cli.common.check_values): paths, and names that are free text
+FREE_TEXT = (*INPUT_FLAGS, *OUTPUT_FLAGS, "name", "draft_model_id")
+
 
 def _values(v) -> list[str]:
     if isinstance(v, str):
@@ -38,10 +42,11 @@ def _values(v) -> list[str]:
 
 
 def _candidates(flag: str, v: str) -> list[Path]:
-    """The paths one value may name: itself, and for --engine-metrics FILE,BEFORE each part."""
+    """The paths one value may name: itself, and for --engine-metrics FILE,BEFORE each part it may be
+    read as."""
     out = [Path(v)]
     if flag == "engine_metrics" and "," in v:
-        out += [Path(part) for part in v.split(",") if part]
+        out += [Path(part) for part in {*v.split(","), *engine_metrics_files(v)} if part]
     return out
 
 

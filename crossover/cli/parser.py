@@ -14,6 +14,9 @@ from .serve_verb import SERVE_HELP, add_serve_flags
 
 # groups of mutually exclusive options that must be given (one of them)
 REQUIRED_ONE_OF = {"load"}
+# options that take one value or two (api/options.py has no kind for it): measured's --engine-metrics FILE
+# [BEFORE], so that a file name with a comma can be given (FILE,BEFORE in one value still works)
+ONE_OR_TWO = {"engine_metrics": ("FILE", "BEFORE")}
 
 
 def add_options(p: argparse.ArgumentParser, opts: Sequence[o.Option]) -> None:
@@ -38,6 +41,8 @@ def add_options(p: argparse.ArgumentParser, opts: Sequence[o.Option]) -> None:
                 kw["action"] = "append"
             if opt.metavar:
                 kw["metavar"] = opt.metavar
+            if opt.name in ONE_OR_TWO:
+                kw["nargs"], kw["metavar"] = "+", ONE_OR_TWO[opt.name]
             if opt.choices:
                 kw["choices"] = list(opt.choices)
             if opt.required:
