@@ -217,3 +217,20 @@ def test_engine_metrics_files_reads_one_value_as_before(tmp_path):
 def test_the_usage_line_shows_the_two_files():
     r = run_cli("measured", "--help")
     assert "--engine-metrics FILE [BEFORE ...]" in " ".join(r.stdout.split())
+
+
+# --------------------------------------------------------------------------- report --tree (issue 23, item 4)
+
+@pytest.mark.parametrize("tree", ["3x2", "[[0],[1],[0,0]]", "eagle1", "4,2"])
+def test_report_refuses_a_tree_with_the_reason(tree, tmp_path):
+    """`report --tree ...` always failed, after the curves were computed, with "a best-k schedule applies to
+    chains; give --k-max without --tree" (report takes no --k-max): the page's k-and-acceptance figure
+    (reporting/plots.plot_speedup_family) re-prices the scenario at k = 1..N, which a tree cannot do."""
+    r = run_cli("report", "--model", "llama-3.1-8b", "--tree", tree, "--out", str(tmp_path / "page"))
+    assert_one_line_error(r, "report does not take --tree", "its depth", "crossover predict --tree")
+    assert not (tmp_path / "page").exists()
+
+
+def test_the_tree_report_refuses_is_one_predict_prices():
+    r = run_cli("predict", "--model", "llama-3.1-8b", "--tree", "3x2", "--json")
+    assert r.returncode == 0, r.stderr

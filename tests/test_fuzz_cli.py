@@ -592,7 +592,12 @@ def test_fuzz_report(warm_simulator, data):
         if rare(draw, 3):
             argv += ["--workload", "sharegpt", "--concurrency", draw(st.sampled_from(["1,4", "1"] + (["-1", "nan"] if hostile else []))),
                      "--num-prompts", draw(st.sampled_from(["5"] + (["0", "1e300"] if hostile else [])))]
-        fs.run(argv)
+        if rare(draw, 3):
+            argv.append("--tree=" + draw(st.sampled_from(["3x2", "eagle1", "[[0],[1],[0,0]]"])))
+        rc, _, err = fs.run(argv)
+        # issue 23, item 4: a tree is refused as such, before any work, not by a best-k error after the curves
+        assert "best-k schedule applies to chains" not in err, (argv, err)
+        assert not any(a.startswith("--tree=") for a in argv) or rc == 2, argv
 
 
 MEASURED_SCENARIO = [("--model", ["llama-3.1-8b", "llama-3.1-70b"]), ("--hardware", ["h100-sxm", "l4"]),

@@ -125,6 +125,10 @@ def cmd_policy(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """`crossover report`: crossover.report's page, written to --out/index.html."""
+    if args.tree is not None:  # reporting/html.py draws speedup for k = 1..N; a tree's k is its depth
+        raise CrossoverError("report does not take --tree: its page varies k (the k-and-acceptance figure, the "
+                             "best-k policy, the plan), which a draft tree fixes at its depth; price a tree with "
+                             "`crossover predict --tree ...`, or size one by load with `crossover policy --tree-nodes N`")
     batches = parse_list(args.batch, "--batch") if args.batch is not None else list(DEFAULT_BATCHES)
     res = api.report(batches=batches,
                      workload=args.workload,
