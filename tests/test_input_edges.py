@@ -346,3 +346,178 @@ def test_the_library_fit_refuses_a_bootstrap_beyond_the_cap():
     assert check_bootstrap(MAX_BOOTSTRAP) == MAX_BOOTSTRAP and check_bootstrap(0.0) == 0
     with pytest.raises(CrossoverError, match="at most 10,000"):
         check_bootstrap(MAX_BOOTSTRAP + 1)
+
+
+# --------------------------------------------------------------------------- engine metrics (measurements/acceptance.py)
+
+PROM, LOG = MEASURED / "vllm_metrics.prom", MEASURED / "vllm_specdecode.log"
+ENGINE0 = '{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"}'
+COUNTERS = ["vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+            "vllm:spec_decode_num_accepted_tokens_total"]
+
+
+def _measured_with_metrics(*metrics: str):
+    return run_cli("measured", "--on", str(MEASURED / "vllm_on"), "--off", str(VLLM_OFF), "--engine-metrics",
+                   ",".join(metrics), "--json")
+
+
+def _scrape(tmp_path, counter: str, value: str, name: str = "metrics.prom") -> str:
+    lines = PROM.read_text().splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith(counter + ENGINE0))
+    lines[i] = f"{counter}{ENGINE0} {value}"
+    f = tmp_path / name
+    f.write_text("\n".join(lines) + "\n")
+    return str(f)
+
+
+def test_the_fixture_scrape_and_log_still_pass():
+    for f in (PROM, LOG):
+        r = _measured_with_metrics(str(f))
+        assert r.returncode == 0, r.stderr
+        strict_loads(r.stdout)
+
+
+@pytest.mark.parametrize("counter", COUNTERS)
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf", "-5", "1e30"])
+def test_a_nan_or_inf_counter_in_a_scrape_is_refused_in_one_line(tmp_path, counter, value):
+    # NaN / Inf passed through to --json ("accepted": NaN, "num_drafts": Infinity) with exit 0
+    f = _scrape(tmp_path, counter, value)
+    line = assert_one_line_error(_measured_with_metrics(f), f, "counter", counter)
+    assert f"{f}:" in line  # file and line
+
+
+def test_a_nan_counter_in_the_scrape_taken_before_is_refused_in_one_line(tmp_path):
+    before = _scrape(tmp_path, COUNTERS[2], "NaN", "before.prom")
+    assert_one_line_error(_measured_with_metrics(str(PROM), before), before, COUNTERS[2])
+
+
+def test_a_nan_per_position_counter_is_refused_in_one_line(tmp_path):
+    counter = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    f = tmp_path / "metrics.prom"
+    f.write_text(PROM.read_text().replace(f'{counter}{ENGINE0[:-1]},position="1"}} 4623.0',
+                                          f'{counter}{ENGINE0[:-1]},position="1"}} NaN'))
+    assert "NaN" in f.read_text()
+    assert_one_line_error(_measured_with_metrics(str(f)), str(f), counter)
+
+
+def test_a_per_position_counter_at_a_huge_position_is_one_line(tmp_path):
+    # k = max position + 1 sized a tuple of that many rates
+    counter = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    f = tmp_path / "metrics.prom"
+    f.write_text(PROM.read_text() + f'{counter}{ENGINE0[:-1]},position="99999999999"}} 1.0\n')
+    assert_one_line_error(_measured_with_metrics(str(f)), str(f), counter, "position")
+
+
+@pytest.mark.parametrize("accepted", ["1e12", "1e17"])
+def test_an_impossible_tau_from_the_counters_is_refused_in_one_line(tmp_path, accepted):
+    # 1 + 1e12 / 17593 drafts: tau 5.7e7 with k = 3 was echoed with exit 0
+    f = _scrape(tmp_path, COUNTERS[2], accepted)
+    assert_one_line_error(_measured_with_metrics(f), f, "vllm:spec_decode_num_accepted_tokens")
+
+
+def _log(tmp_path, line: str) -> str:
+    f = tmp_path / "vllm.log"
+    f.write_text("INFO 03-01 10:15:00 [loggers.py:116] Engine 000: Avg prompt throughput: 1.0 tokens/s\n"
+                 f"INFO 03-01 10:15:30 [metrics.py:96] SpecDecoding metrics: {line}\n")
+    return str(f)
+
+
+@pytest.mark.parametrize("tau", ["0.5", "1e9", "4.5", "nan", "inf", "-2"])
+def test_an_impossible_tau_in_a_log_is_refused_in_one_line(tmp_path, tau):
+    # tau 0.5 and 1e9 were echoed with exit 0 (k = 3 from the per-position rates)
+    f = _log(tmp_path, f"Mean acceptance length: {tau}, Accepted: 150 tokens, Drafted: 387 tokens, "
+                       "Per-position acceptance rate: 0.543, 0.357, 0.264")
+    assert_one_line_error(_measured_with_metrics(f), f"{f}:2", "acceptance length", "[1, 4]")
+
+
+def test_tau_below_one_is_refused_even_without_k(tmp_path):
+    f = _log(tmp_path, "Mean acceptance length: 0.5, Accepted: 150 tokens, Drafted: 387 tokens")
+    assert_one_line_error(_measured_with_metrics(f), f"{f}:2", "acceptance length", ">= 1")
+
+
+@pytest.mark.parametrize("rates", ["0.5, nan, 0.2", "0.5, inf, 0.2", "0.5, 1.5, 0.2", "-0.1, 0.3, 0.2"])
+def test_a_nan_or_impossible_per_position_rate_in_a_log_is_refused_in_one_line(tmp_path, rates):
+    # NaN and Infinity per-position rates reached --json with exit 0
+    f = _log(tmp_path, f"Mean acceptance length: 2.0, Accepted: 150 tokens, Drafted: 387 tokens, "
+                       f"Per-position acceptance rate: {rates}")
+    assert_one_line_error(_measured_with_metrics(f), f"{f}:2", "Per-position acceptance rate")
+
+
+def test_a_nan_in_a_log_line_with_nothing_drafted_is_no_measurement(tmp_path):
+    f = _log(tmp_path, "Mean acceptance length: nan, Accepted: 0 tokens, Drafted: 0 tokens, "
+                       "Per-position acceptance rate: nan, nan, nan")
+    f2 = tmp_path / "two.log"
+    f2.write_text(open(f).read() + LOG.read_text())
+    r = _measured_with_metrics(str(f2))
+    assert r.returncode == 0, r.stderr
+    strict_loads(r.stdout)
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("Accepted: 500 tokens, Drafted: 387 tokens", "no more tokens are accepted"),
+    ("Accepted: 1 tokens, Drafted: " + "9" * 400 + " tokens", "no count"),
+    ("Accepted: 10 tokens, Drafted: 30 tokens, Per-position acceptance rate: " + ", ".join(["0.1"] * 2000),
+     "no engine drafts"),
+])
+def test_impossible_log_counts_are_refused_in_one_line(tmp_path, line, needle):
+    f = _log(tmp_path, line)
+    assert_one_line_error(_measured_with_metrics(f), f"{f}:2", needle)
+
+
+# Prometheus sample values: finite, huge, non-finite, negative, as a scrape spells them.
+PROM_VALUES = st.one_of(st.floats(min_value=0, max_value=1e6).map(lambda v: f"{v:.1f}"),
+                        st.floats(allow_nan=False).map(repr),
+                        st.sampled_from(["NaN", "+Inf", "-Inf", "1e308", "1e-300", "0", "-1"]))
+
+
+def _finite_tree(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(map(_finite_tree, value))
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+PROM_LINES = PROM.read_text().splitlines()
+SAMPLES = [i for i, ln in enumerate(PROM_LINES) if ln.startswith("vllm:spec_decode_")]  # every engine's, per position
+
+
+@PROPERTY
+@given(values=st.dictionaries(st.sampled_from(SAMPLES), PROM_VALUES, min_size=1, max_size=6))
+def test_a_scrape_of_any_counter_values_gives_possible_acceptance_or_one_line(values):
+    from crossover.measurements import parse_prometheus
+
+    lines = list(PROM_LINES)
+    for i, value in values.items():
+        lines[i] = lines[i].rsplit(" ", 1)[0] + " " + value
+    try:
+        out = parse_prometheus("\n".join(lines), origin="scrape")
+    except CrossoverError as exc:
+        assert_one_line_message(exc, "scrape")
+        return
+    assert _finite_tree(list(out.values())), out
+    tau, k = out["acceptance_length"], out["k"]
+    assert tau is None or 1 <= tau <= (k + 1) * (1 + 1e-9) if k else tau is None or tau >= 1
+    assert out["acceptance_rate"] is None or 0 <= out["acceptance_rate"] <= 1
+
+
+LOG_NUMBERS = st.one_of(st.floats(min_value=0, max_value=5).map(lambda v: f"{v:.3f}"),
+                        st.sampled_from(["nan", "inf", "0.5", "1e9", "-1", "1e308"]))
+
+
+@PROPERTY
+@given(tau=LOG_NUMBERS, accepted=st.integers(0, 10**20), drafted=st.integers(0, 10**20),
+       rates=st.lists(LOG_NUMBERS, min_size=0, max_size=5))
+def test_a_log_line_of_any_numbers_gives_possible_acceptance_or_one_line(tau, accepted, drafted, rates):
+    from crossover.measurements import parse_spec_decode_log
+
+    line = f"SpecDecoding metrics: Mean acceptance length: {tau}, Accepted: {accepted} tokens, Drafted: {drafted} tokens"
+    if rates:
+        line += ", Per-position acceptance rate: " + ", ".join(rates)
+    try:
+        out = parse_spec_decode_log(line, origin="log")
+    except CrossoverError as exc:
+        assert_one_line_message(exc, "log")
+        return
+    assert _finite_tree(list(out.values())), out
+    t, k = out["acceptance_length"], out["k"]
+    assert t is None or (1 <= t <= (k + 1) * (1 + 1e-9) if k else t >= 1)
+    assert all(0 <= r <= 1 for r in out["per_position"] or ())
