@@ -521,3 +521,43 @@ def test_a_log_line_of_any_numbers_gives_possible_acceptance_or_one_line(tau, ac
     t, k = out["acceptance_length"], out["k"]
     assert t is None or (1 <= t <= (k + 1) * (1 + 1e-9) if k else t >= 1)
     assert all(0 <= r <= 1 for r in out["per_position"] or ())
+
+
+# --------------------------------------------------------------------------- a measured CSV's k (measurements/csv_table.py)
+
+CSV_HEADER = "arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length,k\n"
+
+
+def _csv_of_k(tmp_path, k: str, comment: bool = False) -> str:
+    """A plain CSV (read a block at a time, no quotes, blanks or comments) unless `comment`."""
+    f = tmp_path / "sweep.csv"
+    f.write_text(("# a comment: read line by line\n" if comment else "") + CSV_HEADER +
+                 f"off,1,100,10,,\non,1,150,6.6,2.5,{k}\noff,16,1000,16,,\non,16,1400,11,2.5,3\n")
+    return str(f)
+
+
+@pytest.mark.parametrize("comment", [False, True], ids=["block", "rows"])
+@pytest.mark.parametrize("k", ["1e30", "1e300", "9223372036854775808", "1025"])
+def test_a_csv_k_of_1e30_is_refused_as_implausible_in_one_line(tmp_path, k, comment):
+    # the block path cast 1e30 to int64 (numpy's "invalid value encountered in cast", which looped in
+    # warnings_as_lines), the row path raised OverflowError in the int64 column
+    f = _csv_of_k(tmp_path, k, comment)
+    assert_one_line_error(run_cli("measured", "--files", f), f"{f}:{4 if comment else 3}", "'k'", "1024")
+
+
+@PROPERTY
+@given(k=st.one_of(st.integers(0, 2048).map(str), HUGE_INTS.map(str), FLOATS.map(repr),
+                   st.sampled_from(["", "nan", "inf", "-1", "2.5", "1e30"])),
+       comment=st.booleans())
+def test_a_csv_k_cell_is_read_as_a_plausible_k_or_refused_in_one_line(tmp_path, k, comment):
+    from crossover.measurements import read_measurements
+
+    f = _csv_of_k(tmp_path, k, comment)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            points = read_measurements([f])
+    except CrossoverError as exc:
+        assert_one_line_message(exc, f)
+        return
+    assert all(p.k is None or 0 <= p.k <= 1024 for p in points)

@@ -18,12 +18,13 @@ import numpy as np
 from ..errors import CrossoverError
 from .fields import (
     LATENCY_MS_RANGE,
+    MAX_K,
     THROUGHPUT_RANGE,
     check_throughput,
+    k_count,
     quality_warnings,
     resolve_arm,
     tau_of,
-    whole_count,
 )
 from .point import ARMS, LOAD_AXES, MeasuredPoint
 from .columns import ColumnBuilder, Columns, constant
@@ -228,7 +229,9 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
     k = values.get("k")
     if k is not None:
         given = k[k_given]
-        if not (np.isfinite(given).all() and (given >= 0).all() and (given == np.floor(given)).all()):
+        # a k past MAX_K (1e30 cast to int64 warned, and the warning looped) is named by the row path
+        if not (np.isfinite(given).all() and (given >= 0).all() and (given <= MAX_K).all()
+                and (given == np.floor(given)).all()):
             return None
         c.k[:] = np.where(k_given, np.nan_to_num(k), -1)
     else:
@@ -312,7 +315,7 @@ def _csv_row(layout: _CsvLayout, src: str, fields: list[str], header_line: int) 
         rate = None
     if rate is not None and not 0 <= rate <= 1:
         raise CrossoverError(f"{src}: column 'acceptance_rate' is {rate:g}; write a fraction 0-1, not a percentage")
-    k = whole_count(src, "k", values.pop("k", None))
+    k = k_count(src, "k", values.pop("k", None))
     for other in LOAD_AXES:
         values.pop(other, None)
     metrics = {name: v for name, v in values.items() if math.isfinite(v)}
