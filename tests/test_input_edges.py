@@ -68,7 +68,9 @@ def test_other_lengths_beyond_the_bound_are_one_line(tmp_path, field):
 
 
 def _sample_quietly(dist, n: int = 200) -> np.ndarray:
-    with warnings.catch_warnings(), np.errstate(all="raise"):
+    """dist.sample with any warning or floating-point overflow / invalid operation an error (an
+    underflow to a denormal or 0 is harmless, and numpy ignores it by default)."""
+    with warnings.catch_warnings(), np.errstate(all="raise", under="ignore"):
         warnings.simplefilter("error")
         return dist.sample(np.random.default_rng(0), n)
 
@@ -118,7 +120,7 @@ def test_empirical_lengths_are_held_or_refused_in_one_line(tmp_path, values, as_
     ok = all(1 <= v <= MAX_LENGTH for v in values)
     try:
         wl, base = load_workload(path)
-        with warnings.catch_warnings(), np.errstate(all="raise"):
+        with warnings.catch_warnings(), np.errstate(all="raise", under="ignore"):
             warnings.simplefilter("error")
             p, o = wl.sample(np.random.default_rng(0), 50, base)
     except CrossoverError as exc:
@@ -561,3 +563,48 @@ def test_a_csv_k_cell_is_read_as_a_plausible_k_or_refused_in_one_line(tmp_path, 
         assert_one_line_message(exc, f)
         return
     assert all(p.k is None or 0 <= p.k <= 1024 for p in points)
+
+
+# --------------------------------------------------------------------------- load levels (measurements/fields.py, point.py)
+
+MODEL = ("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1")
+
+
+@pytest.mark.parametrize("axis", ["concurrency", "request_rate"])
+@pytest.mark.parametrize("load", ["1e300", "1.7e308", "1e30", "5e-324", "1e-300"])
+def test_a_csv_load_level_of_1e300_is_refused_in_one_line(tmp_path, axis, load):
+    # the model priced a step at 1e300 sequences: numpy's overflow warnings, inf in the JSON
+    f = tmp_path / "sweep.csv"
+    f.write_text(f"arm,{axis},output_throughput,mean_tpot_ms,mean_e2el_ms\noff,1,100,10,500\non,{load},150,6.6,300\n"
+                 "off,16,1000,16,800\non,16,1400,11,600\n")
+    assert_one_line_error(run_cli("measured", "--files", str(f), "--json", *MODEL), f"{f}:3", axis, "no load level")
+
+
+@pytest.mark.parametrize("key", ["max_concurrency", "request_rate", "max_concurrent_requests"])
+def test_a_vllm_load_level_of_1e300_is_refused_in_one_line(tmp_path, key):
+    # both arms at 1e300: the physics check priced a step at that batch (overflow warnings)
+    changes = {key: 1e300} if key == "max_concurrency" else {"max_concurrency": None, key: 1e300}
+    on = _vllm_on(tmp_path, **changes)
+    off_obj = json.loads(next(VLLM_OFF.glob("*concurrency16*.json")).read_text())
+    off_obj.update(changes)
+    off = tmp_path / "off.json"
+    off.write_text(json.dumps(off_obj))
+    r = run_cli("measured", "--on", on, "--off", str(off), "--json", *MODEL)
+    assert_one_line_error(r, key.replace("max_concurrent_requests", "concurrency"), "no load level (expected")
+
+
+@PROPERTY
+@given(load=st.one_of(FLOATS.filter(lambda v: v > 0), st.floats(1e-7, 1e10)), axis=st.sampled_from(["concurrency",
+                                                                                                       "request_rate"]))
+def test_a_load_level_is_read_in_range_or_refused_in_one_line(tmp_path, load, axis):
+    from crossover.measurements import read_measurements
+
+    f = tmp_path / "sweep.csv"
+    f.write_text(f"arm,{axis},output_throughput\noff,{load!r},100\non,{load!r},150\n")
+    try:
+        points = read_measurements([f])
+    except CrossoverError as exc:
+        assert not 1e-6 <= load <= 1e9
+        assert_one_line_message(exc, "no load level")
+        return
+    assert all(1e-6 <= p.load <= 1e9 for p in points)

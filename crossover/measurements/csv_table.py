@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import CrossoverError
 from .fields import (
     LATENCY_MS_RANGE,
+    LOAD_RANGE,
     MAX_K,
     THROUGHPUT_RANGE,
     check_throughput,
@@ -212,8 +213,8 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
     load, tput = values[layout.axis], values["output_throughput"]
     if not (np.isfinite(load).all() and (load > 0).all() and np.isfinite(tput).all() and (tput >= 0).all()):
         return None
-    if _implausible(tput, THROUGHPUT_RANGE):  # the row path names the row (fields.implausible)
-        return None
+    if _implausible(tput, THROUGHPUT_RANGE) or ((load < LOAD_RANGE[0]) | (load > LOAD_RANGE[1])).any():
+        return None  # the row path names the row (fields.implausible, implausible_load)
     c.load[:], c.output_throughput[:] = load, tput
     c.axis = constant(LOAD_AXES.index(layout.axis), n, np.int8)
     tau = values.get("acceptance_length")

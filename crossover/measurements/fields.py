@@ -113,6 +113,20 @@ def k_count(src: str, key: str, value: Any) -> int | None:
 # bounds, ratios of two such values overflow.
 LATENCY_MS_RANGE = (1e-6, 1e12)
 THROUGHPUT_RANGE = (1e-6, 1e12)
+# A load level (requests in flight, requests/s or sequences per step) lies inside this range: a
+# billion requests in flight or per second is no server, and one request in ~12 days is no sweep. A
+# level of 1e300 (or a denormal) overflowed the model's step prices at it (numpy warnings, inf in the JSON).
+LOAD_RANGE = (1e-6, 1e9)
+_LOAD_UNITS = {"concurrency": "requests in flight", "request_rate": "requests/s", "batch": "sequences"}
+
+
+def implausible_load(axis: str, value: float) -> str | None:
+    """Why a finite load level > 0 is no measurement; None if it is one."""
+    lo, hi = LOAD_RANGE
+    if lo <= value <= hi:
+        return None
+    unit = _LOAD_UNITS.get(axis, "")
+    return f"{axis} {value:g} {unit} is no load level (expected {lo:g}-{hi:g} {unit}; a unit slip?)"
 
 
 def implausible(name: str, value: float) -> str | None:
@@ -207,38 +221,48 @@ def _positive(src: str, key: str, value: Any) -> float | None:
 
 def load_of(src: str, obj: dict, forced: str | None) -> tuple[str, float, list[str]]:
     """(axis, level, warnings) in order: the configured concurrency cap, a finite request rate, then what was measured."""
+    axis, level, warnings, key = _load_of(src, obj, forced)
+    if why := implausible_load(axis, level):
+        raise CrossoverError(f"{src}: {key}: {why}")
+    return axis, level, warnings
+
+
+def _load_of(src: str, obj: dict, forced: str | None) -> tuple[str, float, list[str], str]:
+    """load_of's (axis, level, warnings) and the key (or rule) the level came from."""
     if forced == "batch":
         batch = _positive(src, "batch", obj.get("batch"))
         if batch is None:
             raise CrossoverError(
                 f"{src}: load_axis 'batch' was asked for but the file has no 'batch' key (serving "
                 f"benchmarks measure against max_concurrency or request_rate)")
-        return "batch", batch, []
+        return "batch", batch, [], "key 'batch'"
     cap = _positive(src, "max_concurrency", obj.get("max_concurrency"))
     rate, rate_text = _request_rate(src, obj)
     if forced == "request_rate":
         if rate is None:
             raise CrossoverError(
                 f"{src}: load_axis 'request_rate' was asked for but key 'request_rate' is {rate_text}")
-        return "request_rate", rate, []
+        return "request_rate", rate, [], "key 'request_rate'"
     if cap is not None:
-        return "concurrency", cap, []
+        return "concurrency", cap, [], "key 'max_concurrency'"
     if forced is None and rate is not None:
-        return "request_rate", rate, []
+        return "request_rate", rate, [], "key 'request_rate'"
     why = "max_concurrency is null" if "max_concurrency" in obj else "no max_concurrency"
     if forced is None:
         why += f" and request_rate is {rate_text}"
     for key in ("max_concurrent_requests", "concurrency"):
         measured = _number(src, key, obj.get(key))
         if measured is not None and math.isfinite(measured) and measured > 0:
-            return "concurrency", measured, [f"load: {why}; using the measured {key}={measured:g} as the concurrency"]
+            return ("concurrency", measured, [f"load: {why}; using the measured {key}={measured:g} as the concurrency"],
+                    f"key {key!r}")
     lat, dur = obj.get("latencies"), _number(src, "duration", obj.get("duration"))
     if isinstance(lat, list) and lat and dur and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in lat):
         little = sum(map(_float_or_inf, lat)) / dur
         if math.isfinite(little) and little > 0:
             return "concurrency", little, [
-                f"load: {why}; using sum(latencies)/duration={little:.4g} (Little's law) as the concurrency"]
+                f"load: {why}; using sum(latencies)/duration={little:.4g} (Little's law) as the concurrency"], \
+                "sum(latencies)/duration"
     raise CrossoverError(
         f"{src}: cannot tell the load level: {why}, and there is no measured 'max_concurrent_requests' "
         f"or 'concurrency' key")

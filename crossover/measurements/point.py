@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import CrossoverError
-from .fields import MAX_K, implausible
+from .fields import MAX_K, implausible, implausible_load
 
 Arm = Literal["on", "off"]
 LoadAxis = Literal["concurrency", "request_rate", "batch"]
@@ -42,6 +42,8 @@ class MeasuredPoint:
             raise CrossoverError(f"{src}: load_axis must be one of {', '.join(LOAD_AXES)}, got {self.load_axis!r}")
         if not (math.isfinite(self.load) and self.load > 0):
             raise CrossoverError(f"{src}: {self.load_axis} must be a finite number > 0, got {self.load!r}")
+        if why := implausible_load(self.load_axis, self.load):
+            raise CrossoverError(f"{src}: {why}")
         if not (math.isfinite(self.output_throughput) and self.output_throughput >= 0):
             raise CrossoverError(
                 f"{src}: output_throughput must be a finite number >= 0 tokens/s, got {self.output_throughput!r}")
