@@ -608,3 +608,43 @@ def test_a_load_level_is_read_in_range_or_refused_in_one_line(tmp_path, load, ax
         assert_one_line_message(exc, "no load level")
         return
     assert all(1e-6 <= p.load <= 1e9 for p in points)
+
+
+# --------------------------------------------------------------------------- counts (measurements/fields.py, point.py)
+
+COUNT_CSV = "arm,concurrency,output_throughput,mean_tpot_ms,total_output_tokens,completed,spec_decode_num_drafts,"\
+            "spec_decode_accepted_tokens\n"
+
+
+@pytest.mark.parametrize("comment", [False, True], ids=["block", "rows"])
+def test_counts_that_sum_past_the_largest_number_are_refused_in_one_line(tmp_path, comment):
+    # 1e308 drafts in two runs summed to inf in the n-gram match rate (numpy's overflow in reduce)
+    f = tmp_path / "sweep.csv"
+    f.write_text(("# read line by line\n" if comment else "") + COUNT_CSV +
+                 "off,1,100,10,128,10,,\non,1,150,6.6,128,10,1e308,1e308\noff,16,1000,16,2048,160,,\n"
+                 "on,16,1400,11,2048,160,1e308,1e308\n")
+    r = run_cli("measured", "--files", str(f), "--json", *MODEL, "--method", "ngram")
+    assert_one_line_error(r, f"{f}:{4 if comment else 3}", "spec_decode_num_drafts", "no count")
+
+
+def test_a_vllm_count_of_1e300_is_refused_in_one_line(tmp_path):
+    r = run_cli("measured", "--on", _vllm_on(tmp_path, total_output_tokens=1e300), "--off", str(VLLM_OFF))
+    assert_one_line_error(r, "total_output_tokens", "no count")
+
+
+COUNT_CELLS = st.one_of(st.integers(0, 10**6).map(str), FLOATS.map(repr), HUGE_INTS.map(str),
+                        st.sampled_from(["", "nan", "inf", "1e18", "1e19", "1e308"]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=st.lists(COUNT_CELLS, min_size=8, max_size=8))
+def test_any_counts_give_a_strict_json_prediction_or_one_line(tmp_path, cells):
+    tokens, done, drafts, accepted = cells[:2], cells[2:4], cells[4:6], cells[6:]
+    f = tmp_path / "sweep.csv"
+    f.write_text(COUNT_CSV + f"off,1,100,10,128,10,,\non,1,150,6.6,{tokens[0]},{done[0]},{drafts[0]},{accepted[0]}\n"
+                 f"off,16,1000,16,2048,160,,\non,16,1400,11,{tokens[1]},{done[1]},{drafts[1]},{accepted[1]}\n")
+    r = run_cli("measured", "--files", str(f), "--json", *MODEL, "--method", "ngram")
+    if r.returncode == 0:
+        strict_loads(r.stdout)
+    else:
+        assert_one_line_error(r)

@@ -15,11 +15,7 @@ from pathlib import Path
 
 from ..errors import CrossoverError, FileError
 from ..files import read_text
-from .fields import MAX_K
-
-# A counter's largest plausible value: 1e18 tokens is a server at 10 million tokens/s for 3,000 years.
-# A larger (or non-finite, or negative) one is garbage, and sums of such overflow.
-MAX_COUNT = 1e18
+from .fields import MAX_COUNT, MAX_K  # a counter's largest plausible value (1e18); a larger one is garbage
 _TOL = 1e-9  # relative slack of the range checks (rounded log values, float sums)
 
 # Log lines: V1 "SpecDecoding metrics: ..." (three versions) and V0 "Speculative metrics: ...".

@@ -17,8 +17,10 @@ import numpy as np
 
 from ..errors import CrossoverError
 from .fields import (
+    COUNT_KEYS,
     LATENCY_MS_RANGE,
     LOAD_RANGE,
+    MAX_COUNT,
     MAX_K,
     THROUGHPUT_RANGE,
     check_throughput,
@@ -241,6 +243,8 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
         v = values[name]
         v[~np.isfinite(v)] = np.nan
         if name.endswith("_ms") and ((v < 0).any() or _implausible(v, LATENCY_MS_RANGE)):
+            return None
+        if name in COUNT_KEYS and (np.abs(v) > MAX_COUNT).any():  # NaN: not measured
             return None
         c.metrics[name] = v
     _block_warnings(c)

@@ -129,6 +129,24 @@ def implausible_load(axis: str, value: float) -> str | None:
     return f"{axis} {value:g} {unit} is no load level (expected {lo:g}-{hi:g} {unit}; a unit slip?)"
 
 
+# A count a result file reports (requests, tokens, drafts) is at most this in size: 1e18 tokens is a
+# server at 10 million tokens/s for 3,000 years. Sums of larger ones overflow (1e308 drafts in two
+# runs summed to inf in the n-gram match rate: numpy's overflow warning).
+MAX_COUNT = 1e18
+COUNT_KEYS = frozenset({
+    "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens", "total_input_text_tokens",
+    "total_input_vision_tokens", "total_output_tokens_retokenized", "spec_decode_num_drafts",
+    "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+})
+
+
+def implausible_count(name: str, value: float) -> str | None:
+    """Why a finite value of a count (COUNT_KEYS) is no count; None if it is one (or not a count)."""
+    if name not in COUNT_KEYS or abs(value) <= MAX_COUNT:
+        return None
+    return f"{name} {value:g} is no count (at most 1e18; a unit slip?)"
+
+
 def implausible(name: str, value: float) -> str | None:
     """Why a finite, non-negative latency (`*_ms`) or output_throughput is no measurement; None if it is one."""
     lo, hi, unit = (*LATENCY_MS_RANGE, "ms") if name.endswith("_ms") else (*THROUGHPUT_RANGE, "tokens/s")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import CrossoverError
-from .fields import MAX_K, implausible, implausible_load
+from .fields import MAX_K, implausible, implausible_count, implausible_load
 
 Arm = Literal["on", "off"]
 LoadAxis = Literal["concurrency", "request_rate", "batch"]
@@ -51,6 +51,8 @@ class MeasuredPoint:
             if name.endswith("_ms") and v < 0:
                 raise CrossoverError(f"{src}: {name} must be >= 0 ms (a latency), got {v:g}")
             if name.endswith("_ms") and (why := implausible(name, v)):
+                raise CrossoverError(f"{src}: {why}")
+            if why := implausible_count(name, v):
                 raise CrossoverError(f"{src}: {why}")
         if self.acceptance_length is not None and not self.acceptance_length >= 1:
             raise CrossoverError(
