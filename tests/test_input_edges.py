@@ -342,8 +342,8 @@ def test_the_api_refuses_a_bootstrap_beyond_the_cap_or_not_a_count_in_one_line(d
     assert_one_line_message(e, "bootstrap")
 
 
-def test_the_library_fit_refuses_a_bootstrap_beyond_the_cap():
-    from crossover.analysis.calibration import MAX_BOOTSTRAP, check_bootstrap
+def test_the_bootstrap_check_takes_the_cap_and_refuses_one_more():
+    from crossover.api.sweeps import MAX_BOOTSTRAP, check_bootstrap
 
     assert check_bootstrap(MAX_BOOTSTRAP) == MAX_BOOTSTRAP and check_bootstrap(0.0) == 0
     with pytest.raises(CrossoverError, match="at most 10,000"):

@@ -12,7 +12,6 @@ that `--calibration FILE` applies to predict and simulate.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -21,7 +20,7 @@ import numpy as np
 
 from ..model.scenario import Scenario
 from .curves import evaluate, find_crossings, speedup
-from ..errors import CrossoverError, InputError
+from ..errors import CrossoverError
 from ..model.acceptance import Acceptance
 
 # name -> (Efficiency field or "acceptance", lower bound, upper bound). The bounds are physical
@@ -63,24 +62,6 @@ _MS = {"step_overhead_ms", "draft_step_overhead_ms"}
 # the spread of the refits).
 BOOTSTRAP_STEPS = 2
 BOOTSTRAP_GRID = 64
-# The most bootstrap refits: the 5% and 95% quantiles of 10,000 draws move by ~0.2 of a percentile
-# point between seeds, far inside the interval; 1e8 draws asked for 6 GB of noise and hours of refits.
-MAX_BOOTSTRAP = 10_000
-
-
-def check_bootstrap(draws: Any, flag: str = "bootstrap") -> int:
-    """The number of bootstrap refits as an int 0..MAX_BOOTSTRAP; a one-line error otherwise."""
-    number = not isinstance(draws, bool) and isinstance(draws, (int, float, np.integer, np.floating))
-    if not (number and (isinstance(draws, (int, np.integer)) or (math.isfinite(draws) and draws == int(draws)))
-            and draws >= 0):
-        raise InputError(f"{flag} must be a whole number >= 0 of refits (0: no interval), got {draws!r}",
-                         parameter="bootstrap")
-    if draws > MAX_BOOTSTRAP:
-        shown = (f"{int(draws)}" if draws < 1e15 else f"{draws:.3g}" if isinstance(draws, (float, np.floating))
-                 else f"of {len(str(int(draws)))} digits")
-        raise InputError(f"{flag} {shown} is more refits than the interval needs: at most {MAX_BOOTSTRAP:,} "
-                         f"(its 5% and 95% quantiles are settled well before)", parameter="bootstrap")
-    return int(draws)
 
 
 @dataclass
@@ -308,7 +289,6 @@ def calibrate(sc: Scenario, obs: list[Observation], *, fit_acceptance: bool, loa
     their defaults); after each fit a parameter at a bound or whose standard error exceeds its value
     is fixed at its default and the rest refitted. `Fit.at_default` says which and why; `progress` follows
     the bootstrap (_interval)."""
-    bootstrap = check_bootstrap(bootstrap)
     for o in obs:
         _check_observation(o, load_axis)
     levels = len({o.load for o in obs})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import CrossoverError, FileError
 from ..files import read_text
-from .fields import MAX_COUNT, MAX_K  # a counter's largest plausible value (1e18); a larger one is garbage
+from .limits import MAX_COUNT, MAX_K  # a counter's largest plausible value (1e18); a larger one is garbage
 _TOL = 1e-9  # relative slack of the range checks (rounded log values, float sums)
 
 # Log lines: V1 "SpecDecoding metrics: ..." (three versions) and V0 "Speculative metrics: ...".

@@ -16,19 +16,8 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..errors import CrossoverError
-from .fields import (
-    COUNT_KEYS,
-    LATENCY_MS_RANGE,
-    LOAD_RANGE,
-    MAX_COUNT,
-    MAX_K,
-    THROUGHPUT_RANGE,
-    check_throughput,
-    k_count,
-    quality_warnings,
-    resolve_arm,
-    tau_of,
-)
+from .fields import check_throughput, k_count, quality_warnings, resolve_arm, tau_of
+from .limits import COUNT_KEYS, LATENCY_MS_RANGE, LOAD_RANGE, MAX_COUNT, MAX_K, THROUGHPUT_RANGE
 from .point import ARMS, LOAD_AXES, MeasuredPoint
 from .columns import ColumnBuilder, Columns, constant
 
@@ -216,7 +205,7 @@ def _csv_block(layout: _CsvLayout, chunk: str, lineno: int) -> Columns | None:
     if not (np.isfinite(load).all() and (load > 0).all() and np.isfinite(tput).all() and (tput >= 0).all()):
         return None
     if _implausible(tput, THROUGHPUT_RANGE) or ((load < LOAD_RANGE[0]) | (load > LOAD_RANGE[1])).any():
-        return None  # the row path names the row (fields.implausible, implausible_load)
+        return None  # the row path names the row (limits.implausible, implausible_load)
     c.load[:], c.output_throughput[:] = load, tput
     c.axis = constant(LOAD_AXES.index(layout.axis), n, np.int8)
     tau = values.get("acceptance_length")

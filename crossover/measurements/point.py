@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import CrossoverError
-from .fields import MAX_K, implausible, implausible_count, implausible_load
+from .limits import MAX_K, implausible, implausible_count, implausible_load
 
 Arm = Literal["on", "off"]
 LoadAxis = Literal["concurrency", "request_rate", "batch"]
