@@ -293,3 +293,26 @@ def test_deferred_writes_hold_back_only_the_named_outputs(tmp_path):
         write_text(out, "result")
         raise RuntimeError("the run failed")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch.txt"]
+
+
+def test_an_input_folder_that_can_be_listed_but_not_entered_is_not_a_traceback(tmp_path, monkeypatch):
+    """check_outputs stats the files of every input folder; one it cannot enter (read without execute
+    permission) is left to its reader, which says so in one line, instead of a PermissionError."""
+    import argparse
+    from pathlib import Path
+
+    from crossover.cli import outputs
+
+    on = tmp_path / "on"
+    on.mkdir()
+    (on / "r.json").write_text("{}")
+    real = Path.is_file
+
+    def is_file(self):
+        if self.parent == on:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    args = argparse.Namespace(verb="measured", on=[str(on)], off=None, files=None)
+    assert outputs._inputs(args) == []

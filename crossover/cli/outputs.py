@@ -74,12 +74,15 @@ def _inputs(args: argparse.Namespace) -> list[Path]:
     for flag in INPUT_FLAGS:
         for v in _values(getattr(args, flag, None)):
             for p in _candidates(flag, v):
-                if p.is_dir():
-                    out += [q for q in p.rglob("*") if q.is_file()]
-                elif p.exists():
-                    out.append(p)
-                    if flag == "workload":
-                        out += _workload_files(p)
+                try:
+                    if p.is_dir():
+                        out += [q for q in p.rglob("*") if q.is_file()]
+                    elif p.exists():
+                        out.append(p)
+                        if flag == "workload":
+                            out += _workload_files(p)
+                except OSError:  # a folder listed but not entered: its reader says so in one line
+                    continue
     return out
 
 
