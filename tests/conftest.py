@@ -262,3 +262,14 @@ def model_names() -> set[str]:
 def no_user_specs(monkeypatch):
     """Make sure CROSSOVER_SPEC_PATH from the caller's shell does not leak into a test."""
     monkeypatch.delenv("CROSSOVER_SPEC_PATH", raising=False)
+
+
+def vllm_scrape(drafts, drafted, accepted, gen, stop, length) -> str:
+    """A vLLM /metrics scrape with the speculative-decoding and serving counters measured needs."""
+    return (f"# TYPE vllm:spec_decode_num_drafts_total counter\n"
+            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}.0\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {drafted}.0\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}.0\n'
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {gen}.0\n'
+            f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} {stop}.0\n'
+            f'vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} {length}.0\n')

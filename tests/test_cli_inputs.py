@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from conftest import FIXTURES, assert_one_line_error, run_cli
+from conftest import FIXTURES, assert_one_line_error, run_cli, vllm_scrape
 
 from crossover.cli.common import engine_metrics_files, parse_number
 from crossover.errors import CrossoverError
@@ -146,22 +146,14 @@ def test_a_path_may_hold_any_digits(tmp_path):
 
 # --------------------------------------------------------------------------- --engine-metrics FILE [BEFORE]
 
-def _scrape(drafts, drafted, accepted, gen, stop, length):
-    return (f"# TYPE vllm:spec_decode_num_drafts_total counter\n"
-            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}.0\n'
-            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {drafted}.0\n'
-            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}.0\n'
-            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {gen}.0\n'
-            f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} {stop}.0\n'
-            f'vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} {length}.0\n')
 
 
 @pytest.fixture
 def scrapes(tmp_path):
     """A scrape before the run and one after it, both named with a comma."""
     before, after = tmp_path / "before,1.prom", tmp_path / "after,1.prom"
-    before.write_text(_scrape(1000, 4000, 2000, 10000, 100, 50))
-    after.write_text(_scrape(23000, 92000, 62000, 111000, 700, 450))
+    before.write_text(vllm_scrape(1000, 4000, 2000, 10000, 100, 50))
+    after.write_text(vllm_scrape(23000, 92000, 62000, 111000, 700, 450))
     return after, before
 
 
@@ -187,8 +179,8 @@ def test_the_two_scrapes_can_be_two_values(scrapes):
 
 def test_after_comma_before_still_works(tmp_path):
     before, after = tmp_path / "before.prom", tmp_path / "after.prom"
-    before.write_text(_scrape(1000, 4000, 2000, 10000, 100, 50))
-    after.write_text(_scrape(23000, 92000, 62000, 111000, 700, 450))
+    before.write_text(vllm_scrape(1000, 4000, 2000, 10000, 100, 50))
+    after.write_text(vllm_scrape(23000, 92000, 62000, 111000, 700, 450))
     r = _measured(f"{after},{before}")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["engine_metrics"]["num_drafts"] == 22000

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import vllm_scrape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -496,14 +497,6 @@ def test_bad_engine_cost_and_breakdown_inputs_are_one_line(argv, needle, capsys,
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
 
 
-def _scrape(drafts, drafted, accepted, gen, stop, length):
-    return (f"# TYPE vllm:spec_decode_num_drafts_total counter\n"
-            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}.0\n'
-            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {drafted}.0\n'
-            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}.0\n'
-            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {gen}.0\n'
-            f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m"}} {stop}.0\n'
-            f'vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} {length}.0\n')
 
 
 def test_measured_takes_acceptance_and_the_ngram_match_rate_from_engine_metrics(tmp_path, capsys):
@@ -512,8 +505,8 @@ def test_measured_takes_acceptance_and_the_ngram_match_rate_from_engine_metrics(
     draft 1 + 60,000 / 22,000, k = 4, request steps = 101,000 - 1,000 - 60,000 = 40,000, match rate 22,000 / 40,000 = 0.55. The
     scenario takes them (the files report neither); the note and the JSON show them."""
     before, after = tmp_path / "before.prom", tmp_path / "after.prom"
-    before.write_text(_scrape(1000, 4000, 2000, 10000, 100, 50))
-    after.write_text(_scrape(23000, 92000, 62000, 111000, 700, 450))
+    before.write_text(vllm_scrape(1000, 4000, 2000, 10000, 100, 50))
+    after.write_text(vllm_scrape(23000, 92000, 62000, 111000, 700, 450))
     f = tmp_path / "ngram.csv"
     f.write_text("arm,concurrency,output_throughput,median_tpot_ms\noff,8,900,8.0\non,8,1500,5.0\n")
     res = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", method="ngram",

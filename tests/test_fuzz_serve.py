@@ -48,6 +48,7 @@ from urllib.parse import quote, urlsplit
 
 import numpy as np
 import pytest
+from raw_http import read_until_close, send_raw
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -690,25 +691,7 @@ RAW = [
 
 def raw_request(srv, data: bytes) -> tuple[int, dict, bytes]:
     """Send bytes as written; (status, headers, body) of the first response."""
-    with socket.create_connection(srv.server_address[:2], timeout=CLIENT_TIMEOUT_S) as s:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        chunks = []
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    raw = b"".join(chunks)
-    head, _, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1]) if lines and lines[0].startswith("HTTP/") else 0
-    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:]))
-    n = int(headers.get("content-length", len(body)))
-    return status, headers, body[:n]
+    return send_raw(srv.server_address, data, CLIENT_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("data", RAW, ids=lambda d: repr(d[:24]))
@@ -781,18 +764,10 @@ def _cut(draw, data: bytes, max_pieces: int = 6) -> list[bytes]:
 
 def read_all(s: socket.socket) -> bytes:
     """What the server sends until it closes the connection."""
-    chunks = []
-    while True:
-        try:
-            chunk = s.recv(65536)
-        except ConnectionResetError:
-            break
-        except TimeoutError:
-            raise AssertionError(f"no answer (nor a close) in {CLIENT_TIMEOUT_S} s") from None
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        return read_until_close(s)
+    except TimeoutError:
+        raise AssertionError(f"no answer (nor a close) in {CLIENT_TIMEOUT_S} s") from None
 
 
 LENGTH_HEADERS = [  # what a request says of its body's length, the server's two refusals among them

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from raw_http import read_until_close, send_raw
 
 from conftest import FIXTURES, REPO, clean_env
 from crossover.web import make_server
@@ -53,37 +54,12 @@ def get(srv, path: str = "/", timeout: float = 10) -> tuple[int, dict, bytes]:
 
 def raw(srv, data: bytes, timeout: float = 10) -> tuple[int, dict, bytes]:
     """Send bytes as written; (status, headers, body) of the answer."""
-    with socket.create_connection(srv.server_address[:2], timeout=timeout) as s:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        chunks = []
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else 0
-    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:]))
-    return status, headers, body[: int(headers.get("content-length", len(body)))]
+    return send_raw(srv.server_address, data, timeout)
 
 
 def read_answer(s: socket.socket) -> bytes:
     """What the server sends until it closes (it closes after an answer to a client it drops)."""
-    chunks = []
-    while True:
-        try:
-            chunk = s.recv(65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return read_until_close(s, stop_on=(OSError,))
 
 
 def wait_until(cond, seconds: float = 5.0) -> bool:
