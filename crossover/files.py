@@ -27,18 +27,23 @@ _max_input_mb: ContextVar[float | None] = ContextVar("crossover_max_input_mb", d
 def set_max_input_mb(mb: float | None) -> None:
     """Raise (or lower) the size limit of every input file read after this call in this context
     (thread or task); None: back to CROSSOVER_MAX_INPUT_MB or the default."""
-    _max_input_mb.set(None if mb is None else _check_limit(mb, "--max-input-mb"))
+    _max_input_mb.set(_limit(mb))
 
 
 @contextmanager
 def input_limit(mb: float | None) -> Iterator[None]:
     """The size limit of input files read inside the block (None: the environment or the default);
     the limit before it is restored after."""
-    token = _max_input_mb.set(None if mb is None else _check_limit(mb, "--max-input-mb"))
+    token = _max_input_mb.set(_limit(mb))
     try:
         yield
     finally:
         _max_input_mb.reset(token)
+
+
+def _limit(mb: float | None) -> float | None:
+    """A limit a caller gives (--max-input-mb), checked; None stays None (the environment or the default)."""
+    return None if mb is None else _check_limit(mb, "--max-input-mb")
 
 
 def _check_limit(mb, where: str) -> float:

@@ -39,18 +39,6 @@ def engines() -> tuple[str, ...]:
     return tuple(sorted(available("engines")))
 
 
-def _model(ref: str | Model) -> Model:
-    from ..specs import Model, load_model
-
-    return ref if isinstance(ref, Model) else load_model(ref)
-
-
-def _hardware(ref: str | Hardware) -> Hardware:
-    from ..specs import Hardware, load_hardware
-
-    return ref if isinstance(ref, Hardware) else load_hardware(ref)
-
-
 def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Efficiency:
     """Efficiency with explicit values first, then a calibration's, then the documented defaults."""
     from ..specs import Efficiency
@@ -148,6 +136,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
         o.distilled)
     from ..model.scenario import Scenario
     from ..model.kernels.mode import cost_mode as kernel_cost_mode
+    from ..specs import load_hardware, load_model
     from ..specs.deployment import tp_problem
     from ..defaults import DEFAULT_ENGINE
     from ..specs.loader import load_engine
@@ -162,7 +151,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
         prompt_len, output_len = wl.means(base=base)
     if (prompt_len is None) != (output_len is None):
         raise CrossoverError("give prompt and output lengths together (mean tokens per request)")
-    target, hw = _model(model), _hardware(hardware)
+    target, hw = load_model(model), load_hardware(hardware)  # a name, a path or the spec itself
     if context is None:
         context = DEFAULT_CONTEXT if prompt_len is None else prompt_len + output_len / 2.0  # type: ignore[operator]
     elif not (context >= 0 and math.isfinite(context)):

@@ -19,14 +19,6 @@ if TYPE_CHECKING:
     from ..specs.workload import Workload
 
 
-def load_model(ref: str | Model) -> Model:
-    """A model by name or path, or the spec itself."""
-    from ..specs import Model
-    from ..specs import load_model as load
-
-    return ref if isinstance(ref, Model) else load(ref)
-
-
 def _tree(tree) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...] | None]:
     """(nodes per depth, node paths) from a preset or text (see speculation.parse_tree), a list of
     widths or a list of rank paths."""
@@ -104,6 +96,7 @@ def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = 
     the target drafts for itself), the tree and the acceptance. A separate draft must share the
     target's vocabulary (unless `allow_vocab_mismatch`); one larger than the target is a warning."""
     from ..model.speculation import Speculation
+    from ..specs import load_model
 
     widths, paths = _tree(tree)
     depth = len(widths) if widths is not None else (max(len(p) for p in paths) if paths else None)
@@ -114,7 +107,7 @@ def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = 
             raise CrossoverError(f"k = {k} (--k) disagrees with the tree's depth {depth}; drop k")
         k = depth
     k = DEFAULT_K if k is None else int(k)
-    draft_model = target if draft == "self" else (load_model(draft) if draft is not None else None)
+    draft_model = target if draft == "self" else (load_model(draft) if draft is not None else None)  # name or spec
     if draft_model is not None and draft_model is not target and method == "draft":
         _check_draft(target, draft_model, allow_vocab_mismatch)
     if acceptance.kind == "tau" and (widths is not None or paths is not None):

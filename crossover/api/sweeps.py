@@ -139,10 +139,10 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     if unknown:
         raise InputError(f"measured takes no {unknown[0]!r} (the deployment the files ran: "
                          f"{', '.join(MEASURED_KEYWORDS)})", parameter=unknown[0])
-    kw = {**dict.fromkeys(MEASURED_KEYWORDS), "force_calibration": False, "distilled": True, **scenario_kwargs}
-    model, hardware, tp, method, draft, k = (kw[n] for n in ("model", "hardware", "tp", "method", "draft", "k"))
-    calibration, force, engine, distilled = (kw[n] for n in ("calibration", "force_calibration", "engine",
-                                                             "distilled"))
+    model, hardware, tp, method, draft, k, calibration, engine = (
+        scenario_kwargs.get(n) for n in ("model", "hardware", "tp", "method", "draft", "k", "calibration", "engine"))
+    force = scenario_kwargs.get("force_calibration", False)
+    distilled = scenario_kwargs.get("distilled", True)
     table = read_arms(on, off, files, load_axis)
     metrics = read_engine_metrics(engine_metrics)
     model, skipped = model_for_check(table, model, hardware)

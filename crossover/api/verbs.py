@@ -19,6 +19,7 @@ from . import results
 from ..analysis.adaptive import adaptive_throughput
 from .build_speculation import acceptance_of, speculation as speculation_of
 from .build import inputs, scenario
+from .options import SPECULATION as SPECULATION_OPTIONS
 from .records import SLO, Demand, Pricing, Run, Search, Verification
 from ..defaults import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits
@@ -208,8 +209,8 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
     p_len, o_len = wl.means(base=base)
     need = planned_demand(peak_rps=need_.peak_rps, peak_output_tokens_per_s=need_.peak_output_tokens_per_s,
                           traffic=need_.traffic, output_len=o_len)
-    prices = price_.price if isinstance(price_.price, Mapping) else parse_price_flags(price_.price)
-    cost = costs(hws, price=dict(prices) if prices else prices, price_file=price_.price_file,
+    prices = dict(price_.price) if isinstance(price_.price, Mapping) else parse_price_flags(price_.price)
+    cost = costs(hws, price=prices, price_file=price_.price_file,
                  power_usd_per_kwh=price_.power_cost, pue=price_.pue, years=price_.years, basis=price_.cost_basis)
     kw = dict(speculation or {})
     acc = acceptance_of(acceptance=kw.pop("acceptance", None), tau=kw.pop("tau", None),
@@ -250,9 +251,9 @@ def whatif(x: str = DEFAULT_WHATIF_X, y: str = DEFAULT_WHATIF_Y, *, points: int 
     return results.WhatifResult(grid(sc, x_axis, xs, y_axis, ys), inputs(sc))
 
 
-# the keywords of crossover.scenario that describe the speculation (a report's plan takes them)
-SPECULATION_KEYWORDS = ("method", "k", "tree", "draft", "draft_tp", "draft_vocab", "draft_kv_budget", "acceptance",
-                        "tau", "per_position", "match_rate", "allow_vocab_mismatch")
+# the keywords of crossover.scenario that describe the speculation (a report's plan takes them): the API
+# keywords of the speculation options
+SPECULATION_KEYWORDS = tuple(opt.keyword for opt in SPECULATION_OPTIONS)
 
 
 @api_boundary
@@ -279,8 +280,8 @@ def report(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAU
         scenario_kwargs.update(prompt_len=p_len, output_len=o_len, workload=wl)
     speculation_kw = {k: v for k, v in scenario_kwargs.items() if k in SPECULATION_KEYWORDS and v is not None}
     sc = _scenario(scenario, scenario_kwargs)
-    resolved = inputs(sc)
     pred = predict(sc, batches=batches)
+    resolved = pred.inputs  # what the scenario resolved to, as predict reports it
     b_max = max(1, min(pred.prediction.max_batch_off, 512))
     policy_text = None
     if sc.speculation.tree is None:

@@ -116,9 +116,6 @@ def wrote(path) -> None:
         notes.append(f"wrote {path}")
 
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what matplotlib writes here (reporting/plots.py _save says the same)
-
-
 def check_outputs(args: argparse.Namespace) -> list[Path]:
     """Refuse, before any work, an output that is one of the inputs, that two output flags share, that
     cannot be written (a --plot suffix matplotlib does not write, a folder that does not exist or is
@@ -138,8 +135,10 @@ def check_outputs(args: argparse.Namespace) -> list[Path]:
         for other, t in zip(given, targets):
             if t.resolve() == target.resolve() or _same(t, target):
                 raise CrossoverError(f"--{other[0]} and --{flag} both name {v}; give each output its own file")
-        if flag == "plot" and target.suffix.lower() not in PLOT_SUFFIXES:
-            raise CrossoverError(f"--plot {v}: use a .png, .svg or .pdf file name")
+        if flag == "plot":
+            from ..reporting.plots import check_plot_name  # light: matplotlib loads with the first figure
+
+            check_plot_name(v)
         _check_writable(flag, v, Path(v) if folder else target.parent, folder)
         if target.is_dir() and not target.is_symlink():
             raise CrossoverError(f"cannot write --{flag} {v}: it is a directory; give a file name")

@@ -16,7 +16,17 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..model.scenario import Scenario
-from ..defaults import DEFAULT_RETRY_REPLICAS, DEFAULT_SIM_PROMPTS, DEFAULT_VERIFY
+from ..defaults import (
+    DEFAULT_BURSTINESS,
+    DEFAULT_KV_DTYPE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_RETRY_REPLICAS,
+    DEFAULT_SEED,
+    DEFAULT_SIM_PROMPTS,
+    DEFAULT_VERIFY,
+    PLAN_TP,
+)
 from ..errors import CrossoverError
 from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, replicas_for, screen, slo_label
 from .ranking import FleetPlan, Option
@@ -124,11 +134,12 @@ def _schedule(s: Screened, max_num_seqs: int) -> np.ndarray:
 
 def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload: Workload, demand: Traffic,
          slo: dict[str, float], costs: Costs, *, prompt_len: float, output_len: float,
-         tps: Sequence[int] = (1, 2, 4, 8), weight_dtypes: Sequence[str | None] = (None,),
-         kv_dtypes: Sequence[str] = ("bf16",), max_num_seqs: Sequence[int] = (256,), k_max: int | None = None,
-         max_num_batched_tokens: int = 8192, expert_parallel: bool = False, efficiency=None,
-         verify: int = DEFAULT_VERIFY, num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = 1.0,
-         seed: int = 0, jobs: int | None = None, base: Path | None = None,
+         tps: Sequence[int] = PLAN_TP, weight_dtypes: Sequence[str | None] = (None,),
+         kv_dtypes: Sequence[str] = (DEFAULT_KV_DTYPE,), max_num_seqs: Sequence[int] = (DEFAULT_MAX_NUM_SEQS,),
+         k_max: int | None = None, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+         expert_parallel: bool = False, efficiency=None, verify: int = DEFAULT_VERIFY,
+         num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = DEFAULT_BURSTINESS, seed: int = DEFAULT_SEED,
+         jobs: int | None = None, base: Path | None = None,
          retry_replicas: int = DEFAULT_RETRY_REPLICAS,
          progress: Callable[[int, int, str], None] | None = None) -> FleetPlan:
     """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`.
@@ -187,7 +198,6 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
                                                              output_len), sched)
                             options.append(o)
     res = FleetPlan(options, demand, slo, costs, output_len, retry_replicas=int(retry_replicas))
-    finalists = res.ranked[:verify]
 
     capacities: dict[int, float] = {}  # id(option) -> the simulated requests/s its replica completes at most
 

@@ -21,10 +21,18 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: str) -> None:
-    suffix = Path(path).suffix.lower()
-    if suffix not in (".png", ".svg", ".pdf"):
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # what the figures are written as (matplotlib's Agg backend)
+
+
+def check_plot_name(path: str) -> None:
+    """A one-line error for a figure file name matplotlib is not asked to write here."""
+    if Path(path).suffix.lower() not in PLOT_SUFFIXES:
         raise CrossoverError(f"--plot {path}: use a .png, .svg or .pdf file name")
+
+
+def _save(fig, path: str) -> None:
+    check_plot_name(path)
+
     def write(tmp: str) -> None:
         fig.savefig(tmp, dpi=130, bbox_inches="tight")
 

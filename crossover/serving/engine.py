@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from ..model import memory
 from ..model.scenario import Scenario, draft_memory
 from ..errors import CrossoverError
@@ -20,8 +21,8 @@ class EngineLimits:
     `spec_max_num_seqs` caps a speculating server's running requests where its engine sets its own
     cap (SGLang's 48) and the user set none."""
 
-    max_num_seqs: int = 256  # vLLM's default
-    max_num_batched_tokens: int = 8192  # vLLM V1's default for online serving on large GPUs
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS  # vLLM's default
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS  # vLLM V1's, online serving on large GPUs
     spec_max_num_seqs: int | None = None
 
     def __post_init__(self) -> None:
@@ -40,7 +41,8 @@ class EngineLimits:
         return self.max_num_seqs
 
     @staticmethod
-    def of(dep: Deployment, max_num_seqs: int | None = None, max_num_batched_tokens: int = 8192) -> "EngineLimits":
+    def of(dep: Deployment, max_num_seqs: int | None = None,
+           max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> "EngineLimits":
         """The limits a server of this deployment runs with: `max_num_seqs` as given (both arms), or
         vLLM's default 256 with the engine's own cap on speculating arms (SGLang: 48)."""
         if max_num_seqs is not None:

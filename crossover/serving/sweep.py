@@ -9,6 +9,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
+from ..defaults import DEFAULT_BURSTINESS, DEFAULT_NUM_PROMPTS, DEFAULT_SEED
 from ..analysis.crossings import level_crossings
 from ..model.scenario import Scenario
 from ..errors import CrossoverError
@@ -167,7 +168,7 @@ def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, l
 
 
 def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num_prompts: int, seed: int,
-              burstiness: float = 1.0, limits: EngineLimits = EngineLimits(),
+              burstiness: float = DEFAULT_BURSTINESS, limits: EngineLimits = EngineLimits(),
               warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
               schedule: np.ndarray | tuple[int, int] | None = None, capacities: dict[str, float] | None = None) -> dict:
     """Both arms (and the scheduled arm, given a schedule) at one level, on the same requests.
@@ -208,8 +209,8 @@ def level_prompts(axis: Axis, value: float, num_prompts: int, warmup_frac: float
     return max(num_prompts, int(np.ceil(STEADY_COMPLETIONS * value / (1.0 - warmup_frac))))
 
 
-def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *, num_prompts: int = 1000,
-          seed: int = 0, burstiness: float = 1.0, limits: EngineLimits = EngineLimits(), warmup_frac: float = 0.1,
+def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *,
+          num_prompts: int = DEFAULT_NUM_PROMPTS, seed: int = DEFAULT_SEED, burstiness: float = DEFAULT_BURSTINESS, limits: EngineLimits = EngineLimits(), warmup_frac: float = 0.1,
           base: Path | None = None, schedule: np.ndarray | tuple[int, int] | None = None,
           progress: Callable[[int, int, float], None] | None = None) -> SweepResult:
     """Simulate every level for both arms (speculation off and on), and the routed arm if given a
