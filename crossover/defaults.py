@@ -18,6 +18,9 @@ DEFAULT_CONTEXT = 2048
 DEFAULT_KV_DTYPE = "bf16"
 DEFAULT_DRAFT_VOCAB = 32000  # EAGLE-3 / SpecForge draft heads keep the 32,000 most frequent tokens
 DEFAULT_COST = "roofline"
+# The share of GPU memory the engine takes (vLLM's --gpu-memory-utilization default 0.9: vllm/engine/arg_utils.py;
+# SGLang sizes its pool by --mem-fraction-static, its own default per GPU size)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
 DEFAULT_ENGINE = "vllm"  # engines/vllm.yaml: vLLM V1 0.11+
 # Share of n-gram steps whose context holds a match (a proposal) when neither the user nor the
 # workload says: the one published proposal rate, vLLM V1 n-gram (k = 5, lookup 2-5) on code

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("", "cli", "web", "__main__", "step"),  # the package's exports, the leaves; step: the old location
 ]
 SUBLAYERS: dict[str, list[tuple[str, ...]]] = {
-    "model": [("ops",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("step",),
+    "model": [("ops",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("step",), ("breakdown",),
               ("scenario",)],
     "analysis": [("crossings",), ("curves",), ("policy", "trees", "adaptive", "whatif", "calibration", "bounds"),
                  ("engine_config",)],

@@ -217,7 +217,8 @@ VALUES = {
     "burstiness", "max_num_seqs", "max_num_batched_tokens", "hysteresis", "k_max", "batch_max",
     "confidence_threshold", "confidence_concentration", "tree_nodes", "plan_peak_rps", "plan_slo_tpot_ms",
     "peak_rps", "peak_output_tokens_per_s", "price", "cost_basis", "power_cost", "pue", "years", "verify",
-    "retry_replicas", "jobs", "x", "y", "points", "load_axis", "bootstrap", "port",
+    "retry_replicas", "jobs", "x", "y", "points", "load_axis", "bootstrap", "port", "cuda_graphs", "chunked_prefill",
+    "gpu_memory_utilization",
     *(f"slo_{p}{m}_ms" for p in ("", "p99_") for m in ("tpot", "ttft", "itl", "e2e")),
 }
 

@@ -138,7 +138,7 @@ def test_combine_modes():
 
 def test_overheads_add_per_layer_and_per_step():
     eff = Efficiency(layer_overhead_s=10e-6, step_overhead_s=1e-3, bandwidth_fraction=1, flops_fraction=1, distilled=False,
-                     transition="max")
+                     transition="max", sampler_bytes_per_vocab=0.0)
     base = float(step_time(dep(eff=SOL), [1], 1, 0).total[0])
     t = float(step_time(dep(eff=eff), [1], 1, 0).total[0])
     assert t - base == pytest.approx(32 * 10e-6 + 1e-3, rel=1e-6)

@@ -79,7 +79,8 @@ def test_draft_model_pays_k_sequential_forwards():
     draft = load_model("llama-3.2-1b")
     s = Speculation("draft", 4, Acceptance.rate(0.7), draft=draft, draft_tp=1)
     dd = Deployment(model=draft, hardware=d.hardware, tp=1, efficiency=eff)
-    one = step_time(dd, [8], 1, 2048).total[0] - dd.step_overhead_s  # a draft forward, no engine step cost
+    # a draft forward: no engine step cost, no target sampler (8 positions x 10 B x 128256 entries)
+    one = step_time(dd, [8], 1, 2048).total[0] - dd.step_overhead_s - 8 * dd.sampler_bytes_per_vocab * 128256 / dd.bandwidth
     st = spec_step(d, s, [8], 2048)
     assert float(st.term("draft_forwards")[0]) == pytest.approx(4 * one, rel=1e-9)
     assert float(st.draft[0]) == pytest.approx(4 * one, rel=1e-9)
@@ -130,9 +131,12 @@ def test_spec_step_shows_its_parts():
     assert s.verify_width == 4
     eff = d  # the overheads in effect
     assert float(st.total[0]) == pytest.approx(
-        float(st.draft[0] + st.verify[0]) + eff.spec_overhead_s + 4 * eff.spec_overhead_per_seq_s, rel=1e-12)
+        float(st.draft[0] + st.verify[0]) + eff.spec_overhead_s + 4 * eff.spec_overhead_per_seq_s
+        + (4 * eff.sampler_bytes_per_vocab + 12 * eff.verify_bytes_per_vocab) * 128256 / eff.bandwidth, rel=1e-12)
     # by hand: target forward at q = 4, the step overhead, three draft passes with their launches
-    assert float(st.verify[0]) == pytest.approx(float(step_time(d, [4.0], 4, 1024).total[0]), rel=1e-12)
+    # (step_time samples all 16 positions plainly: its sampler is not the verify forward's)
+    plain = 16 * eff.sampler_bytes_per_vocab * 128256 / eff.bandwidth
+    assert float(st.verify[0]) == pytest.approx(float(step_time(d, [4.0], 4, 1024).total[0]) - plain, rel=1e-12)
     assert float(st.term("draft_step_overhead")[0]) == pytest.approx(3 * eff.draft_step_overhead_s)
 
 

@@ -16,7 +16,7 @@ from ..defaults import (
     DEFAULT_MODEL,
     MIN_SEQUENCES_FOR_AUTO_TP,
 )
-from ..errors import CrossoverError, api_boundary
+from ..errors import CrossoverError, InputError, api_boundary
 from .build_speculation import acceptance_of, speculation
 from .records import ScenarioOptions
 
@@ -171,12 +171,24 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     if not distilled:
         eff = eff.model_copy(update={"distilled": False})
     profile = load_engine(DEFAULT_ENGINE if engine is None else engine)
+    chunked = o.chunked_prefill
+    if isinstance(chunked, str):  # the CLI's on / off
+        if chunked not in ("on", "off"):
+            raise InputError(f"chunked prefill (--chunked-prefill) is on or off (got {chunked!r})",
+                             parameter="chunked_prefill")
+        chunked = chunked == "on"
+    profile = profile.configured(o.cuda_graphs, chunked)
+    util = o.gpu_memory_utilization
+    if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1):
+        raise InputError(f"GPU memory utilisation (--gpu-memory-utilization) is a share in (0, 1] (got {util!r})",
+                         parameter="gpu_memory_utilization")
     if cost not in COST_MODES:
         raise CrossoverError(f"unknown cost mode {cost!r} (--cost); choose from {', '.join(COST_MODES)}")
     if cost == "kernels":  # the tables' package is there (else the install line), before any work
         kernel_cost_mode(profile.framework, hw.name)
     dep = _deployment(target, hw, tp, peak, context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                      efficiency=eff, expert_parallel=expert_parallel, engine=profile, cost=cost)
+                      efficiency=eff, expert_parallel=expert_parallel, engine=profile, cost=cost,
+                      memory_utilization=float(util))
     if calibration is not None:  # a fit of another model, hardware or TP applies only when forced
         note = check_transfer(saved_scenario(calibration), target.name, hw.name, dep.tp, force_calibration,
                               source=calibration, transferred=list(calibrated))
@@ -247,6 +259,9 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
         "verify_width": spec.verify_width,
         "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
+        "cuda_graphs": dep.engine.cuda_graphs, "chunked_prefill": dep.engine.chunked_prefill,
+        "gpu_memory_utilization": dep.memory_utilization,
+        "engine_settings_given": sorted(dep.engine.settings),
         "cost": dep.cost, "cost_source": _cost_source(dep),
         "distilled_from": dep.hardware.distilled.source if dep.hardware.distilled and dep.efficiency.distilled else None,
         "efficiency": _efficiency_in_effect(dep),

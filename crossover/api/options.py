@@ -119,6 +119,13 @@ SCENARIO = (
     O("engine", "engine profile: vllm (V1 0.11+), vllm-0.10, vllm-v0, sglang, trtllm, hf, or a YAML path "
       "(engines/*.yaml: per-step overheads, verify layout, CUDA-graph limits, sources)", d.DEFAULT_ENGINE, passed=False,
       group="scenario"),
+    O("cuda_graphs", "the engine's CUDA-graph mode: full (uniform steps replay a full graph), piecewise (vLLM V1: "
+      "attention outside the graph every step), none (--enforce-eager / --disable-cuda-graph)",
+      default_text="the engine profile's", choices=("full", "none", "piecewise"), group="scenario"),
+    O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes: on or off",
+      default_text="the engine profile's", choices=("off", "on"), group="scenario"),
+    O("gpu_memory_utilization", "share of each GPU's memory the engine takes (weights, KV cache, activations)",
+      d.DEFAULT_GPU_MEMORY_UTILIZATION, group="scenario"),
     O("cost", "how a forward is priced: roofline (analytical) or kernels (measured tables, pip install "
       "'crossover[kernels]')", d.DEFAULT_COST, passed=False, choices=("kernels", "roofline"), group="scenario"),
 )

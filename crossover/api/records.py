@@ -185,6 +185,9 @@ class ScenarioOptions(_Record):
     allow_vocab_mismatch: bool = False
     force_calibration: bool = False
     engine: Any = None  # None: DEFAULT_ENGINE
+    cuda_graphs: str | None = None  # full, piecewise, none; None: the engine's default
+    chunked_prefill: bool | None = None  # None: the engine's default
+    gpu_memory_utilization: float = d.DEFAULT_GPU_MEMORY_UTILIZATION
     cost: str = d.DEFAULT_COST
     distilled: bool = True
 

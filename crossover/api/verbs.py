@@ -47,7 +47,8 @@ from ..planning.pricing import costs, parse_price_flags
 from ..serving.engine import EngineLimits
 from ..serving.sweep import sweep
 from ..specs import load_hardware, load_model
-from ..model.step import StepModel, op_breakdown
+from ..model.step import StepModel
+from ..model.breakdown import op_breakdown
 from ..planning.traffic import demand as planned_demand
 from ..analysis.trees import best_tree_policy
 from ..analysis.whatif import grid, parse_axis

@@ -121,7 +121,8 @@ class StepBreakdown:
     drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group
 
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
-             "spec_overhead", "spec_overhead_per_seq", "proposer_lookup", "ragged_attention")
+             "spec_overhead", "spec_overhead_per_seq", "spec_overhead_per_position", "sampler", "proposer_lookup",
+             "ragged_attention")
 
     def term(self, name: str) -> np.ndarray:
         """One term's seconds, broadcast to the shape of `total`."""
@@ -251,10 +252,14 @@ class StepModel:
             """`x` where sequences verify (and so draft), 0 where none does."""
             return x if every else np.where(drafting, x, 0.0)
 
+        positions = self._draft_positions(mix, verifying) if any_draft else 0.0  # draft positions verified
         terms = {"target_forward": target_s, "step_overhead": dep.step_overhead_s,
                  "draft_forwards": 0.0, "draft_step_overhead": 0.0, "draft_prefill": 0.0,
                  "spec_overhead": gate(dep.spec_overhead_s) if any_draft else 0.0,
                  "spec_overhead_per_seq": gate(verifying * dep.spec_overhead_per_seq_s) if any_draft else 0.0,
+                 "spec_overhead_per_position": (gate((verifying + positions) * dep.spec_per_position_s)
+                                                if any_draft else 0.0),
+                 "sampler": self._sampler(work, positions),
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
                  "ragged_attention": self._ragged(mix)}
         drafts = []
@@ -275,6 +280,28 @@ class StepModel:
             total = total + terms[name]
         total = np.asarray(total)
         return StepBreakdown(terms, total, target if detail else None, drafts)
+
+    @staticmethod
+    def _draft_positions(mix: Mix, verifying: np.ndarray) -> np.ndarray:
+        """Draft positions the step verifies: its sampled positions beyond one per sequence (each
+        sequence samples its next token; a verifying one samples each of its drafts as well)."""
+        work = mix.target
+        sampled = np.asarray(work.tokens if work.sampled is None else work.sampled, float)
+        seqs = np.asarray(sampled if mix.sequences is None else mix.sequences, float)
+        return np.where(verifying > 0, np.maximum(sampled - seqs, 0.0), 0.0)
+
+    def _sampler(self, work: Forward, positions) -> np.ndarray | float:
+        """The sampler's fp32 traffic over the target's vocabulary at one GPU's achieved bandwidth:
+        every sampled position, and the rejection sampler's passes over each verified draft position
+        in place of the plain sampler's (engines/*.yaml name the passes of each engine's code)."""
+        dep = self.deployment
+        per_pos, per_draft = dep.sampler_bytes_per_vocab, dep.verify_bytes_per_vocab
+        if per_pos == 0.0 and per_draft == 0.0:
+            return 0.0
+        sampled = np.asarray(work.tokens if work.sampled is None else work.sampled, float)
+        positions = np.asarray(positions, float)
+        traffic = (sampled - positions) * per_pos + positions * per_draft
+        return traffic * dep.model.vocab_size / dep.bandwidth
 
     def _ragged(self, mix: Mix) -> np.ndarray | float:
         """Host time of a step whose attention runs outside a full CUDA graph, per sequence: a ragged
@@ -379,24 +406,3 @@ def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:
     overhead, with the per-op breakdown."""
     model = StepModel.of(dep)
     return model.price(Mix(uniform(model.target, batch, q, context)), detail=True)
-
-
-def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculation) -> dict:
-    """One batch's steps off and on, per op of the target forward (ms, the bound each op hit and
-    which cost mode priced it) and per step term (ms): what `predict --breakdown` prints."""
-    b = np.array([float(batch)])
-    off = model.price(model.decode(b, context), detail=True)
-    on = model.price(model.decode(b, context, spec), detail=True)
-    marks_off = getattr(off.target, "priced_by", {})
-    marks_on = getattr(on.target, "priced_by", {})
-    ops_off, ops_on = off.ops, on.ops
-    rows = []
-    for name in ops_on:
-        o, n = ops_off.get(name), ops_on[name]
-        rows.append({"op": name, "off_ms": None if o is None else round(float(o.time[0]) * 1e3, 6),
-                     "on_ms": round(float(n.time[0]) * 1e3, 6), "bound_on": str(n.bound[0]),
-                     "priced_by": marks_on.get(name, marks_off.get(name, model.cost.name))})
-    terms = {t: {"off_ms": round(float(off.term(t)[0]) * 1e3, 6), "on_ms": round(float(on.term(t)[0]) * 1e3, 6)}
-             for t in StepBreakdown.TERMS}
-    return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms,
-            "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}

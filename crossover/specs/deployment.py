@@ -38,8 +38,9 @@ MIN_FRACTION = 1e-3
 
 # Efficiency fields whose None means "the engine profile's value" (Deployment has a property of the
 # same name giving the value in effect).
-ENGINE_OVERHEADS = ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "draft_step_overhead_s",
-                    "eager_layer_s", "ngram_lookup_per_seq_s", "ragged_per_seq_s")
+ENGINE_OVERHEADS = ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "spec_per_position_s",
+                    "draft_step_overhead_s", "eager_layer_s", "ngram_lookup_per_seq_s", "ragged_per_seq_s",
+                    "sampler_bytes_per_vocab", "verify_bytes_per_vocab")
 
 
 class Efficiency(Spec):
@@ -79,6 +80,10 @@ class Efficiency(Spec):
     step_overhead_s: float | None = Field(default=None, ge=0)
     spec_overhead_s: float | None = Field(default=None, ge=0)
     spec_overhead_per_seq_s: float | None = Field(default=None, ge=0)
+    spec_per_position_s: float | None = Field(default=None, ge=0)  # host per verified position
+    # The sampler's fp32 traffic per vocabulary entry (per sampled position, per verified draft position)
+    sampler_bytes_per_vocab: float | None = Field(default=None, ge=0)
+    verify_bytes_per_vocab: float | None = Field(default=None, ge=0)
     draft_step_overhead_s: float | None = Field(default=None, ge=0)
     eager_layer_s: float | None = Field(default=None, ge=0)  # launch floor per layer of an eager forward
     ngram_lookup_per_seq_s: float | None = Field(default=None, ge=0)  # n-gram proposer CPU per sequence
@@ -96,7 +101,7 @@ class Efficiency(Spec):
             bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, eager_layer_s=0.0, ngram_lookup_per_seq_s=0.0,
-            ragged_per_seq_s=0.0,
+            ragged_per_seq_s=0.0, spec_per_position_s=0.0, sampler_bytes_per_vocab=0.0, verify_bytes_per_vocab=0.0,
             transition="max",
         )
 
@@ -281,6 +286,21 @@ class Deployment(Spec):
     def spec_overhead_per_seq_s(self) -> float:
         """Extra per verifying sequence per step."""
         return self._overhead("spec_overhead_per_seq_s", self.engine.spec_per_seq_s)
+
+    @property
+    def spec_per_position_s(self) -> float:
+        """Host time per verified position per step (batch x verify width of them)."""
+        return self._overhead("spec_per_position_s", self.engine.spec_per_position_s)
+
+    @property
+    def sampler_bytes_per_vocab(self) -> float:
+        """The sampler's fp32 traffic per vocabulary entry of each sampled position."""
+        return self._overhead("sampler_bytes_per_vocab", self.engine.sampler_bytes_per_vocab)
+
+    @property
+    def verify_bytes_per_vocab(self) -> float:
+        """The rejection sampler's traffic per vocabulary entry of each verified draft position."""
+        return self._overhead("verify_bytes_per_vocab", self.engine.verify_bytes_per_vocab)
 
     @property
     def draft_step_overhead_s(self) -> float:

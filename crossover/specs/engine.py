@@ -20,6 +20,10 @@ from .frozen import Spec
 Framework = Literal["vllm", "sglang", "trtllm", "hf"]
 VerifyLayout = Literal["multi_query", "batch_expansion"]
 GraphUnit = Literal["tokens", "sequences", "requests"]
+CudaGraphs = Literal["full", "piecewise", "none"]
+# Each engine's name for running without CUDA graphs, for the error and the config lines.
+EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtllm": "cuda_graph_config: null",
+              "hf": "(never captures)"}
 NgramMiss = Literal["bonus_only", "padded"]
 
 
@@ -40,6 +44,16 @@ class EngineProfile(Spec):
     spec_step_overhead_ms: float = Field(ge=0)
     # Extra per verifying sequence per step (bookkeeping that scales with the batch).
     spec_per_seq_us: float = Field(ge=0)
+    # Host time per verified position per step (B x (k+1) of them): work the engine does for each
+    # position it scores, beyond the per-request bookkeeping (vLLM V0 builds one sequence's metadata
+    # per position for batch expansion). Grows with batch x verify width.
+    spec_per_position_us: float = Field(default=0.0, ge=0)
+    # The sampler's memory traffic over the vocabulary, in bytes per vocabulary entry: per sampled
+    # position of any step (logits cast to fp32, sampled), and per draft position a speculative step
+    # verifies (gathered, cast, copied, softmax, argmax / rejection: the rejection sampler's fp32
+    # passes). Priced at the achieved memory bandwidth of one GPU: it grows as batch x (k+1) x vocab.
+    sampler_bytes_per_vocab: float = Field(default=0.0, ge=0)
+    verify_bytes_per_vocab: float = Field(default=0.0, ge=0)
     # Launch and host cost of each sequential draft forward.
     draft_pass_overhead_ms: float = Field(ge=0)
     # How verify is scored: one multi-query forward that reads each sequence's KV cache once, or
@@ -71,6 +85,53 @@ class EngineProfile(Spec):
     spec_max_running: int | None = Field(default=None, ge=1)
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
+    # What the user set on the engine's command line (cuda_graphs, chunked_prefill), as given: the
+    # profile's fields above already hold its effect (EngineProfile.configured).
+    settings: dict[str, str] = Field(default_factory=dict)
+
+    def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None) -> "EngineProfile":
+        """This engine as the user configured it (None: the engine's default).
+
+        cuda_graphs: 'full' (uniform decode and verify steps replay a full graph with attention
+        captured), 'piecewise' (vLLM V1's PIECEWISE mode: attention runs outside the graph every step
+        and pays ragged_per_seq_us per sequence), 'none' (--enforce-eager / --disable-cuda-graph: no
+        step is captured, every forward takes at least its layers' launch time; vLLM V0 then scores
+        drafts with its multi-query scorer, not batch expansion: vllm/spec_decode/spec_decode_worker.py,
+        0.6.3). chunked_prefill: whether prompt chunks ride along with decodes."""
+        from ..errors import InputError
+
+        update: dict = {}
+        settings = dict(self.settings)
+        if cuda_graphs is not None:
+            if cuda_graphs not in ("full", "piecewise", "none"):
+                raise InputError(f"cuda graphs (--cuda-graphs) is full, piecewise or none (got {cuda_graphs!r})",
+                                 parameter="cuda_graphs")
+            if cuda_graphs == "piecewise" and not (self.framework == "vllm" and self.verify_layout == "multi_query"):
+                raise InputError(f"piecewise CUDA graphs are vLLM V1's mode; {self.label} captures whole "
+                                 f"forwards or none (--cuda-graphs full or none)", parameter="cuda_graphs")
+            if cuda_graphs == "none":
+                update.update(graph_capture_limit=0, full_graphs=False)
+                if self.verify_layout == "batch_expansion":
+                    update["verify_layout"] = "multi_query"
+            elif self.graph_capture_limit == 0:
+                raise InputError(f"{self.label} never captures CUDA graphs (its profile's graph_capture_limit "
+                                 f"is 0): --cuda-graphs {cuda_graphs} is no setting it has", parameter="cuda_graphs")
+            else:
+                update["full_graphs"] = cuda_graphs == "full"
+            settings["cuda_graphs"] = cuda_graphs
+        if chunked_prefill is not None:
+            update["chunked_prefill"] = bool(chunked_prefill)
+            settings["chunked_prefill"] = "on" if chunked_prefill else "off"
+        if not update and settings == self.settings:
+            return self
+        return self.model_copy(update={**update, "settings": settings})
+
+    @property
+    def cuda_graphs(self) -> str:
+        """The CUDA-graph mode in effect: full, piecewise or none."""
+        if self.graph_capture_limit == 0:
+            return "none"
+        return "full" if self.full_graphs else "piecewise"
 
     @property
     def step_overhead_s(self) -> float:
@@ -83,6 +144,10 @@ class EngineProfile(Spec):
     @property
     def spec_per_seq_s(self) -> float:
         return self.spec_per_seq_us / 1e6
+
+    @property
+    def spec_per_position_s(self) -> float:
+        return self.spec_per_position_us / 1e6
 
     @property
     def draft_pass_overhead_s(self) -> float:
@@ -102,5 +167,6 @@ class EngineProfile(Spec):
 
     @property
     def label(self) -> str:
-        """How outputs name it: display name and version."""
-        return f"{self.display_name} {self.version}"
+        """How outputs name it: display name and version (and what the user set on it)."""
+        said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.settings.items())
+        return f"{self.display_name} {self.version}" + (f" ({said})" if said else "")

@@ -1,0 +1,41 @@
+"""What `predict --breakdown` prints: one batch's steps off and on, per op of the target forward and
+per term of `StepModel.price`, so that the rows add up to the step (the kernel gaps and an eager
+forward's launch floor included)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .speculation import Speculation
+from .step import StepBreakdown, StepModel
+
+
+def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculation) -> dict:
+    """One batch's steps off and on, per op of the target forward (ms, the bound each op hit and
+    which cost mode priced it) and per step term (ms): what `predict --breakdown` prints."""
+    b = np.array([float(batch)])
+    off = model.price(model.decode(b, context), detail=True)
+    on = model.price(model.decode(b, context, spec), detail=True)
+    marks_off = getattr(off.target, "priced_by", {})
+    marks_on = getattr(on.target, "priced_by", {})
+    ops_off, ops_on = off.ops, on.ops
+    rows = []
+    gaps_off, gaps_on = (float(np.broadcast_to(x.target.overhead, (1,))[0]) for x in (off, on))
+    for name in ops_on:
+        o, n = ops_off.get(name), ops_on[name]
+        rows.append({"op": name, "off_ms": None if o is None else round(float(o.time[0]) * 1e3, 6),
+                     "on_ms": round(float(n.time[0]) * 1e3, 6), "bound_on": str(n.bound[0]),
+                     "priced_by": marks_on.get(name, marks_off.get(name, model.cost.name))})
+    # the per-layer kernel gaps of the forward (launch floors inside the graph): part of target_forward
+    rows.append({"op": "kernel_gaps", "off_ms": round(gaps_off * 1e3, 6), "on_ms": round(gaps_on * 1e3, 6),
+                 "bound_on": "overhead", "priced_by": model.cost.name})
+    # an eager forward takes at least its layers' launch time: what that floor adds to the kernels
+    floor_off, floor_on = (float(x.term("target_forward")[0] - np.broadcast_to(x.target.total, (1,))[0])
+                           for x in (off, on))
+    if floor_off > 0 or floor_on > 0:
+        rows.append({"op": "eager_launch_floor", "off_ms": round(floor_off * 1e3, 6), "on_ms": round(floor_on * 1e3, 6),
+                     "bound_on": "host", "priced_by": "engine profile"})
+    terms = {t: {"off_ms": round(float(off.term(t)[0]) * 1e3, 6), "on_ms": round(float(on.term(t)[0]) * 1e3, 6)}
+             for t in StepBreakdown.TERMS}
+    return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms,
+            "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}

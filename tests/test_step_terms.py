@@ -1,0 +1,128 @@
+"""The step terms that grow with batch x verify width (issue 21): the sampler's traffic over the
+vocabulary, vLLM V0's host work per verified position, and the engine configuration as the user set it
+(CUDA-graph mode, chunked prefill, GPU memory utilisation). Each by hand."""
+
+import numpy as np
+import pytest
+
+import crossover
+from crossover.model.breakdown import op_breakdown
+from crossover.model.speculation import Speculation
+from crossover.model.acceptance import Acceptance
+from crossover.model.step import StepBreakdown, StepModel
+from crossover.specs import Deployment, load_hardware, load_model
+from crossover.specs.loader import load_engine
+
+from conftest import assert_one_line_error, run_cli
+
+H100, L8B, QWAMA = load_hardware("h100-sxm"), load_model("llama-3.1-8b"), load_model("qwama-0.5b")
+
+
+def _v0(**kw):
+    return Deployment(model=L8B, hardware=H100, engine=load_engine("vllm-v0"), **kw)
+
+
+def test_v0_sampler_and_per_position_host_work_by_hand():
+    """vLLM V0 at batch 16, k = 3, a draft model, context 256 (the PR #9298 setting): off, 16 sampled
+    positions x 34 B x 128256 vocabulary entries; on, 16 bonus positions at 34 B and 48 drafts at 120 B,
+    and 64 expanded sequences x 125 us = 8 ms of host work."""
+    dep = _v0()
+    spec = Speculation("draft", 3, Acceptance.rate(0.7), draft=QWAMA, draft_tp=1)
+    m = StepModel.of(dep, spec)
+    b = np.array([16.0])
+    off, on = m.price(m.decode(b, 256.0)), m.price(m.decode(b, 256.0, spec))
+    bw = dep.bandwidth
+    assert off.term("sampler")[0] == pytest.approx(16 * 34 * 128256 / bw, rel=1e-12)
+    assert on.term("sampler")[0] == pytest.approx((16 * 34 + 48 * 120) * 128256 / bw, rel=1e-12)
+    assert on.term("spec_overhead_per_position")[0] == pytest.approx(64 * 125e-6, rel=1e-12)
+    assert off.term("spec_overhead_per_position")[0] == 0.0
+    # 70 MB and 813 MB at 3.35 TB/s x the H100's achieved fraction: tenths of a millisecond
+    assert 0.1e-3 < on.term("sampler")[0] < 0.5e-3
+
+
+def test_the_per_position_cost_grows_with_batch_times_verify_width():
+    dep = _v0()
+    m4 = StepModel.of(dep, s4 := Speculation("eagle", 4, Acceptance.rate(0.7)))
+    m2 = StepModel.of(dep, s2 := Speculation("eagle", 2, Acceptance.rate(0.7)))
+    b = np.array([8.0, 32.0])
+    t4 = m4.price(m4.decode(b, 512.0, s4)).term("spec_overhead_per_position")
+    t2 = m2.price(m2.decode(b, 512.0, s2)).term("spec_overhead_per_position")
+    np.testing.assert_allclose(t4, b * 5 * 125e-6, rtol=1e-12)
+    np.testing.assert_allclose(t2, b * 3 * 125e-6, rtol=1e-12)
+
+
+def test_the_speed_of_light_has_no_sampler_and_an_override_replaces_the_engines():
+    from crossover.specs.deployment import Efficiency
+
+    sol = Deployment(model=L8B, hardware=H100, efficiency=Efficiency.speed_of_light())
+    m = StepModel.of(sol)
+    assert float(m.price(m.decode(np.array([64.0]), 0.0)).term("sampler")[0]) == 0.0
+    dep = Deployment(model=L8B, hardware=H100, efficiency=Efficiency(sampler_bytes_per_vocab=20.0))
+    m = StepModel.of(dep)
+    assert m.price(m.decode(np.array([64.0]), 0.0)).term("sampler")[0] == pytest.approx(
+        64 * 20 * 128256 / dep.bandwidth, rel=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm-v0", "sglang", "hf"])
+@pytest.mark.parametrize("batch", [4.0, 300.0])
+def test_the_breakdown_rows_add_up_to_the_step(engine, batch):
+    """predict --breakdown: the op rows (with the kernel gaps and an eager launch floor) plus every
+    term but the target forward are the step, off and on."""
+    sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine=engine, method="eagle", k=3)
+    bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), batch, 1024.0, sc.speculation)
+    names = [r["op"] for r in bd["ops"]]
+    assert "kernel_gaps" in names
+    for arm in ("off", "on"):
+        rows = sum(r[f"{arm}_ms"] or 0.0 for r in bd["ops"])
+        terms = sum(t[f"{arm}_ms"] for n, t in bd["terms"].items() if n != "target_forward")
+        assert rows + terms == pytest.approx(bd[f"total_{arm}_ms"], abs=1e-5)
+    assert set(bd["terms"]) == set(StepBreakdown.TERMS)
+
+
+def test_cuda_graphs_none_runs_v0_eagerly_with_its_multi_query_scorer():
+    """--cuda-graphs none on vLLM V0 (--enforce-eager): no captured step, so every forward takes at least
+    its layers' launch time (32 x 340 us = 10.88 ms for Llama-3.1-8B), and V0 scores drafts with its MQA
+    scorer (vllm/spec_decode/spec_decode_worker.py, 0.6.3): one read of the KV cache per request."""
+    full = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0", method="eagle")
+    eager = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0", method="eagle",
+                               cuda_graphs="none")
+    e = eager.deployment.engine
+    assert (e.graph_capture_limit, e.verify_layout, e.cuda_graphs) == (0, "multi_query", "none")
+    assert full.deployment.engine.verify_layout == "batch_expansion"
+    m = StepModel.of(eager.deployment)
+    t = m.price(m.decode(np.array([1.0]), 100.0)).term("target_forward")[0]
+    assert t >= 32 * 340e-6 * (1 - 1e-12)
+    assert crossover.predict(eager).inputs["cuda_graphs"] == "none"
+    assert "cuda graphs none" in crossover.predict(eager).inputs["engine_version"]
+
+
+def test_piecewise_graphs_make_every_v1_step_pay_attention_outside_the_graph():
+    """vLLM V1 PIECEWISE: a uniform decode step pays ragged_per_seq_us (40 us) per sequence: 64 x 40 us."""
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm")
+    full, pw = crossover.scenario(**kw), crossover.scenario(cuda_graphs="piecewise", **kw)
+    b = np.array([64.0])
+    for sc, want in ((full, 0.0), (pw, 64 * 40e-6)):
+        m = StepModel.of(sc.deployment)
+        assert float(m.price(m.decode(b, 1024.0)).term("ragged_attention")[0]) == pytest.approx(want, abs=1e-15)
+
+
+def test_chunked_prefill_and_memory_utilisation_are_the_users():
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm")
+    assert not crossover.scenario(chunked_prefill=False, **kw).deployment.engine.chunked_prefill
+    assert crossover.scenario(engine="vllm-v0", chunked_prefill=True, **kw).deployment.engine.chunked_prefill
+    lo = crossover.predict(crossover.scenario(gpu_memory_utilization=0.5, **kw)).prediction
+    hi = crossover.predict(crossover.scenario(**kw)).prediction
+    assert lo.max_batch_off < hi.max_batch_off
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["predict", "--engine", "sglang", "--cuda-graphs", "piecewise"], "piecewise CUDA graphs are vLLM V1's mode"),
+    (["predict", "--engine", "vllm-v0", "--cuda-graphs", "piecewise"], "piecewise"),
+    (["predict", "--engine", "hf", "--cuda-graphs", "full"], "never captures CUDA graphs"),
+    (["predict", "--gpu-memory-utilization", "1.5"], "(0, 1]"),
+    (["predict", "--gpu-memory-utilization", "0"], "--gpu-memory-utilization"),
+    (["predict", "--cuda-graphs", "sometimes"], "--cuda-graphs"),
+    (["predict", "--chunked-prefill", "maybe"], "--chunked-prefill"),
+])
+def test_engine_settings_an_engine_does_not_have_are_one_line(argv, needle):
+    assert_one_line_error(run_cli(*argv), needle)
