@@ -14,6 +14,13 @@ DEFAULT_HARDWARE = "h100-sxm"
 DEFAULT_METHOD = "eagle"
 DEFAULT_K = 3
 DEFAULT_ACCEPTANCE = 0.7
+# The plausible range of an assumed i.i.d. acceptance rate, over which every output says whether its
+# answer flips: the published rates of validation/published_points.csv (alpha 0.53, 0.65, 0.75, 0.82),
+# rounded outward.
+ACCEPTANCE_RANGE = (0.5, 0.85)
+# ... and of an assumed n-gram match rate: the published proposal rates of engine_facts.md (~55% of
+# steps on code editing, vLLM PR #24344) to the summaries that copy most spans (0.8, workloads/cnn-dailymail).
+MATCH_RATE_RANGE = (0.3, 0.9)
 DEFAULT_CONTEXT = 2048
 DEFAULT_KV_DTYPE = "bf16"
 DEFAULT_DRAFT_VOCAB = 32000  # EAGLE-3 / SpecForge draft heads keep the 32,000 most frequent tokens

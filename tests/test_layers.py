@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
 SUBLAYERS: dict[str, list[tuple[str, ...]]] = {
     "model": [("ops",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("step",), ("breakdown",),
               ("scenario",)],
-    "analysis": [("crossings",), ("curves",), ("policy", "trees", "adaptive", "whatif", "calibration", "bounds"),
+    "analysis": [("crossings",), ("curves",), ("policy", "trees", "adaptive", "whatif", "calibration", "bounds", "assumptions"),
                  ("engine_config",)],
 }
 

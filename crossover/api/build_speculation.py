@@ -63,29 +63,34 @@ def acceptance_of(*, acceptance: float | None = None, tau: float | None = None,
         _not_a_percentage(a, "per-position acceptance", "--acceptance-per-position")
     if match_rate is not None:
         _not_a_percentage(match_rate, "match rate", "--match-rate")
+    from dataclasses import replace
+
     wa = workload.acceptance if workload is not None else None
+    match_origin = "given"
     if match_rate is None:
         if method != "ngram":
-            match_rate = 1.0
+            match_rate, match_origin = 1.0, "method"  # every step drafts: no assumption
         elif wa is not None and wa.ngram_match_rate is not None:
-            match_rate = wa.ngram_match_rate
+            match_rate, match_origin = wa.ngram_match_rate, "workload"
         else:
-            match_rate = DEFAULT_NGRAM_MATCH_RATE
+            match_rate, match_origin = DEFAULT_NGRAM_MATCH_RATE, "default"
     if tau is not None:
-        return Acceptance.mean_length(tau, match_rate)
-    if per_position is not None:
-        return Acceptance.per_position(per_position, match_rate)
-    if acceptance is not None:
-        return Acceptance.rate(acceptance, match_rate)
-    if calibrated is not None:
-        return Acceptance.rate(calibrated, match_rate)
-    if wa is not None and wa.tau is not None:
-        return Acceptance.mean_length(wa.tau, match_rate)
-    if wa is not None and wa.per_position is not None:
-        return Acceptance.per_position(wa.per_position, match_rate)
-    if wa is not None and wa.rate is not None:
-        return Acceptance.rate(wa.rate, match_rate)
-    return Acceptance.rate(DEFAULT_ACCEPTANCE, match_rate)
+        acc, origin = Acceptance.mean_length(tau, match_rate), "given"
+    elif per_position is not None:
+        acc, origin = Acceptance.per_position(per_position, match_rate), "given"
+    elif acceptance is not None:
+        acc, origin = Acceptance.rate(acceptance, match_rate), "given"
+    elif calibrated is not None:
+        acc, origin = Acceptance.rate(calibrated, match_rate), "calibration"
+    elif wa is not None and wa.tau is not None:
+        acc, origin = Acceptance.mean_length(wa.tau, match_rate), "workload"
+    elif wa is not None and wa.per_position is not None:
+        acc, origin = Acceptance.per_position(wa.per_position, match_rate), "workload"
+    elif wa is not None and wa.rate is not None:
+        acc, origin = Acceptance.rate(wa.rate, match_rate), "workload"
+    else:
+        acc, origin = Acceptance.rate(DEFAULT_ACCEPTANCE, match_rate), "default"
+    return replace(acc, origin=origin, match_origin=match_origin)
 
 
 def speculation(target: Model, *, method: str = DEFAULT_METHOD, k: int | None = None, tree=None,

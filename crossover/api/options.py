@@ -241,7 +241,8 @@ PLAN = (
     O("hardware", "accelerators (`crossover hardware list` names them all)", d.PLAN_HARDWARE, metavar="LIST",
       group=DEPLOY_GROUP),
     O("tp", "TP degrees", d.PLAN_TP, metavar="LIST", group=DEPLOY_GROUP),
-    O("weight_dtype", "weight dtypes, e.g. bf16,fp8", default_text="the model's own", metavar="LIST",
+    O("weight_dtype", "weight dtypes, e.g. bf16,fp8", default_text="the model's own, and fp8 on GPUs with fp8 "
+      "tensor cores", metavar="LIST",
       group=DEPLOY_GROUP),
     O("kv_dtype", "KV-cache dtypes, e.g. bf16,fp8", (d.DEFAULT_KV_DTYPE,), metavar="LIST", group=DEPLOY_GROUP),
     O("max_num_seqs", "max running sequences per replica (vLLM's default)", (d.DEFAULT_MAX_NUM_SEQS,),

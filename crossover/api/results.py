@@ -18,6 +18,7 @@ from ..reporting.text import (
 )
 from ..reporting.plan import plan_dict, plan_table
 
+from ..reporting.assumptions import assumed_lines
 from .diagnostics import Diagnostic
 
 if TYPE_CHECKING:  # annotations only: the model stack loads with the first prediction
@@ -44,14 +45,25 @@ class PredictResult:
         """'crosses', 'always_faster' or 'never_faster'."""
         return self.prediction.regime
 
+    at_batch: float | None = None  # the load the answer is about (the largest requested batch that fits)
+
+    @property
+    def assumed(self) -> list[dict[str, Any]]:
+        """Each input the answer assumes (not given, not measured) and where the answer would flip."""
+        from ..analysis.assumptions import assumptions
+
+        pred = self.prediction
+        b = self.at_batch if self.at_batch is not None else float(pred.curves.batch.max())
+        return assumptions(pred.scenario, min(b, float(pred.max_batch_on)), float(pred.curves.batch.max()))
+
     def to_dict(self) -> dict[str, Any]:
-        out = {**prediction_dict(self.prediction), "inputs": self.inputs}
+        out = {**prediction_dict(self.prediction), "assumed": self.assumed, "inputs": self.inputs}
         if self.breakdown is not None:
             out["breakdown"] = self.breakdown
         return out
 
     def to_text(self) -> str:
-        text = prediction_table(self.prediction, self.inputs)
+        text = "\n".join([prediction_table(self.prediction, self.inputs), *assumed_lines(self.assumed)])
         return text if self.breakdown is None else text + "\n" + breakdown_table(self.breakdown)
 
 
@@ -85,12 +97,26 @@ class PolicyResult:
     adaptive: dict[str, Any] | None = None
     trees: dict[str, Any] | None = None
 
+    scenario: Any = None  # the scenario the schedule was computed for (its assumptions)
+
+    @property
+    def assumed(self) -> list[dict[str, Any]]:
+        """Each input the schedule assumes, and where speculation stops paying off at the largest batch."""
+        from ..analysis.assumptions import assumptions
+
+        if self.scenario is None:
+            return []
+        b = float(self.inputs["batch_max"])
+        return assumptions(self.scenario, b, b)
+
     def to_dict(self) -> dict[str, Any]:
         adaptive, trees = policy_extras_dict(self.adaptive, self.trees)
-        return {**policy_dict(self.policy, self.configs), "adaptive": adaptive, "trees": trees, "inputs": self.inputs}
+        return {**policy_dict(self.policy, self.configs), "adaptive": adaptive, "trees": trees,
+                "assumed": self.assumed, "inputs": self.inputs}
 
     def to_text(self) -> str:
-        return policy_text(self.policy, self.configs, self.inputs, *policy_extras_dict(self.adaptive, self.trees))
+        return "\n".join([policy_text(self.policy, self.configs, self.inputs,
+                                       *policy_extras_dict(self.adaptive, self.trees)), *assumed_lines(self.assumed)])
 
 
 @dataclass
@@ -115,7 +141,7 @@ class PlanResult:
         return {**plan_dict(self.plan), "inputs": self.inputs}
 
     def to_text(self) -> str:
-        return plan_table(self.plan, self.inputs)
+        return "\n".join([plan_table(self.plan, self.inputs), *assumed_lines(self.inputs.get("assumed", []))])
 
 
 @dataclass

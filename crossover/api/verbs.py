@@ -79,7 +79,8 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
             raise CrossoverError(f"--breakdown batch {breakdown:g} is no load this deployment could run (0, "
                                  f"{batch_ceiling(sc.deployment)}]")
         bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), breakdown, sc.context, sc.speculation)
-    return results.PredictResult(_predict(sc, list(batches)), inputs(sc), bd)
+    at = None if batches is DEFAULT_BATCHES else float(max(batches))
+    return results.PredictResult(_predict(sc, list(batches)), inputs(sc), bd, at)
 
 
 @api_boundary
@@ -154,7 +155,7 @@ def policy(scenario: Scenario | None = None, *, k_max: int = DEFAULT_K_MAX, batc
     draft = spec.draft.name if spec.method == "draft" and spec.draft is not None else None
     configs = engine_configs(pol, draft_model_id or draft)
     resolved["k_max"], resolved["batch_max"] = int(k_max), int(batch_max)
-    out = results.PolicyResult(pol, configs, resolved)
+    out = results.PolicyResult(pol, configs, resolved, scenario=sc)
     if adaptive:
         pts = sorted({int(x) for x in np.geomspace(1, batch_max, 12).round()} | {int(batch_max)})
         res = adaptive_throughput(sc, pts, int(k_max), threshold=confidence_threshold, kappa=confidence_concentration)
@@ -228,14 +229,22 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
                 max_num_batched_tokens=int(find.max_num_batched_tokens), expert_parallel=bool(find.expert_parallel),
                 verify=int(check.verify), num_prompts=int(check.num_prompts), burstiness=float(check.burstiness),
                 seed=int(check.seed), jobs=check.jobs, base=base, retry_replicas=check.retry_replicas,
-                progress=progress)
+                fp8_where_native=find.weight_dtype is None, progress=progress)
     resolved = {"model": target.name, "workload": wl.name, "prompt_len": p_len, "output_len": o_len,
                 "slo_ms": res.slo, "hardware": [h.name for h in hws], "tp": list(tps),
-                "weight_dtype": [w or target.weight_dtype for w in wds], "kv_dtype": list(kvds),
+                "weight_dtype": [w or target.weight_dtype for w in wds] + (
+                    ["fp8 (on GPUs with fp8 tensor cores)"] if find.weight_dtype is None
+                    and target.weight_dtype in ("bf16", "fp16") else []), "kv_dtype": list(kvds),
                 "max_num_seqs": list(mns), "method": spec.method, "k": spec.k, "k_max": int(k_max or spec.k),
                 "tau": round(spec.tau, 4), "verify": int(check.verify), "retry_replicas": int(check.retry_replicas),
                 "num_prompts": int(check.num_prompts), "burstiness": float(check.burstiness), "seed": int(check.seed),
                 "expert_parallel": bool(find.expert_parallel)}
+    from ..analysis.assumptions import SOURCES
+
+    resolved["assumed"] = [{"input": name, "value": value, "source": SOURCES[origin], "flips_at": None,
+                            "range": None} for name, value, origin in
+                           (("acceptance", acc.value, acc.origin), ("match_rate", acc.match_rate, acc.match_origin))
+                           if origin in SOURCES and (name == "acceptance" or spec.method == "ngram")]
     return results.PlanResult(res, resolved)
 
 

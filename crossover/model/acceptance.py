@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 import numpy as np
@@ -49,6 +49,10 @@ class Acceptance:
     kind: Literal["rate", "tau", "per_position"]
     value: float | tuple[float, ...]
     match_rate: float = 1.0  # n-gram: share of steps with a prompt match (else nothing is drafted)
+    # Where the value and the match rate came from: "given" (by the user), "calibration", "workload"
+    # (the workload file's), "default" (crossover.defaults: an assumption every output names).
+    origin: str = field(default="given", compare=False)
+    match_origin: str = field(default="given", compare=False)
 
     @classmethod
     def rate(cls, alpha: float, match_rate: float = 1.0) -> "Acceptance":

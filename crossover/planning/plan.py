@@ -140,14 +140,16 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
          expert_parallel: bool = False, efficiency=None, verify: int = DEFAULT_VERIFY,
          num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = DEFAULT_BURSTINESS, seed: int = DEFAULT_SEED,
          jobs: int | None = None, base: Path | None = None,
-         retry_replicas: int = DEFAULT_RETRY_REPLICAS,
+         retry_replicas: int = DEFAULT_RETRY_REPLICAS, fp8_where_native: bool = False,
          progress: Callable[[int, int, str], None] | None = None) -> FleetPlan:
     """Screen every option analytically, size and price its fleet, rank, and simulate the best `verify`.
     A finalist whose simulated latencies miss an SLO, or whose simulated replica completes less than
     KEEP_UP of the requests offered to it, is simulated again with one more replica (a lower
     request rate per replica), up to `retry_replicas` more; the first fleet that meets every SLO
     replaces the analytic one (`replicas_added`), else the finalist is demoted. `progress(done, total,
-    what)` follows the screening and each round of simulations."""
+    what)` follows the screening and each round of simulations. `fp8_where_native`: besides the model's
+    own weights, fp8 weights on every accelerator with fp8 tensor cores (the default search: fp8 halves
+    the bytes each decode step streams where the GPU computes it natively)."""
     slo = check_slo(slo)
     k_max = int(k_max or spec.k)
     if not 1 <= k_max <= MAX_K:
@@ -171,11 +173,16 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
     kw = {"efficiency": efficiency} if efficiency is not None else {}
     options: list[Option] = []
     scenarios: dict[int, tuple[Scenario, np.ndarray | None]] = {}
-    deployments, screened = len(hardware) * len(tps) * len(weight_dtypes) * len(kv_dtypes), 0
+    def dtypes(hw: Hardware) -> tuple[str | None, ...]:
+        native = fp8_where_native and hw.fp8_dense_tflops is not None and model.weight_dtype in ("bf16", "fp16")
+        return (*weight_dtypes, "fp8") if native and "fp8" not in weight_dtypes else tuple(weight_dtypes)
+
+    deployments = sum(len(tps) * len(dtypes(hw)) * len(kv_dtypes) for hw in hardware)
+    screened = 0
     for hw in hardware:
         for tp in tps:
             problem = tp_problem(model, hw, tp, expert_parallel)
-            for wd in weight_dtypes:
+            for wd in dtypes(hw):
                 for kvd in kv_dtypes:
                     screened += 1
                     report(screened, deployments, "deployments screened")

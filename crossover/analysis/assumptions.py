@@ -1,0 +1,85 @@
+"""What an answer rests on that the user did not give, and where it would flip.
+
+An assumed input (the default acceptance, a workload file's acceptance or n-gram match rate) is listed
+with its value and where it came from; for the speedup at the load the answer is about, the value of
+that input at which speculation stops paying off (the speedup passes 1.0) and the crossover batch at
+each end of the input's plausible range (crossover.defaults). The speedup rises with acceptance and
+with the match rate (a property test), so the flip is found by bisection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..defaults import ACCEPTANCE_RANGE, MATCH_RATE_RANGE
+from ..model.acceptance import Acceptance
+from ..model.scenario import Scenario
+from ..model.step import StepModel
+from .curves import evaluate, find_crossings
+
+SOURCES = {"default": "the default (not measured)", "workload": "the workload file's (not measured on your traffic)"}
+_TOP = 0.99  # the highest acceptance searched: a rate of 1 never rejects
+
+
+def _with(sc: Scenario, name: str, value: float) -> Scenario:
+    acc = sc.speculation.acceptance
+    if name == "acceptance":
+        new = Acceptance.rate(value, acc.match_rate)
+    else:
+        new = replace(acc, match_rate=value)
+    return replace(sc, speculation=replace(sc.speculation, acceptance=new))
+
+
+def _speedup(sc: Scenario, batch: float) -> float:
+    model = StepModel.of(sc.deployment, sc.speculation)
+    return float(evaluate(sc, np.array([float(batch)]), model).speedup[0])
+
+
+def flip_point(sc: Scenario, name: str, batch: float, lo: float = 0.0, hi: float = _TOP) -> float | None:
+    """The value of `name` (acceptance or match_rate) in [lo, hi] at which the speedup at `batch` is 1.0,
+    to 1e-3; None when it stays on one side over the whole interval."""
+    s_lo, s_hi = _speedup(_with(sc, name, lo), batch), _speedup(_with(sc, name, hi), batch)
+    if (s_lo - 1.0) * (s_hi - 1.0) > 0:
+        return None
+    for _ in range(12):
+        mid = 0.5 * (lo + hi)
+        if _speedup(_with(sc, name, mid), batch) < 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return round(0.5 * (lo + hi), 3)
+
+
+def _crossover(sc: Scenario, batch_max: float) -> float | None:
+    model = StepModel.of(sc.deployment, sc.speculation)
+    c = find_crossings(sc, float(batch_max), model)
+    return None if not c else round(float(c[0].batch), 1)
+
+
+def assumptions(sc: Scenario, batch: float, batch_max: float | None = None) -> list[dict[str, Any]]:
+    """Each assumed input of `sc` with its value, source, plausible range and, for the speedup at
+    `batch`: the value where it flips (flips_at, None: not in [0, 0.99]), whether that lies in the range,
+    and the crossover batch (up to `batch_max`) at each end of the range."""
+    acc = sc.speculation.acceptance
+    out = []
+    todo = []
+    if acc.origin in SOURCES and acc.kind == "rate":
+        todo.append(("acceptance", float(acc.value), acc.origin, ACCEPTANCE_RANGE))
+    elif acc.origin in SOURCES:  # tau or per-position rates from a workload file: named, not varied
+        out.append({"input": "acceptance", "value": acc.value if acc.kind != "per_position" else list(acc.value),
+                    "kind": acc.kind, "source": SOURCES[acc.origin], "flips_at": None, "range": None})
+    if sc.speculation.method == "ngram" and acc.match_origin in SOURCES:
+        todo.append(("match_rate", float(acc.match_rate), acc.match_origin, MATCH_RATE_RANGE))
+    for name, value, origin, rng in todo:
+        flip = flip_point(sc, name, batch, 0.0, _TOP if name == "acceptance" else 1.0)
+        entry = {"input": name, "value": value, "source": SOURCES[origin], "at_batch": float(batch),
+                 "flips_at": flip, "range": list(rng),
+                 "flips_in_range": flip is not None and rng[0] <= flip <= rng[1]}
+        if batch_max is not None:
+            entry["crossover_over_range"] = [_crossover(_with(sc, name, v), batch_max) for v in rng]
+            entry["batch_max"] = float(batch_max)
+        out.append(entry)
+    return out
