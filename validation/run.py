@@ -22,6 +22,8 @@ sys.path.insert(0, str(HERE))
 
 from eagle_tables import e1_rows, predict_series, predict_tree_row, series  # noqa: E402
 from fit import bisect  # noqa: E402
+from load_dependence import report_lines as load_lines  # noqa: E402
+from load_dependence import series_rows  # noqa: E402
 from magicdec import predict_off, predict_row, predict_v1_group, rows, step_rows, v1_groups  # noqa: E402
 from step_times import report_lines as step_time_lines  # noqa: E402
 from step_times import step_points  # noqa: E402
@@ -292,6 +294,11 @@ def kernels_mode_lines() -> list[str]:
     for name, pts in [*groups.items(), ("these series", every)]:
         st = stats(pts)
         out.append(f"| {name} | {st['n']} | {st['median']:.3f} | {st['p90']:.3f} | {st['side']:.0%} |")
+    rows = series_rows(every)
+    up = [r["upper_signed"] for r in rows if np.isfinite(r["upper_signed"])]
+    out += ["", f"Load dependence in kernels mode (as the section below): crossover in the same interval on "
+            f"{sum(r['agree'] for r in rows)} of {len(rows)} curves, median signed error over the upper half of "
+            f"the loads {np.median(up):+.3f}."]
     return out
 
 
@@ -348,6 +355,7 @@ def main() -> None:
     for c in cross:
         lines.append(f"| {c['curve']} | {c['levels']} | {_cross_text(c['published'], c['side_published'])} | "
                      f"{_cross_text(c['predicted'], c['side_predicted'])} | {'yes' if c['agree'] else 'no'} |")
+    lines += load_lines(series_rows(every), "Load dependence: the crossover interval and the error at high load")
     g_err = [abs(np.log(p / m)) for _, m, p in adaptive_gain]
     lines += ["", "## Adaptive verification: gain over fixed k = 7 (DSpark)", "",
               "The adaptive budget's speedup divided by fixed k = 7's at each concurrency: the rule's own gain, "

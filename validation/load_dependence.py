@@ -1,0 +1,77 @@
+"""How the error moves with load (issue 21, item 4): per series, whether the predicted crossover lies in
+the same measured interval as the published one, and the signed ln error over the upper half of its
+loads (the bias of a model too optimistic at high load shows there: a positive median)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _interval(loads: list[float], ratios: list[float]) -> int | None:
+    """Index i of the first interval [loads[i], loads[i+1]] where the ratio passes through 1.0."""
+    for i in range(len(loads) - 1):
+        if (ratios[i] - 1.0) * (ratios[i + 1] - 1.0) <= 0 and ratios[i] != ratios[i + 1]:
+            return i
+    return None
+
+
+def series_rows(points, key=lambda p: p.group or p.series) -> list[dict[str, Any]]:
+    """Per measured curve with at least two distinct load levels: the crossover interval published and
+    predicted, whether they agree (the same interval, or neither crosses and both stay on one side),
+    and the median signed ln(predicted / published) over the lower and the upper half of its loads
+    (calibration points left out)."""
+    curves: dict[str, list] = {}
+    for p in points:
+        if p.published is not None and p.predicted is not None:
+            curves.setdefault(key(p), []).append(p)
+    out = []
+    for name, pts in curves.items():
+        pts = sorted(pts, key=lambda p: p.load)
+        loads = [p.load for p in pts]
+        if len(set(loads)) < 2 or len(set(loads)) != len(loads):
+            continue
+        pub = _interval(loads, [p.published for p in pts])
+        pred = _interval(loads, [p.predicted for p in pts])
+        if pub is None and pred is None:
+            agree = (pts[0].published > 1) == (pts[0].predicted > 1)
+        else:
+            agree = pub == pred
+        judged = [p for p in pts if not p.calibration]
+        half = len(judged) // 2
+        low, high = judged[:half], judged[half:]
+
+        def med(ps):
+            return float(np.median([np.log(p.predicted / p.published) for p in ps])) if ps else float("nan")
+
+        out.append({"curve": name, "levels": f"{loads[0]:g}-{loads[-1]:g}", "n": len(judged),
+                    "published_interval": None if pub is None else (loads[pub], loads[pub + 1]),
+                    "predicted_interval": None if pred is None else (loads[pred], loads[pred + 1]),
+                    "agree": bool(agree), "lower_signed": med(low), "upper_signed": med(high)})
+    return out
+
+
+def _iv(x) -> str:
+    return "none" if x is None else f"{x[0]:g}-{x[1]:g}"
+
+
+def report_lines(rows: list[dict[str, Any]], title: str) -> list[str]:
+    """A markdown section: the per-curve table and the medians over every curve."""
+    up = [r["upper_signed"] for r in rows if np.isfinite(r["upper_signed"])]
+    lo = [r["lower_signed"] for r in rows if np.isfinite(r["lower_signed"])]
+    agree = sum(r["agree"] for r in rows)
+    lines = ["", f"## {title}", "",
+             "Per curve: the measured interval between load levels where the published and the predicted "
+             "speedups pass through 1.0 (none: no crossing; then agreement means both stay on the same side), "
+             "and the median signed ln(predicted / published) over the lower and the upper half of the "
+             "curve's loads (calibration points left out; positive = the model is optimistic). "
+             f"**Crossover in the same interval: {agree} of {len(rows)} curves. Median signed error: lower half "
+             f"{np.median(lo) if lo else float('nan'):+.3f}, upper half {np.median(up) if up else float('nan'):+.3f}.**",
+             "", "| curve | levels | points | published interval | predicted interval | agree | lower half | "
+             "upper half |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['curve']} | {r['levels']} | {r['n']} | {_iv(r['published_interval'])} | "
+                     f"{_iv(r['predicted_interval'])} | {'yes' if r['agree'] else 'no'} | "
+                     f"{r['lower_signed']:+.3f} | {r['upper_signed']:+.3f} |")
+    return lines
