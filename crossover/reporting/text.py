@@ -354,18 +354,18 @@ def policy_table(pol, configs: dict[str, Any], inputs: dict[str, Any]) -> str:
     lines += ["", f"rule: {configs['rule']}",
               f"gain over always-on (k={pol.configured_k}): mean {g['mean_gain_over_always_on']:.3f}x, "
               f"max {g['max_gain_over_always_on']:.3f}x; over always-off: mean {g['mean_gain_over_always_off']:.3f}x, "
-              f"max {g['max_gain_over_always_off']:.3f}x", "", "vLLM:", "  " + configs["vllm"]["flag"]]
-    lines += ["  note: " + n for n in configs["vllm"]["notes"]]
+              f"max {g['max_gain_over_always_off']:.3f}x", ""]
     trt = configs["tensorrt_llm"]
-    lines += ["TensorRT-LLM (YAML for --config):"]
+    trt_body = []
     if trt["speculative_config"]:
         import yaml
 
-        text = yaml.safe_dump({"speculative_config": trt["speculative_config"]}, sort_keys=False).rstrip()
-        lines += ["  " + ln for ln in text.splitlines()]
-    lines += ["  note: " + n for n in trt["notes"]]
-    lines += ["SGLang:", "  " + (configs["sglang"]["flags"] or "(none)")]
-    lines += ["  note: " + n for n in configs["sglang"]["notes"]]
+        trt_body = yaml.safe_dump({"speculative_config": trt["speculative_config"]}, sort_keys=False).rstrip().splitlines()
+    for c, body in ((configs["vllm"], [configs["vllm"]["flag"]]), (trt, trt_body),
+                    (configs["sglang"], [configs["sglang"]["flags"] or "(none)"])):
+        loud = [p["message"] for p in c["placeholders"]]  # first: the config fails to load until they are set
+        lines += [c["title"] + ":", *("  " + ln for ln in body), *("  !! " + m for m in loud),
+                  *("  note: " + n for n in c["notes"] if n not in loud)]
     return "\n".join(lines)
 
 
