@@ -126,3 +126,29 @@ def test_chunked_prefill_and_memory_utilisation_are_the_users():
 ])
 def test_engine_settings_an_engine_does_not_have_are_one_line(argv, needle):
     assert_one_line_error(run_cli(*argv), needle)
+
+
+def test_a_head_at_draft_tp_1_runs_whole_on_one_gpu():
+    """vLLM's draft_tensor_parallel_size applies to MTP and EAGLE heads too (1 or the target's TP,
+    vllm/config/speculative.py, 0.14.1): DeepSeek-V3's MTP layer at draft TP 1 streams all of its
+    weights from one GPU, eight times what each GPU streams at TP 8, and holds them there."""
+    kw = dict(model="deepseek-v3", hardware="h200", tp=8, method="mtp", k=1, weight_dtype="fp8")
+    one, eight = crossover.scenario(draft_tp=1, **kw), crossover.scenario(**kw)
+    assert one.speculation.draft_deployment(one.deployment).tp == 1
+    assert eight.speculation.draft_deployment(eight.deployment).tp == 8
+    m1, m8 = (StepModel.of(s.deployment, s.speculation) for s in (one, eight))
+    d1 = m1.price(m1.decode(np.array([1.0]), 1000.0, one.speculation)).term("draft_forwards")[0]
+    d8 = m8.price(m8.decode(np.array([1.0]), 1000.0, eight.speculation)).term("draft_forwards")[0]
+    assert d1 > 2.5 * d8
+    w1, _ = one.speculation.memory(one.deployment, 1000.0)
+    w8, _ = eight.speculation.memory(eight.deployment, 1000.0)
+    assert w1 == pytest.approx(8 * w8, rel=0.02)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["predict", "--model", "deepseek-v3", "--hardware", "h200", "--tp", "8", "--method", "mtp", "--k", "1",
+      "--weight-dtype", "fp8", "--draft-tp", "2"], "1 or at the target's tp 8"),
+    (["predict", "--method", "ngram", "--draft-tp", "1"], "no setting of n-gram"),
+])
+def test_draft_tps_an_engine_refuses_are_one_line(argv, needle):
+    assert_one_line_error(run_cli(*argv), needle)

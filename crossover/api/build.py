@@ -199,6 +199,13 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     spec = speculation(target, method=method, k=k, tree=tree, draft=draft, draft_tp=draft_tp,
                        draft_vocab=draft_vocab, draft_kv_budget=draft_kv_budget, acceptance=acc,
                        allow_vocab_mismatch=allow_vocab_mismatch)
+    if draft_tp is not None and spec.method in ("eagle", "eagle3", "mtp", "medusa") and draft_tp not in (1, dep.tp):
+        raise InputError(f"draft tp {draft_tp} (--draft-tp) for a {spec.method} head: engines run it at 1 or at the "
+                         f"target's tp {dep.tp} (vLLM: vllm/config/speculative.py _verify_and_get_draft_tp, 0.14.1)",
+                         parameter="draft_tp")
+    if draft_tp is not None and spec.method == "ngram":
+        raise InputError("draft tp (--draft-tp) is no setting of n-gram speculation: it runs no draft forward",
+                         parameter="draft_tp")
     if spec.method == "draft" and spec.draft is not None and spec.draft is not target:
         given = draft_tp is not None
         problem = tp_problem(spec.draft, hw, int(spec.draft_tp or dep.tp), expert_parallel,

@@ -200,16 +200,21 @@ class Speculation:
         return (1, *self.tree[:-1])
 
     def draft_deployment(self, target: Deployment) -> Deployment:
-        """The deployment the draft forwards run on."""
+        """The deployment the draft forwards run on: a draft model's own, or the target's for a head
+        (EAGLE, MTP, Medusa) at its own draft TP when one is set (vLLM's draft_tensor_parallel_size: 1
+        or the target's, vllm/config/speculative.py _verify_and_get_draft_tp, 0.14.1)."""
         if self.method == "draft":
             assert self.draft is not None
             return Deployment(model=self.draft, hardware=target.hardware, tp=self.draft_tp or target.tp,
                               kv_dtype=target.kv_dtype, efficiency=target.efficiency)
+        if self.draft_tp is not None and self.draft_tp != target.tp and self.method != "ngram":
+            return target.model_copy(update={"tp": int(self.draft_tp)})
         return target
 
     def draft_ops(self, target: Deployment) -> list[Op]:
-        """Ops of ONE draft forward (per sequential draft step; Medusa's one pass covers all k)."""
-        m, tp = target.model, target.tp
+        """Ops of ONE draft forward (per sequential draft step; Medusa's one pass covers all k), sharded
+        over the draft's TP (the target's unless a draft TP is set)."""
+        m, tp = target.model, self.draft_deployment(target).tp
         h = m.hidden_size
         if self.method == "draft":
             d = self.draft_deployment(target)
@@ -286,7 +291,9 @@ class Speculation:
         # EAGLE and MTP drafts share the target's LM head; each other op is held at its own dtype
         # (an fp8 model's MTP layer is fp8, EAGLE heads are bf16)
         own = [op for op in ops if not (op.name in ("draft_lm_head", "lm_head") and self.method in ("eagle", "mtp"))]
-        return memory.op_weight_bytes(own, target.tp), memory.kv_bytes_per_seq_per_gpu(target, ops, draft_length)
+        # at a draft TP of 1 the head sits whole on one GPU: the fullest GPU holds all of it
+        d = self.draft_deployment(target)
+        return memory.op_weight_bytes(own, d.tp), memory.kv_bytes_per_seq_per_gpu(d, ops, draft_length)
 
     @property
     def drafter(self) -> "Speculation":
