@@ -582,6 +582,20 @@ def test_a_draft_named_by_crossover_name_is_written_as_its_hf_repository():
         assert c["tensorrt_llm"]["speculative_config"]["speculative_model"] == "meta-llama/Llama-3.2-1B"
 
 
+@pytest.mark.parametrize("method", ["draft", "eagle", "mtp"])
+def test_a_priced_draft_tp_is_written_or_said(method):
+    """A draft or head at TP 1 under a TP-8 target (vLLM's draft_tensor_parallel_size: 1 or the
+    target's TP) reaches vLLM's config; SGLang and TensorRT-LLM take none, and say so."""
+    kw = {"draft": dict(model="llama-3.1-70b", tp=8), "eagle": dict(model="llama-3.1-70b", tp=8)}.get(method, {})
+    c = _policy(method, "org/head-1", draft_tp=1, **kw).configs
+    assert c["vllm"]["speculative_config"]["draft_tensor_parallel_size"] == 1
+    for v in _versions("vllm", c["vllm"]["versions"]):
+        assert vllm_problems(c["vllm"]["flag"], FACTS["vllm"][v]) == []
+    for engine in ("sglang", "tensorrt_llm"):
+        if c[engine].get("flags", c[engine].get("speculative_config")) is not None:
+            assert any("draft TP 1 that was priced" in n for n in c[engine]["notes"]), engine
+
+
 def test_the_checker_catches_what_would_not_run():
     """A test that cannot fail is not a test: misspelt keys and flags, wrong types, unknown methods
     and missing checkpoints are all caught."""

@@ -85,6 +85,10 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
     never = below == 1  # speculation never pays in the range checked
     extra = (f"--draft-model-id applies to draft, eagle, eagle3 and medusa: {spec.method} loads no separate "
              f"checkpoint, so {draft_model!r} is not written" if draft_model and spec.method not in _CHECKPOINT else None)
+    tp = pol.scenario.deployment.tp
+    no_draft_tp = (f"this engine takes no draft TP (none among its flags or keys checked): the draft runs at the "
+                   f"target's TP {tp}, not the draft TP {spec.draft_tp} that was priced"
+                   if spec.draft_tp and spec.draft_tp != tp else None)
 
     # ---- vLLM: Dynamic SD (>= 0.24) and the one-k config for older releases
     def vllm_cfg(k: int, schedule: list | None) -> dict[str, Any]:
@@ -93,7 +97,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
             c["num_speculative_tokens_per_batch_size"] = schedule
         if ckpt:
             c["model"] = ckpt
-        if spec.method == "draft" and spec.draft_tp:
+        if spec.draft_tp:  # the draft (or head) TP that was priced: 1 or the target's (vLLM checks)
             c["draft_tensor_parallel_size"] = spec.draft_tp
         return c
 
@@ -153,7 +157,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
         trt_ph = _placed(ph, "speculative_model")
         if ckpt:
             trt["speculative_model"] = ckpt
-        notes = [p["message"] for p in trt_ph] + ([extra] if extra else []) + [
+        notes = [p["message"] for p in trt_ph] + [n for n in (extra, no_draft_tp) if n] + [
             "draft_len_schedule keys are upper bounds of batch in newer TensorRT-LLM (PR #10860): "
             "{4: 4, 8: 2, 32: 1} means bs 1-4 -> 4, 5-8 -> 2, 9-32 -> 1, 33+ -> 0; an older Drafter read "
             "keys as lower bounds: check the installed version."]
@@ -193,7 +197,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
             "flags": " ".join(flags),
             "versions": {"min": since, "max": None},
             "placeholders": sgl_ph,
-            "notes": [p["message"] for p in sgl_ph] + ([extra] if extra else [])
+            "notes": [p["message"] for p in sgl_ph] + [n for n in (extra, no_draft_tp) if n]
             + ngram_note + mtp_note + standalone_note + [
                 "SGLang has no per-batch-size k schedule upstream; --speculative-adaptive (SGLang >= 0.5.11; EAGLE, "
                 f"topk 1; sgl-project/sglang#21599, #24055) switches among candidate_steps tiers: use {tiers or [1]} as "
