@@ -114,13 +114,14 @@ def test_measured_and_calibrate_cli(tmp_path):
     assert d["load_axis"] == "concurrency" and d["bracketed"] is True and 32 < d["crossover"] < 128
     assert [p["level"] for p in d["points"]] == [1, 8, 32, 128]
     out = tmp_path / "cal.yaml"
+    # --force: written whether or not the model reproduces this hand-made sweep within |ln| 0.1
     c = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *base,
-                "--out", str(out), "--json", "--bootstrap", "20")
+                "--out", str(out), "--json", "--bootstrap", "20", "--force")
     assert c.returncode == 0, c.stderr
     cal = json.loads(c.stdout)
-    # three levels identify at most two parameters; the rest are held at their defaults, with why
-    assert set(cal["parameters"]) | set(cal["fixed_at_default"]) >= {"bandwidth_fraction", "flops_fraction",
-                                                                     "step_overhead_ms"}
+    # three levels identify at most two parameters; the rest are held at their defaults or bounds, with why
+    assert set(cal["parameters"]) | set(cal["fixed_at_default"]) | set(cal["at_bound"]) >= {
+        "bandwidth_fraction", "flops_fraction", "step_overhead_ms"}
     assert 1 <= len(cal["parameters"]) < 3  # which one the levels identify depends on the model's shape
     assert "acceptance" not in cal["parameters"]  # the files report the acceptance length: not fitted
     assert all(set(v) >= {"value", "stderr"} for v in cal["parameters"].values())
@@ -132,8 +133,9 @@ def test_measured_and_calibrate_cli(tmp_path):
     p = run_cli("predict", "--model", "llama-3.1-8b", "--calibration", str(out), "--json")
     assert p.returncode == 0, p.stderr
     eff = json.loads(p.stdout)["inputs"]["efficiency"]
-    for name, v in cal["parameters"].items():  # each fitted value reaches the prediction
-        key, scale = (name[:-3] + "_s", 1e-3) if name.endswith("_ms") else (name, 1.0)
+    for name, v in {**cal["parameters"], **cal["at_bound"]}.items():  # each fitted or bound value reaches it
+        key, scale = ((name[:-3] + "_s", 1e-3) if name.endswith("_ms") else ("spec_overhead_per_seq_s", 1e-6)
+                      if name == "spec_per_seq_us" else (name, 1.0))
         assert eff[key] == pytest.approx(v["value"] * scale)
 
 

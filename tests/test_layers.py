@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
 SUBLAYERS: dict[str, list[tuple[str, ...]]] = {
     "model": [("ops",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("step",), ("breakdown",),
               ("scenario",)],
-    "analysis": [("crossings",), ("curves",), ("policy", "trees", "adaptive", "whatif", "calibration", "bounds", "assumptions"),
+    "analysis": [("crossings",), ("curves",), ("calibration_model", "load_fit"), ("calibration_bootstrap",),
+                 ("policy", "trees", "adaptive", "whatif", "calibration", "bounds", "assumptions"),
                  ("engine_config",)],
 }
 

@@ -324,8 +324,10 @@ MEASURED = (
     O("plot", "write a figure of the measured points (over the predicted curves with --model)", api=None),
 )
 CALIBRATE = (
-    O("out", "write the fit here as YAML", default_text="print only", api=None),
-    O("force", "replace an existing --out file", kind="switch", api=None),
+    O("out", "write the fit here as YAML (only a fit that reproduces the sweep, without --force)",
+      default_text="print only", api=None),
+    O("force", "replace an existing --out file, and write a fit that does not reproduce the sweep", kind="switch",
+      api=None),
     O("prompt_len", "mean prompt tokens, when the files do not record total_input_tokens", unit="tokens"),
     O("output_len", "mean output tokens, when the files do not record total_output_tokens", unit="tokens"),
     O("bootstrap", "bootstrap refits for the crossover interval", d.DEFAULT_BOOTSTRAP),

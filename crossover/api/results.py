@@ -258,20 +258,29 @@ class MeasuredResult:
 
 @dataclass
 class CalibrateResult:
-    """`crossover calibrate`: the fit (parameters, errors, crossover interval) and its scenario."""
+    """`crossover calibrate`: the fit (parameters, errors, crossover interval) and its scenario, beside
+    the crossover measured between the sweep's levels (comparison.compare.measured_crossover)."""
 
     fit: Any  # calibration.Fit
     inputs: dict[str, Any]
+    measured: dict[str, Any] | None = None
+
+    @property
+    def reproduces(self) -> bool:
+        """Whether the fitted model reproduces the sweep (something identified, every |ln(measured /
+        predicted)| within calibration_model.RESIDUAL_LIMIT); the CLI writes no fit that does not
+        without --force."""
+        return bool(self.fit.reproduces)
 
     def to_dict(self) -> dict[str, Any]:
         from ..reporting.measured import calibration_dict
 
-        return {**calibration_dict(self.fit), "inputs": self.inputs}
+        return {**calibration_dict(self.fit, self.measured), "inputs": self.inputs}
 
     def to_text(self) -> str:
         from ..reporting.measured import calibration_table
 
-        return calibration_table(self.fit, self.inputs)
+        return calibration_table(self.fit, self.inputs, self.measured)
 
     def to_yaml_dict(self) -> dict[str, Any]:
         """What `--out` saves (and `--calibration` reads back)."""

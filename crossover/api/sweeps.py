@@ -237,7 +237,7 @@ def metrics_note(m: dict[str, Any], method: str) -> Diagnostic:
     return Diagnostic("engine_metrics", f"engine metrics {m['source']}: " + ", ".join(parts), evidence=evidence)
 
 
-def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
+def _rate_observations(table: MeasuredTable, sc: Scenario, per_level: bool = True) -> list[Observation]:
     """A request-rate sweep as observations: each arm's requests in flight by Little's law (rate x mean
     end-to-end latency) and its mean TPOT; throughput only echoes the offered rate, so it is not fitted."""
     from ..analysis.calibration import TPOT_MS_RANGE, Observation
@@ -256,7 +256,8 @@ def _rate_observations(table: MeasuredTable, sc: Scenario) -> list[Observation]:
                                      f"{TPOT_MS_RANGE[0]:g}-{TPOT_MS_RANGE[1]:g} ms)")
         obs.append(Observation(in_flight(off, sc), off.output_throughput, on.output_throughput,
                                off.metrics["mean_tpot_ms"], on.metrics["mean_tpot_ms"], f"{off.source} | {on.source}",
-                               load_on=in_flight(on, sc), use_throughput=False))
+                               load_on=in_flight(on, sc), use_throughput=False,
+                               tau_on=(on.acceptance_length or None) if per_level else None))
     return obs
 
 
@@ -308,13 +309,17 @@ def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None,
     if tau is not None and not given:
         scenario_kwargs["tau"] = tau  # the files report it: use it, do not fit it
     sc = scenario(model, prompt_len=prompt_len, output_len=output_len, **scenario_kwargs)
+    per_level = tau is not None and not given  # each level at its own tau, as the files report it
     if table.load_axis == "request_rate":
-        obs, axis = _rate_observations(table, sc), "in_flight"
+        obs, axis = _rate_observations(table, sc, per_level), "in_flight"
     else:
         obs = [Observation(load, off.output_throughput, on.output_throughput, off.metrics.get("mean_tpot_ms"),
-                           on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}")
+                           on.metrics.get("mean_tpot_ms"), f"{off.source} | {on.source}",
+                           tau_on=(on.acceptance_length or None) if per_level else None)
                for load, off, on in table.pairs()]
         axis = table.load_axis
     fit = calibrate(sc, obs, fit_acceptance=tau is None and not given, load_axis=axis, bootstrap=bootstrap,
                     progress=progress)
-    return CalibrateResult(fit, inputs(sc))
+    from ..comparison.compare import measured_crossover
+
+    return CalibrateResult(fit, inputs(sc), measured_crossover(table))

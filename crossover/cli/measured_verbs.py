@@ -70,8 +70,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                                                  positive=False)),
                           model=model, prompt_len=p_len, output_len=o_len, progress=_bootstrap_progress(args),
                           **kw)
+    print_result(args, res)
+    if args.out and not res.reproduces and not args.force:  # the verdict is printed above; nothing written
+        raise CrossoverError(f"{args.out} not written: the model cannot reproduce this sweep (see above); give "
+                             f"--force to write the fit anyway")
     if args.out:
         write_text(args.out, yaml.safe_dump(res.to_yaml_dict(), sort_keys=False))
         wrote(args.out)
-    print_result(args, res)
     return 0

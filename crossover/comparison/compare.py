@@ -106,3 +106,18 @@ def speedups(table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             both = ~np.isnan(e_off) & (e_off != 0) & ~np.isnan(e_on) & (e_on != 0)
             ratio = np.where(both, e_off / e_on, ratio)
     return loads, off, on, ratio
+
+
+def measured_crossover(table) -> dict[str, Any]:
+    """Where the measured sweep crosses (`speedups`, interpolated in log load between the bracketing
+    levels, analysis.crossings.level_crossings): {load_axis, crossover, between (the two levels), side
+    (when it does not cross: on, off or equal), range, speedup_metric}."""
+    loads, _, _, ratio = speedups(table)
+    lc = level_crossings(loads.tolist(), ratio.tolist())
+    between = None
+    if lc.crossover is not None:
+        x = loads[np.isfinite(ratio)]
+        between = [float(x[x <= lc.crossover].max()), float(x[x >= lc.crossover].min())]
+    return {"load_axis": table.load_axis, "crossover": None if lc.crossover is None else round(lc.crossover, 4),
+            "between": between, "side": lc.side, "range": [float(loads.min()), float(loads.max())],
+            "speedup_metric": "mean_e2el_ms off/on" if table.load_axis == "request_rate" else "output_throughput on/off"}

@@ -118,7 +118,8 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
     lines += other_crossings(lc, axis)
     lines += latency_lines(latency_crossovers(table), axis)
     if predicted is not None:
-        lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = measured / predicted):",
+        lines += ["", "predicted by the model (defaults, the files' tau and mean lengths; ln = ln(measured / predicted), "
+                      "> 0: measured above the model):",
                   f"{'level':>9} | {'off tok/s':>10} {'ln':>7} | {'on tok/s':>10} {'ln':>7} | {'speedup':>8} {'ln':>7}"]
         lines += [f"{load:>9g} | {po:>10.1f} {ln_off} | {pn:>10.1f} {ln_on} | {ps:>8.3f} {ln_ratio}" for
                   load, po, ln_off, pn, ln_on, ps, ln_ratio in zip(
@@ -145,24 +146,110 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
     return "\n".join(lines)
 
 
-def calibration_dict(fit) -> dict[str, Any]:
+def calibration_dict(fit, measured: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON contract of `crossover calibrate --json` (inputs added by the caller)."""
-    return {
+    out = {
         "parameters": fit.parameters(),
         "fixed": fit.fixed,
         # parameters the sweep cannot identify, held at the scenario's value: name -> {value, reason}
         "fixed_at_default": fit.at_default,
+        # parameters the sweep pushes to a bound, held there: name -> {value, reason}
+        "at_bound": fit.at_bound,
         "load_axis": fit.load_axis,
         "crossover": None if fit.crossover is None else round(fit.crossover, 4),
-        # null ends: no crossover in that share of the bootstrap refits
+        # null ends: no crossover in that share of the bootstrap refits (crossover_never_cross_share)
         "crossover_interval": None if fit.crossover_interval is None else [
             None if not np.isfinite(x) else round(x, 4) for x in fit.crossover_interval],
+        "crossover_never_cross_share": fit.never_cross,
+        "crossover_searched_up_to": fit.searched,
+        "measured_crossover": measured,
+        "reproduces": fit.reproduces,
+        "disagreements": fit.disagreements(),
+        "ln_convention": LN_CONVENTION,
         "residuals": fit.residuals,
     }
+    return out
 
 
-def calibration_table(fit, inputs: dict[str, Any]) -> str:
-    """Fitted values with uncertainties, per-point residuals, and the crossover with its interval."""
+# One sign for every ln error the verbs print: measured over predicted (> 0: measured above the model).
+LN_CONVENTION = "ln(measured / predicted)"
+_QUANTITY = {"tokens_per_s_off": "off tok/s", "tokens_per_s_on": "on tok/s", "mean_tpot_ms_off": "off TPOT",
+             "mean_tpot_ms_on": "on TPOT"}
+
+
+def _fitted_crossover_lines(fit, measured: dict[str, Any] | None) -> list[str]:
+    """The measured crossover, the fitted one with its interval (an open end explained), and whether
+    they agree."""
+    axis, lines = fit.load_axis, []
+    m = measured
+    if m is not None:
+        m_axis = m["load_axis"]
+        if m["crossover"] is not None:
+            lines.append(f"crossover, measured: {m_axis} {m['crossover']:.1f} (between the levels {m['between'][0]:g} "
+                         f"and {m['between'][1]:g})")
+        else:
+            side = {"on": "speculation stayed faster", "off": "speculation stayed slower",
+                    "equal": "the arms are equal within noise"}.get(m["side"] or "", "no level pair brackets it")
+            lines.append(f"crossover, measured: none between the levels ({side})")
+    iv, share = fit.crossover_interval, fit.never_cross
+    band = ""
+    if iv is not None and not np.isfinite(iv[0]):
+        band = " (90% bootstrap interval: no crossover; measurement noise and parameter uncertainty)"
+    elif iv is not None:
+        hi = f"{iv[1]:.1f}" if np.isfinite(iv[1]) else "none"
+        band = f" (90% bootstrap interval {iv[0]:.1f} - {hi}; measurement noise and parameter uncertainty)"
+    where = f"{axis} {fit.crossover:.1f}" if fit.crossover is not None else \
+        f"none up to {axis} {fit.searched:g} (twice the largest level)"
+    lines.append(f"crossover, fitted:   {where}{band}")
+    if share:
+        open_end = iv is not None and np.isfinite(iv[0]) and not np.isfinite(iv[1])
+        lines.append(f"  in {share:.0%} of the bootstrap resamples the fitted curves never cross up to {axis} "
+                     f"{fit.searched:g}" + (": the interval is open above" if open_end else ""))
+    if m is None or m["load_axis"] != axis:
+        if m is not None:
+            lines.append(f"  (the fit's crossover is in requests in flight, the measured one in {m['load_axis']})")
+        return lines
+    if m["crossover"] is not None and iv is not None and np.isfinite(iv[0]):
+        inside = iv[0] <= m["crossover"] <= iv[1]
+        lines.append(f"  the measured crossover lies {'inside' if inside else 'outside'} the fitted interval")
+    elif agrees_on_crossing(fit, m) is False:
+        lines.append("  the fit and the measurement disagree on whether the sweep crosses between its levels")
+    return lines
+
+
+def agrees_on_crossing(fit, m: dict[str, Any]) -> bool | None:
+    """Whether the fit and the measurement agree that the sweep crosses between its levels (None:
+    not comparable: the arms are equal within noise, or the axes differ)."""
+    if m["load_axis"] != fit.load_axis or m["side"] == "equal":
+        return None
+    fitted = fit.crossover is not None and fit.crossover <= m["range"][1]
+    return fitted == (m["crossover"] is not None)
+
+
+def _cannot_reproduce(fit) -> list[str]:
+    """Why the fit describes no deployment: nothing identified, or the levels it misses."""
+    from ..analysis.calibration_model import RESIDUAL_LIMIT
+
+    if fit.reproduces:
+        return []
+    bad = fit.disagreements()
+    by_level: dict[float, list[str]] = {}
+    for d in bad:
+        by_level.setdefault(d["level"], []).append(f"{_QUANTITY.get(d['quantity'], d['quantity'])} {d['ln']:+.3f}")
+    what = []
+    if not fit.names:
+        what.append("nothing in it is identifiable (every parameter at a bound or its default)")
+    if by_level:
+        what.append(f"|ln| > {RESIDUAL_LIMIT:g} at {fit.load_axis} " + "; ".join(
+            f"{level:g} ({', '.join(v)})" for level, v in by_level.items()))
+    return ["", "the model cannot reproduce this sweep: " + " and ".join(what) + "; its values and crossover "
+            "describe no deployment: check the model, TP, dtypes, engine and lengths the sweep ran (--out writes "
+            "no file without --force)"]
+
+
+def calibration_table(fit, inputs: dict[str, Any], measured: dict[str, Any] | None = None) -> str:
+    """Fitted values with uncertainties, per-point residuals, the crossover with its interval beside
+    the measured one, and whether the model reproduces the sweep."""
     lines = [f"calibrated {inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} "
              f"k={inputs['k']} ({fit.load_axis} sweep, {len(fit.residuals)} levels)", "",
              f"{'parameter':<24} {'value':>10} {'stderr':>10}"]
@@ -171,30 +258,35 @@ def calibration_table(fit, inputs: dict[str, Any]) -> str:
         lines.append(f"{name:<24} {p['value']:>10.4g} {p['stderr']:>10.2g}{note}")
     for name, v in fit.fixed.items():
         lines.append(f"{name:<24} {v:>10.4g} {'(fixed)':>10}")
+    for name, d in fit.at_bound.items():
+        lines.append(f"{name:<24} {d['value']:>10.4g} {'(bound)':>10}  {d['reason']}")
     for name, d in fit.at_default.items():
         lines.append(f"{name:<24} {d['value']:>10.4g} {'(default)':>10}  {d['reason']}")
     by_tput = all("tokens_per_s_off" in r for r in fit.residuals)
     what, key = ("tok/s", "tokens_per_s") if by_tput else ("TPOT ms", "mean_tpot_ms")
     width = 8 if by_tput else 13
-    lines += ["", f"{'level' if by_tput else 'in flight':>{width}} | {'off ' + what:>12} {'predicted':>10} {'ln':>7} | "
-                  f"{'on ' + what:>12} {'predicted':>10} {'ln':>7}"]
+    lines += ["", f"per level, ln = {LN_CONVENTION} (> 0: measured above the model):",
+              f"{'level' if by_tput else 'in flight':>{width}} | {'off ' + what:>12} {'predicted':>10} {'ln':>7} | "
+              f"{'on ' + what:>12} {'predicted':>10} {'ln':>7}"]
     for r in fit.residuals:
         off, on = r[f"{key}_off"], r[f"{key}_on"]
         level = f"{r[fit.load_axis]:g}" if by_tput else f"{r[fit.load_axis]:.1f} / {r['in_flight_on']:.1f}"
         lines.append(f"{level:>{width}} | {off['measured']:>12.1f} {off['predicted']:>10.1f} "
                      f"{off['ln_ratio']:>+7.3f} | {on['measured']:>12.1f} {on['predicted']:>10.1f} {on['ln_ratio']:>+7.3f}")
+    tpot = [r for r in fit.residuals if "mean_tpot_ms_off" in r and "mean_tpot_ms_on" in r] if by_tput else []
+    if tpot:
+        lines += [f"{'':>{width}} | {'off TPOT ms':>12} {'predicted':>10} {'ln':>7} | {'on TPOT ms':>12} "
+                  f"{'predicted':>10} {'ln':>7}"]
+        for r in tpot:
+            off, on = r["mean_tpot_ms_off"], r["mean_tpot_ms_on"]
+            lines.append(f"{r[fit.load_axis]:>{width}g} | {off['measured']:>12.2f} {off['predicted']:>10.2f} "
+                         f"{off['ln_ratio']:>+7.3f} | {on['measured']:>12.2f} {on['predicted']:>10.2f} {on['ln_ratio']:>+7.3f}")
     if not by_tput:
         lines.append("(a request-rate sweep: each level is fitted at its requests in flight off/on, rate x mean "
                      "e2e latency, on mean TPOT; the crossover is in requests in flight)")
     lines.append("")
-    iv = fit.crossover_interval
-    band = "" if iv is None or not np.isfinite(iv[0]) else (
-        f" (90% bootstrap interval {iv[0]:.1f} - {f'{iv[1]:.1f}' if np.isfinite(iv[1]) else 'no crossover'}; "
-        f"measurement noise and parameter uncertainty)")
-    if fit.crossover is None:
-        lines.append(f"crossover: none within twice the largest measured level{band}")
-    else:
-        lines.append(f"crossover: {fit.load_axis} {fit.crossover:.1f}{band}")
+    lines += _fitted_crossover_lines(fit, measured)
+    lines += _cannot_reproduce(fit)
     return "\n".join(lines)
 
 
