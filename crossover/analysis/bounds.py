@@ -1,4 +1,9 @@
-"""Check measured points against what physics allows: the roofline at 100% of peak, no overhead."""
+"""Check measured points against what physics allows: the roofline at 100% of peak, no overhead.
+
+Two bounds per point, named as such: decode only (pure decode at the prompt length, the least work
+any request can need: faster than that is impossible), and with the sweep's prefill share (each
+request's prompt prefilled too, from the files' token counts or --prompt-len / --output-len): faster
+than that beats physics unless prefix caching skipped the prompts' prefill."""
 
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ class BoundCheck:
     bound: float  # output tokens/s at 100% of peak bandwidth and FLOP/s, no overhead
     source: str = ""
     batch: float | None = None  # requests in flight the bound was taken at (None: the load itself)
+    bound_prefill: float | None = None  # output tokens/s with the sweep's prefill share (None: lengths unknown)
 
     @property
     def fraction(self) -> float:
@@ -36,18 +42,28 @@ class BoundCheck:
 
     @property
     def beats_physics(self) -> bool:
-        """True when the measurement is faster than the hardware allows."""
+        """True when the measurement is faster than the hardware allows (the decode-only bound)."""
         return self.measured > self.bound
+
+    @property
+    def beats_prefill(self) -> bool:
+        """True when the measurement is within the decode-only bound but faster than the bound with the
+        sweep's prefill share: impossible unless prefix caching is on."""
+        return self.bound_prefill is not None and self.bound_prefill < self.measured <= self.bound
 
 
 class BoundChecks(Sequence[BoundCheck]):
     """The bound checks of a sweep as columns, by increasing load (10,000s of measured points: one
     array each instead of an object per point); indexing or iterating gives BoundCheck objects."""
 
-    def __init__(self, on, load, measured, bound, batch, sources: list[str]) -> None:
+    def __init__(self, on, load, measured, bound, batch, sources: list[str], bound_prefill=None,
+                 lengths: tuple[float, float] | None = None) -> None:
         self.on = np.asarray(on, bool)
         self.load, self.measured, self.bound, self.batch = (np.asarray(a, float) for a in (load, measured, bound, batch))
         self.sources = list(sources)
+        # with the prefill share (NaN: the sweep's lengths unknown), and the (prompt, output) tokens it used
+        self.bound_prefill = np.full(len(self.on), np.nan) if bound_prefill is None else np.asarray(bound_prefill, float)
+        self.lengths = lengths
 
     @classmethod
     def of(cls, checks) -> "BoundChecks":
@@ -57,7 +73,8 @@ class BoundChecks(Sequence[BoundCheck]):
         checks = list(checks)
         return cls([c.arm == "on" for c in checks], [c.load for c in checks], [c.measured for c in checks],
                    [c.bound for c in checks], [c.load if c.batch is None else c.batch for c in checks],
-                   [c.source for c in checks])
+                   [c.source for c in checks],
+                   [np.nan if c.bound_prefill is None else c.bound_prefill for c in checks])
 
     def __len__(self) -> int:
         return len(self.on)
@@ -65,8 +82,9 @@ class BoundChecks(Sequence[BoundCheck]):
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
+        pre = float(self.bound_prefill[i])
         return BoundCheck("on" if self.on[i] else "off", float(self.load[i]), float(self.measured[i]),
-                          float(self.bound[i]), self.sources[i], float(self.batch[i]))
+                          float(self.bound[i]), self.sources[i], float(self.batch[i]), None if pre != pre else pre)
 
     def __eq__(self, other: object) -> bool:
         """Equal to another sequence of the same checks (a list of BoundCheck included)."""
@@ -89,9 +107,23 @@ class BoundChecks(Sequence[BoundCheck]):
         """Which points are faster than the hardware allows."""
         return self.measured > self.bound
 
-    def beaten(self, at=None) -> list[BoundCheck]:
-        """The checks beaten, or only those at the loads in `at`."""
-        hit = self.beats if at is None else self.beats & np.isin(self.load, np.asarray(list(at), float))
+    @property
+    def beats_prefill(self) -> np.ndarray:
+        """Which points are within the decode-only bound but faster than the one with the sweep's prefill
+        share: impossible unless prefix caching is on."""
+        with np.errstate(invalid="ignore"):
+            return ~self.beats & (self.measured > self.bound_prefill)
+
+    @property
+    def impossible(self) -> np.ndarray:
+        """Points beyond either bound (the second: unless prefix caching is on)."""
+        return self.beats | self.beats_prefill
+
+    def beaten(self, at=None, prefill: bool = False) -> list[BoundCheck]:
+        """The checks beaten (with `prefill`: beyond either bound), or only those at the loads in `at`."""
+        hit = self.impossible if prefill else self.beats
+        if at is not None:
+            hit = hit & np.isin(self.load, np.asarray(list(at), float))
         return [self[i] for i in np.flatnonzero(hit).tolist()]
 
 
@@ -140,7 +172,45 @@ def check(sc: Scenario, points) -> BoundChecks:
     tau = np.array([np.nan if p.acceptance_length is None else p.acceptance_length for p in pts], float)
     on = np.array([p.arm == "on" for p in pts], bool)
     return BoundChecks(on, [p.load for p in pts], [p.output_throughput for p in pts], _bounds(sc, on, tau, batches),
-                       batches, [p.source for p in pts])
+                       batches, [p.source for p in pts], _prefill_bounds(sc, on, tau, batches), _lengths(sc))
+
+
+def _lengths(sc: Scenario) -> tuple[float, float] | None:
+    """(prompt, output) tokens per request of the sweep, when known (the prefill-share bound needs both)."""
+    return (float(sc.prompt_len), float(sc.output_len)) if sc.prompt_len and sc.output_len else None
+
+
+def _prefill_bounds(sc: Scenario, on: np.ndarray, tau: np.ndarray, batches: np.ndarray) -> np.ndarray | None:
+    """Output tokens/s at the speed of light with the sweep's prefill share (None: lengths unknown).
+
+    In steady state at b requests in flight, a step of t seconds prefills r prompts (each yields its
+    first token) while the other b - r sequences decode y tokens each (1 off, the point's tau on):
+    b y - r (y - 1) tokens per step, and as many requests finish as start, r = T t / o for T tokens/s
+    and o output tokens per request. So T t = b y / (1 + (y - 1) / o), r = b y / (o + y - 1), and
+    T = b y / (t (1 + (y - 1) / o)) with t the speed-of-light step of b - r decoding sequences (at the
+    prompt length, the least context) and r prompts of p tokens. r is fractional: chunked prefill may
+    split a prompt over steps, and a step's time at the speed of light (the larger of its bytes / peak
+    bandwidth and FLOPs / peak FLOP/s) is convex in the tokens it carries, so real steps of whole
+    prompts average at least t. Prefix caching skips prefill: a point above this bound beats physics
+    unless it is on."""
+    lengths = _lengths(sc)
+    if lengths is None or not len(on):
+        return None
+    from ..model.step import StepModel
+
+    p_len, o_len = lengths
+    sol = speed_of_light(sc)
+    tau_max = sol.speculation.tau
+    y = np.where(on, np.where(np.isnan(tau) | (tau == 0), tau_max, np.minimum(tau, tau_max)), 1.0)
+    r = np.minimum(batches * y / (o_len + y - 1.0), batches)
+    model = StepModel.of(sol.deployment, sol.speculation)
+    t = np.empty(len(on))
+    for arm in (False, True):
+        rows = np.flatnonzero(on == arm)
+        if len(rows):
+            mix = model.with_prompts(batches[rows] - r[rows], r[rows], p_len, p_len, sol.speculation if arm else None)
+            t[rows] = model.price(mix).total
+    return batches * y / (t * (1.0 + (y - 1.0) / o_len))
 
 
 def _bounds(sc: Scenario, on: np.ndarray, tau: np.ndarray, batches: np.ndarray) -> np.ndarray:
@@ -180,9 +250,9 @@ def _check_columns(sc: Scenario, c) -> BoundChecks:
 
             peak = sc.prompt_len + sc.output_len if sc.mixed else sc.context  # type: ignore[operator]
             batches[rate[~known]] = float(max(memory.max_batch(sc.deployment, peak), 1))
-    on = c.on[order]
-    return BoundChecks(on, load, c.output_throughput[order], _bounds(sc, on, c.acceptance_length[order], batches),
-                       batches, [sources[i] for i in order.tolist()])
+    on, tau = c.on[order], c.acceptance_length[order]
+    return BoundChecks(on, load, c.output_throughput[order], _bounds(sc, on, tau, batches), batches,
+                       [sources[i] for i in order.tolist()], _prefill_bounds(sc, on, tau, batches), _lengths(sc))
 
 
 def _ids_of(model) -> set[str]:

@@ -318,7 +318,12 @@ MEASURED = (
     O("force_calibration", "apply a --calibration fitted on another model, hardware or TP", kind="switch"),
     O("calibration", "predict beside the measurement with a fit saved by `crossover calibrate` (e.g. one made on "
       "another sweep: a hold-out check)"),
-    O("strict", "exit 2 when a point beats the speed-of-light bound", kind="switch", api=None),
+    O("prompt_len", "mean prompt tokens the sweep ran (with --output-len): the physics check's bound with the "
+      "prefill share and the prediction beside it", unit="tokens", default_text="the files' token counts"),
+    O("output_len", "mean output tokens per request the sweep ran (with --prompt-len)", unit="tokens",
+      default_text="the files' token counts"),
+    O("strict", "exit 2 when a point beats a speed-of-light bound (decode only, or with the prefill share)",
+      kind="switch", api=None),
     JSON,
     O("force", "replace an existing --plot file", kind="switch", api=None),
     O("plot", "write a figure of the measured points (over the predicted curves with --model)", api=None),

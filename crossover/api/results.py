@@ -234,10 +234,11 @@ class MeasuredResult:
 
     @property
     def impossible(self) -> list:
-        """Points faster than the speed of light allows."""
+        """Points faster than the speed of light allows: beyond the decode-only bound, or beyond the one
+        with the sweep's prefill share (impossible unless prefix caching is on)."""
         from ..analysis.bounds import BoundChecks
 
-        return BoundChecks.of(self.checks).beaten()
+        return BoundChecks.of(self.checks).beaten(prefill=True)
 
     def to_dict(self) -> dict[str, Any]:
         from ..reporting.measured import measured_dict

@@ -122,7 +122,7 @@ def model_for_check(table: MeasuredTable, model: str | None,
 
 # crossover.scenario's keywords a measured sweep takes (the deployment the files ran; the rest the files say)
 MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
-                     "distilled")
+                     "distilled", "prompt_len", "output_len")
 
 
 @api_boundary
@@ -131,8 +131,9 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
     that name it), every point checked against the speed of light and the model beside each level.
     `scenario_kwargs`: crossover.scenario's keywords for the deployment the files ran (MEASURED_KEYWORDS:
-    model, hardware, tp, method, draft, k, calibration, force_calibration, engine, distilled); the
-    lengths, tau and n-gram match rate come from the files. `engine_metrics`: the server's own acceptance
+    model, hardware, tp, method, draft, k, calibration, force_calibration, engine, distilled, and the
+    mean prompt_len and output_len, which beat the files' token counts); the lengths, tau and n-gram
+    match rate otherwise come from the files. `engine_metrics`: the server's own acceptance
     (a vLLM log, or a /metrics scrape after the run and optionally one before it): its tau, k and
     n-gram match rate replace the files'."""
     unknown = sorted(set(scenario_kwargs) - set(MEASURED_KEYWORDS))
@@ -171,6 +172,12 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
         k = int(metrics["k"])
     check_file_taus(table, k)
     p_len, o_len = table.mean_lengths()
+    given = scenario_kwargs.get("prompt_len"), scenario_kwargs.get("output_len")
+    if (given[0] is None) != (given[1] is None):
+        raise InputError("give prompt_len and output_len together (mean tokens per request)",
+                         parameter="prompt_len" if given[0] is None else "output_len")
+    if given[0] is not None:  # the lengths the sweep ran, as given: they beat the files' token counts
+        p_len, o_len = given
     if p_len is None or o_len is None:  # the prefill mix needs both lengths: pure decode otherwise
         p_len = o_len = None
     tau = files_tau(table)

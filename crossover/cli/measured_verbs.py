@@ -18,7 +18,8 @@ def _files(args: argparse.Namespace) -> dict:
 def cmd_measured(args: argparse.Namespace) -> int:
     """`crossover measured`."""
     k = int(parse_number(args.k, "--k", integer=True)) if args.k is not None else None
-    res = measured(**_files(args), model=args.model, hardware=args.hardware,
+    p_len, o_len = parse_lengths(args)
+    res = measured(**_files(args), model=args.model, hardware=args.hardware, prompt_len=p_len, output_len=o_len,
                    tp=int(parse_number(args.tp, "--tp", integer=True)) if args.tp is not None else None,
                    method=args.method, draft=args.draft, k=k, calibration=getattr(args, "calibration", None),
                    force_calibration=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),

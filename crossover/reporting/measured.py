@@ -40,7 +40,7 @@ def _impossible_bracket(loads: list[float], cross: float | None, checks) -> list
         return []
     below = max((x for x in loads if x <= cross), default=None)
     above = min((x for x in loads if x >= cross), default=None)
-    return BoundChecks.of(checks).beaten(at=[x for x in (below, above) if x is not None])
+    return BoundChecks.of(checks).beaten(at=[x for x in (below, above) if x is not None], prefill=True)
 
 
 def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -70,11 +70,20 @@ def measured_dict(table, checks, predicted: dict[str, Any] | None = None) -> dic
     if checks:
         out["crossover_on_impossible_point"] = bool(_impossible_bracket(lv["load"], cross, checks))
         bc = BoundChecks.of(checks)
-        keys = ("arm", "level", "measured", "bound", "fraction_of_bound", "beats_physics", "in_flight", "source")
+        # bound / fraction_of_bound / beats_physics: decode only; *_with_prefill: with the sweep's prefill
+        # share (null where its lengths are unknown), beaten: impossible unless prefix caching is on
+        keys = ("arm", "level", "measured", "bound", "fraction_of_bound", "beats_physics", "in_flight", "source",
+                "bound_with_prefill", "fraction_of_bound_with_prefill", "beats_physics_unless_prefix_caching")
+        with np.errstate(invalid="ignore"):
+            pre_fraction = bc.measured / bc.bound_prefill
         columns = (np.where(bc.on, "on", "off").tolist(), bc.load.tolist(), bc.measured.tolist(),
                    rounded(bc.bound.tolist(), 2), rounded(bc.fraction.tolist(), 4), bc.beats.tolist(),
-                   rounded(bc.batch.tolist(), 3), bc.sources)
+                   rounded(bc.batch.tolist(), 3), bc.sources, [clean(round(x, 2)) for x in bc.bound_prefill.tolist()],
+                   [clean(x) for x in pre_fraction.tolist()], bc.beats_prefill.tolist())
         out["physics"] = [dict(zip(keys, row)) for row in zip(*columns)]
+        out["physics_bounds"] = {"decode_only": "pure decode at the prompt length, 100% of peak, no overhead",
+                                 "with_prefill": None if bc.lengths is None else {
+                                     "prompt_len": bc.lengths[0], "output_len": bc.lengths[1]}}
     return out
 
 
@@ -133,17 +142,32 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
             lines.append(f"(request rates through the serving simulator, {PREDICT_RATE_PROMPTS} requests per level at "
                          f"the files' mean lengths; speedup = mean e2e latency off/on)")
     if checks:
-        lines.append("")
-        lines.append("physics check (measured / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no overhead):")
-        rates = axis == "request_rate"
-        for c in checks:
-            flag = "  BEATS PHYSICS" if c.beats_physics else ""
-            held = f"  (bound at {c.batch:.1f} in flight)" if rates and c.batch else ""
-            lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / {c.bound:>10.1f} tok/s = "
-                         f"{c.fraction:6.1%}{flag}{held}")
-        if BoundChecks.of(checks).beats.any():
-            lines.append("  likely causes: " + "; ".join(causes))
+        lines += [""] + _physics_lines(BoundChecks.of(checks), axis, causes)
     return "\n".join(lines)
+
+
+def _physics_lines(bc: BoundChecks, axis: str, causes) -> list[str]:
+    """The physics check: each point against the decode-only bound and the one with the prefill share."""
+    lengths = bc.lengths
+    lines = ["physics check (measured output tok/s / speed-of-light bound: 100% of peak bandwidth and FLOP/s, no "
+             "overhead):", "  decode only: pure decode at the prompt length" + (
+                 f"; with prefill: {lengths[0]:g} prompt tokens prefilled per {lengths[1]:g} output tokens"
+                 if lengths else "")]
+    rates = axis == "request_rate"
+    for c in bc:
+        pre = (f" | with prefill {c.bound_prefill:>10.1f} = {c.measured / c.bound_prefill:6.1%}"
+               if c.bound_prefill is not None else "")
+        flag = ("  BEATS PHYSICS" if c.beats_physics else
+                "  BEATS PHYSICS unless prefix caching is on" if c.beats_prefill else "")
+        held = f"  (bound at {c.batch:.1f} in flight)" if rates and c.batch else ""
+        lines.append(f"  {c.arm:>3} {c.load:>8g}: {c.measured:>10.1f} / decode only {c.bound:>10.1f} tok/s = "
+                     f"{c.fraction:6.1%}{pre}{flag}{held}")
+    if lengths is None:
+        lines.append("  (decode only: the files record no token counts; --prompt-len and --output-len add the bound "
+                     "with the prefill share)")
+    if bc.impossible.any():
+        lines.append("  likely causes: " + "; ".join(causes))
+    return lines
 
 
 def calibration_dict(fit, measured: dict[str, Any] | None = None) -> dict[str, Any]:
