@@ -24,7 +24,8 @@ from crossover.model.kernels.tables import Grid, make_grid, pick_version, read_t
 from crossover.model.kernels.mode import FALLBACK, KERNELS, Kernels
 from crossover.model.roofline import compile_ops, compiled_target, target_ops
 from crossover.specs import Deployment, Efficiency, load_hardware, load_model
-from crossover.model.step import Mix, Roofline, StepModel, prompts, uniform
+from crossover.model.forward import prompts, uniform
+from crossover.model.step import Mix, Roofline, StepModel
 
 BW, RATE = 3350e9, 989e12  # H100 SXM datasheet peaks (hardware/h100-sxm.yaml)
 SLOW, FLOOR = 1.3, 6e-6  # synthetic tables: 1.3 x speed of light + 6 us per call

@@ -24,7 +24,8 @@ WL = fixed(512, 128)
 
 def _plan(demand=None, pricing=None, hardware=("h100-sxm",), tpot_ms=20, **verification):
     return crossover.plan("llama-3.1-8b", WL, Demand(**(demand or {"peak_rps": 5})), SLO(tpot_ms=tpot_ms),
-                          search=Search(hardware=list(hardware), tp=[1]), pricing=Pricing(**(pricing or {})),
+                          search=Search(hardware=list(hardware), tp=[1], weight_dtype="bf16"),
+                          pricing=Pricing(**(pricing or {})),
                           verification=Verification(**{"verify": 0, "jobs": 1, **verification}))
 
 
@@ -147,7 +148,7 @@ def _starved(peak_rps, max_num_batched_tokens, **verification):
     """A replica whose engine admits few tokens per step: the analytic screen (which has no token budget)
     sizes it for tens of req/s, the simulated one completes far fewer."""
     return crossover.plan("llama-3.1-8b", WL, Demand(peak_rps=peak_rps), SLO(tpot_ms=50),
-                          search=Search(hardware=["h100-sxm"], tp=[1], max_num_seqs=[16],
+                          search=Search(hardware=["h100-sxm"], tp=[1], max_num_seqs=[16], weight_dtype="bf16",
                                         max_num_batched_tokens=max_num_batched_tokens),
                           verification=Verification(**{"verify": 1, "jobs": 1, "num_prompts": 100, **verification}))
 
@@ -331,7 +332,7 @@ def test_a_simulated_latency_within_5_percent_of_its_slo_is_warned():
     assert loose.utilisation < 0.85
     # the same fleet under a p99 TPOT SLO 3% above what it was simulated at: it passes, with no headroom
     res = crossover.plan("llama-3.1-8b", WL, Demand(peak_rps=20), SLO(tpot_ms=30, p99_tpot_ms=p99 / 0.97),
-                         search=Search(hardware=["h100-sxm"], tp=[1]),
+                         search=Search(hardware=["h100-sxm"], tp=[1], weight_dtype="bf16"),
                          verification=Verification(verify=1, jobs=1, num_prompts=200))
     o = res.plan.ranked[0]
     assert o.label == loose.label and o.simulated == loose.simulated and o.demoted_because is None
@@ -339,6 +340,6 @@ def test_a_simulated_latency_within_5_percent_of_its_slo_is_warned():
                                  f"its SLO {p99 / 0.97:g} ms (97% of it)"]
     assert res.plan.warnings[0] in res.to_text().splitlines()
     far = crossover.plan("llama-3.1-8b", WL, Demand(peak_rps=20), SLO(tpot_ms=30, p99_tpot_ms=p99 / 0.9),
-                         search=Search(hardware=["h100-sxm"], tp=[1]),
+                         search=Search(hardware=["h100-sxm"], tp=[1], weight_dtype="bf16"),
                          verification=Verification(verify=1, jobs=1, num_prompts=200))
     assert far.plan.warnings == []

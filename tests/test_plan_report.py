@@ -27,7 +27,8 @@ def test_plan_ranks_options_and_says_why_others_were_dropped():
     h100 = [o for o in ranked if o.hardware == "h100-sxm"]
     assert h100 and all(o.usd_per_million_output_tokens is not None for o in h100)
     for o in ranked:  # routing by load is never worse than always-on or always-off at the same hardware/TP
-        twins = [x for x in ranked if (x.hardware, x.tp) == (o.hardware, o.tp) and x.arm == "routed"]
+        twins = [x for x in ranked if (x.hardware, x.tp, x.weight_dtype) == (o.hardware, o.tp, o.weight_dtype)
+                 and x.arm == "routed"]
         for t in twins:
             assert t.screened.requests_per_s >= o.screened.requests_per_s * (1 - 1e-9)
 

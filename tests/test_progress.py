@@ -54,7 +54,7 @@ def test_plan_shows_its_screening_and_simulations_on_a_terminal(monkeypatch, cap
     rc, out, err = _run(PLAN, monkeypatch, capsys)
     assert rc == 0, err
     assert json.loads(out)["verified"] == 1
-    assert "\rplan: 2/2 deployments screened\n" in err
+    assert "\rplan: 4/4 deployments screened\n" in err  # 2 GPUs x (bf16, and fp8 on their fp8 tensor cores)
     assert "\rplan: 1/1 finalists simulated\n" in err
     assert "plan:" not in out
 

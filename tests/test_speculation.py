@@ -90,8 +90,12 @@ def test_eagle_head_is_one_layer_plus_lm_head_and_eagle3_is_cheaper_per_step():
     d = dep("llama-3.1-8b")
     s1, s3 = Speculation("eagle", 3, Acceptance.rate(0.7)), Speculation("eagle3", 3, Acceptance.rate(0.7))
     e1, e3 = spec_step(d, s1, [1], 512), spec_step(d, s3, [1], 512)
-    (n1, p1), = [(c, w) for c, w in StepModel.of(d, s1).draft_passes(np.array([1.0]), 512, s1.draft_pass_widths)]
-    assert n1 == 3  # three sequential passes of one forward each
+    # three sequential passes of one forward each; vLLM V1's first one takes in the 4 verified positions
+    # (logits at one), the other two one token each (vllm/v1/spec_decode/eagle.py propose, 0.14.1)
+    assert StepModel.of(d, s1).draft_groups(s1) == ((4.0, 1, 1.0), (1.0, 2, None))
+    passes = StepModel.of(d, s1).draft_passes(np.array([1.0]), 512, s1)
+    assert [c for c, _ in passes] == [1, 2]
+    assert float(passes[0][1].tokens[0]) == 4.0 and float(passes[0][1].sampled[0]) == 1.0
     one1, one3 = e1.drafts[0].ops, e3.drafts[0].ops
     # EAGLE reuses the 128,256-token LM head; EAGLE-3 reads a 32,000-token draft head instead
     assert float(one1["draft_lm_head"].bytes[0]) == pytest.approx(128256 * 4096 * 2, rel=1e-3)

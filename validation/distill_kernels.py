@@ -405,7 +405,8 @@ def step_level(framework: str) -> list[str]:
     from crossover.model.kernels.mode import Kernels
     from crossover.model.roofline import compiled_target
     from crossover.specs import Deployment, Efficiency, load_model
-    from crossover.model.step import Roofline, uniform
+    from crossover.model.forward import uniform
+    from crossover.model.step import Roofline
 
     lines = ["", "## Step level: the roofline against the kernels mode", "",
              "Whole target forwards (batch 1, 4, 16, 64, 256; q 1 and 4; context 512 and 4096), median "

@@ -60,7 +60,7 @@ def adaptive_throughput(sc: Scenario, batches, k_max: int, *, threshold: float =
     drafted = (s > 0).sum(axis=1).astype(float)
     spec = replace(sc.speculation, k=k_max)
     model = StepModel.of(sc.deployment, spec)
-    passes = model.draft_passes(b, sc.context, spec.draft_pass_widths)  # k_max sequential draft passes
+    passes = model.draft_passes(b, sc.context, spec)  # k_max sequential draft passes
     if not load_budget:
         if threshold == 0.0:  # every draft verified: exact expectations, E[c_1...c_j] = survival_j
             w, tau = float(k_max), 1.0 + float(sc.speculation.acceptance.survival(k_max).sum())
@@ -79,7 +79,7 @@ def adaptive_throughput(sc: Scenario, batches, k_max: int, *, threshold: float =
     # every batch (rows) against every verified share (columns) in one pricing
     col = b[:, None]
     steps = model.price(model.decode(col, sc.context, spec, width=1.0 + grid[None, :],
-                                     passes=model.draft_passes(col, sc.context, spec.draft_pass_widths))).total
+                                     passes=model.draft_passes(col, sc.context, spec))).total
     for i, bi in enumerate(b):
         step = steps[i]
         tput = bi * (1.0 + acc) / step

@@ -12,6 +12,7 @@ from .crossings import crossing_between_levels
 from ..errors import CrossoverError
 from ..specs import load_hardware
 from ..model.acceptance import tau_from_rate
+from ..model.forward import uniform
 from ..model.step import StepModel
 
 AXES = ("batch", "k", "acceptance", "context", "hardware")
@@ -151,7 +152,13 @@ def _speedup(sc: Scenario, batch, context, k, alpha) -> np.ndarray:
         on = np.choose(np.searchsorted(ks, k), parts) if len(ks) > 1 else parts[0]
     else:  # k sequential forwards of one draft step (none for n-gram)
         one = replace(spec, k=1, acceptance=acc)
-        passes = tuple((k * count, fwd) for count, fwd in model.draft_passes(batch, context, one.draft_pass_widths))
+        mode = model.catch_up(one)
+        if mode == "none":
+            passes = tuple((k * count, fwd) for count, fwd in model.draft_passes(batch, context, one))
+        else:  # the catch-up on the k + 1 verified positions (k an array), then the chain's width-1 passes
+            catch = model.draft_passes(batch, context, one, verify_width=width)[0][1]
+            single = uniform(model.draft, batch, 1.0, model.draft_context(context))
+            passes = ((1, catch), (k - 1 if mode == "first_pass" else k, single))
         on = model.price(model.decode(batch, context, spec, width=width, passes=passes)).total
     tau = 1.0 + match * (tau_from_rate(np.clip(alpha, 0.0, 0.999999), k) - 1.0)
     return tau * off / on

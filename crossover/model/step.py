@@ -24,64 +24,8 @@ from ..errors import CrossoverError
 from .kernels.mode import cost_mode as kernel_cost_mode
 from .roofline import CompiledOps, StepCost, compiled_target
 from ..specs.deployment import Deployment
+from .forward import Forward, prompts, ragged, uniform
 from .speculation import Speculation, compiled_draft
-
-
-@dataclass(frozen=True)
-class Forward:
-    """The work of one forward pass: `tokens` new positions, logits at `sampled` of them (None: all),
-    and the attention sums per distinct window of the compiled ops (window axis first): KV tokens read and
-    query-key pairs scored. Integer `tokens` select the tabulated evaluation (same numbers)."""
-
-    tokens: np.ndarray
-    kv: np.ndarray
-    qk: np.ndarray
-    sampled: np.ndarray | None = None
-    # KV tokens (per window) that the verifying sequences would read on top of `kv` if each of
-    # their positions were scored as its own single-query sequence (vLLM V0's batch expansion).
-    expansion: np.ndarray | float = 0.0
-
-    def __add__(self, other: "Forward") -> "Forward":
-        """Two groups of sequences in one forward."""
-        s1 = self.tokens if self.sampled is None else self.sampled
-        s2 = other.tokens if other.sampled is None else other.sampled
-        return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2,
-                       self.expansion + other.expansion)
-
-    def expanded(self) -> "Forward":
-        """The same positions scored by batch expansion: position j of a verifying sequence is a
-        sequence of its own over context + j tokens, so each reads the KV history (k+1 reads in all)."""
-        return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled)
-
-
-def uniform(ops: CompiledOps, batch, q, context) -> Forward:
-    """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast).
-    Scored one position per sequence, query j would read context + j + 1 tokens: the causal
-    query-key sum, so the expansion is qk - kv (0 where q = 1)."""
-    tokens, kv, qk = ops.uniform_sums(batch, q, context)
-    return Forward(tokens, kv, qk, None, qk - kv)
-
-
-def prompts(ops: CompiledOps, count, length: float, attended: float) -> Forward:
-    """`count` whole prompts of `length` tokens prefilled from an empty cache, causal within each;
-    each attends to at most `attended` of its tokens (a draft's KV budget), logits at the last."""
-    n = np.asarray(count, float)
-    w = np.asarray(ops.windows)[(slice(None),) + (None,) * n.ndim]
-    return Forward(n * length, n * np.minimum(attended, w), n * length * np.minimum((attended + 1.0) / 2.0, w), n)
-
-
-def ragged(ops: CompiledOps, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None,
-           verifying: np.ndarray | None = None) -> Forward:
-    """Sequences along the last axis with `q` new positions over `context` cached tokens each (q = 0:
-    the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path. With a
-    `verifying` mask, the batch-expansion reads of those sequences (see `uniform`) are kept too."""
-    kv, qk = ops.window_sums(q, context)
-    t = q.sum(axis=-1).astype(np.int64) if tokens is None else tokens
-    expansion: np.ndarray | float = 0.0
-    if verifying is not None:
-        kv_v, qk_v = ops.window_sums(np.where(verifying, q, 0.0), np.where(verifying, context, 0.0))
-        expansion = qk_v - kv_v
-    return Forward(t, kv, qk, sampled, expansion)
 
 
 @dataclass(frozen=True)
@@ -349,13 +293,46 @@ class StepModel:
         budget = self.draft_kv_budget
         return context if budget is None else np.minimum(context, float(budget))
 
-    def draft_passes(self, decoding, context, pass_widths: tuple[int, ...]) -> tuple[tuple[int, Forward], ...]:
-        """Draft pass groups for `decoding` sequences over `context`: passes of each width together."""
-        if self.draft is None or not pass_widths:
+    def draft_groups(self, spec: Speculation, pass_widths: tuple[int, ...] | None = None, verify_width=None
+                     ) -> tuple[tuple[float, int, float], ...]:
+        """(positions per sequence, sequential passes, sampled positions per sequence) of each group of
+        draft forwards: the method's passes of one width together, and the head's catch-up on the
+        positions the target verified where the engine has one (EngineProfile.draft_catch_up: vLLM V1's
+        first EAGLE/MTP forward runs over every verified position, vllm/v1/spec_decode/eagle.py propose,
+        0.14.1; SGLang extends the draft over them in a forward of its own)."""
+        widths = spec.draft_pass_widths if pass_widths is None else pass_widths
+        if self.draft is None or not widths:
             return ()
+        groups: list[list] = [[float(w), widths.count(w), None] for w in sorted(set(widths))]
+        mode = self.catch_up(spec)
+        if mode != "none":
+            w = np.asarray(spec.verify_width if verify_width is None else verify_width, float)
+            if mode == "first_pass":  # the first pass (width widths[0]) takes the verified positions too
+                first = next(g for g in groups if g[0] == float(widths[0]))
+                first[1] -= 1
+                groups.insert(0, [float(widths[0]) + w - 1.0, 1, float(widths[0])])
+            else:
+                groups.insert(0, [w, 1, 1.0])
+        return tuple((g[0], g[1], g[2]) for g in groups if g[1] > 0)
+
+    def catch_up(self, spec: Speculation) -> str:
+        """How this engine's head-type draft takes in the verified positions ('none' for other drafts)."""
+        if self.draft is None or spec.method not in ("eagle", "eagle3", "mtp"):
+            return "none"
+        return self.deployment.engine.draft_catch_up
+
+    def draft_passes(self, decoding, context, spec: Speculation, pass_widths: tuple[int, ...] | None = None,
+                     verify_width=None) -> tuple[tuple[int, Forward], ...]:
+        """Draft pass groups for `decoding` sequences over `context` (draft_groups): passes of each width
+        together, logits at every position of a pass (None) or at `sampled` per sequence (a catch-up)."""
         ctx = self.draft_context(context)
-        return tuple((pass_widths.count(w), uniform(self.draft, decoding, float(w), ctx))
-                     for w in sorted(set(pass_widths)))
+        out = []
+        for width, count, sampled in self.draft_groups(spec, pass_widths, verify_width):
+            f = uniform(self.draft, decoding, width, ctx)
+            if sampled is not None:
+                f = Forward(f.tokens, f.kv, f.qk, np.asarray(decoding, float) * sampled, f.expansion)
+            out.append((count, f))
+        return tuple(out)
 
     def decode(self, batch, context, spec: Speculation | None = None, *, width=None,
                passes: tuple | None = None) -> Mix:
@@ -365,7 +342,7 @@ class StepModel:
         if spec is None:
             return Mix(uniform(self.target, batch, 1.0, context))
         width = spec.verify_width if width is None else width
-        passes = self.draft_passes(batch, context, spec.draft_pass_widths) if passes is None else passes
+        passes = self.draft_passes(batch, context, spec, verify_width=width) if passes is None else passes
         return Mix(uniform(self.target, batch, width, context), np.asarray(batch, float), passes,
                    uniform=self.uniform_verify(spec), sequences=np.asarray(batch, float))
 
@@ -387,7 +364,7 @@ class StepModel:
         if spec is None:
             return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=flat, sequences=seqs)
         target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
-        passes = self.draft_passes(decoding, context, spec.draft_pass_widths)
+        passes = self.draft_passes(decoding, context, spec)
         pre = None
         if self.draft is not None and spec.draft_reads_prompts:
             pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..model.scenario import Scenario
 from ..errors import CrossoverError
-from ..model.step import Forward, Mix, StepModel
+from ..model.forward import Forward
+from ..model.step import Mix, StepModel
 from .engine import EngineLimits
 from .routing import Router, check_route
 
@@ -62,6 +63,9 @@ class _Mode:
     draft_forwards: int
     pass_widths: tuple[int, ...]
     padded: bool = False  # n-gram misses verify k+1 padded positions (else the bonus only)
+    # (positions per sequence, passes, sampled per sequence or None: all) per group of draft forwards
+    # (StepModel.draft_groups: the method's passes and the head's catch-up on the verified positions)
+    groups: tuple = ()
 
     @property
     def surv_ascending(self) -> np.ndarray:
@@ -74,8 +78,9 @@ def _mode(dep, spec, k: int) -> _Mode:
         return _Mode(False, 0, StepModel.of(dep, spec), np.zeros(0), 1.0, 1.0, 0, ())
     if k != spec.k:
         spec = spec.with_k(k)
-    return _Mode(True, k, StepModel.of(dep, spec), spec.survival, spec.acceptance.match_rate, spec.verify_width, spec.draft_forwards,
-                 spec.draft_pass_widths, spec.pad_misses)
+    model = StepModel.of(dep, spec)
+    return _Mode(True, k, model, spec.survival, spec.acceptance.match_rate, spec.verify_width, spec.draft_forwards,
+                 spec.draft_pass_widths, spec.pad_misses, model.draft_groups(spec))
 
 
 @dataclass
@@ -168,7 +173,7 @@ class _Engine:
             MF[i, r.MF_MISS] = md.width if md.on and md.padded else 1.0
         ns = max(1, max(len(md.surv) for md in self.order))
         MS = np.array([np.pad(md.surv_ascending, (0, ns - len(md.surv))) for md in self.order], float).reshape(-1, ns)
-        MW = np.array([[w for w, _ in g] + [0.0] * (G - len(g)) for g in groups], float).reshape(-1, G)
+        MW = np.array([[float(w) for w, _, _ in g] + [0.0] * (G - len(g)) for g in groups], float).reshape(-1, G)
         self.groups = groups
         budget = self.spec.draft_kv_budget
         seg = SEGMENT
@@ -207,11 +212,12 @@ class _Engine:
                                MS=MS, MW=MW, tw=tw, dw=dw)
 
     @staticmethod
-    def _groups(md: _Mode) -> list[tuple[float, int]]:
-        """(width, sequential passes) per group of draft passes of one width (chains: one group)."""
+    def _groups(md: _Mode) -> list[tuple[float, int, float | None]]:
+        """(width, sequential passes, sampled per sequence) per group of draft passes (chains: one
+        group, and the catch-up on the verified positions where the engine has one)."""
         if not (md.on and md.model.draft is not None and md.draft_forwards):
             return []
-        return [(float(w), md.pass_widths.count(w)) for w in sorted(set(md.pass_widths))]
+        return [(float(w), int(c), s) for w, c, s in md.groups]
 
     def mode_for(self, batch: int) -> _Mode:
         """What a step does at this running batch (a schedule routes k by load)."""
@@ -272,8 +278,9 @@ class _Engine:
             target = Forward(tokens, SF[kv:kv + W, sel], SF[qk:qk + W, sel], SI[r.SI_SMP, sel],
                              SF[ex:ex + W, sel] if self.expansion and md.on else 0.0)
             passes = tuple((count, Forward(SI[dtok + g, sel], SF[dkv + g * Wd:dkv + (g + 1) * Wd, sel],
-                                           SF[dqk + g * Wd:dqk + (g + 1) * Wd, sel]))
-                           for g, (_, count) in enumerate(self.groups[i]))
+                                           SF[dqk + g * Wd:dqk + (g + 1) * Wd, sel],
+                                           None if s is None else np.rint(SI[dtok + g, sel] * (s / w)).astype(np.int64)))
+                           for g, (w, count, s) in enumerate(self.groups[i]))
             prefill = None
             if self.draft_prefill and SI[r.SI_PTOK, sel].any():
                 prefill = Forward(SI[r.SI_PTOK, sel], SF[pkv:pkv + Wd, sel], SF[pqk:pqk + Wd, sel], SI[r.SI_PSMP, sel])

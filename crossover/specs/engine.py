@@ -25,6 +25,7 @@ CudaGraphs = Literal["full", "piecewise", "none"]
 EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtllm": "cuda_graph_config: null",
               "hf": "(never captures)"}
 NgramMiss = Literal["bonus_only", "padded"]
+DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 
 
 
@@ -54,6 +55,11 @@ class EngineProfile(Spec):
     # passes). Priced at the achieved memory bandwidth of one GPU: it grows as batch x (k+1) x vocab.
     sampler_bytes_per_vocab: float = Field(default=0.0, ge=0)
     verify_bytes_per_vocab: float = Field(default=0.0, ge=0)
+    # How a head-type draft (EAGLE, EAGLE-3, MTP: fed the target's hidden states) takes in the positions
+    # the target just verified: in its first draft forward, which then runs over every verified position
+    # with logits at one per request (vLLM V1), in an extra forward of its own (SGLang's draft extend),
+    # or not at all (the draft forward sees only the last token).
+    draft_catch_up: DraftCatchUp = "none"
     # Launch and host cost of each sequential draft forward.
     draft_pass_overhead_ms: float = Field(ge=0)
     # How verify is scored: one multi-query forward that reads each sequence's KV cache once, or

@@ -1,0 +1,68 @@
+"""The work of one forward pass (`Forward`: positions, KV tokens read, query-key pairs, sampled
+positions) and its builders for a uniform batch, whole prompts and a ragged batch: what `StepModel.price`
+(step.py) prices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .roofline import CompiledOps
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The work of one forward pass: `tokens` new positions, logits at `sampled` of them (None: all),
+    and the attention sums per distinct window of the compiled ops (window axis first): KV tokens read and
+    query-key pairs scored. Integer `tokens` select the tabulated evaluation (same numbers)."""
+
+    tokens: np.ndarray
+    kv: np.ndarray
+    qk: np.ndarray
+    sampled: np.ndarray | None = None
+    # KV tokens (per window) that the verifying sequences would read on top of `kv` if each of
+    # their positions were scored as its own single-query sequence (vLLM V0's batch expansion).
+    expansion: np.ndarray | float = 0.0
+
+    def __add__(self, other: "Forward") -> "Forward":
+        """Two groups of sequences in one forward."""
+        s1 = self.tokens if self.sampled is None else self.sampled
+        s2 = other.tokens if other.sampled is None else other.sampled
+        return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2,
+                       self.expansion + other.expansion)
+
+    def expanded(self) -> "Forward":
+        """The same positions scored by batch expansion: position j of a verifying sequence is a
+        sequence of its own over context + j tokens, so each reads the KV history (k+1 reads in all)."""
+        return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled)
+
+
+def uniform(ops: CompiledOps, batch, q, context) -> Forward:
+    """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast).
+    Scored one position per sequence, query j would read context + j + 1 tokens: the causal
+    query-key sum, so the expansion is qk - kv (0 where q = 1)."""
+    tokens, kv, qk = ops.uniform_sums(batch, q, context)
+    return Forward(tokens, kv, qk, None, qk - kv)
+
+
+def prompts(ops: CompiledOps, count, length: float, attended: float) -> Forward:
+    """`count` whole prompts of `length` tokens prefilled from an empty cache, causal within each;
+    each attends to at most `attended` of its tokens (a draft's KV budget), logits at the last."""
+    n = np.asarray(count, float)
+    w = np.asarray(ops.windows)[(slice(None),) + (None,) * n.ndim]
+    return Forward(n * length, n * np.minimum(attended, w), n * length * np.minimum((attended + 1.0) / 2.0, w), n)
+
+
+def ragged(ops: CompiledOps, q: np.ndarray, context: np.ndarray, tokens=None, sampled=None,
+           verifying: np.ndarray | None = None) -> Forward:
+    """Sequences along the last axis with `q` new positions over `context` cached tokens each (q = 0:
+    the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path. With a
+    `verifying` mask, the batch-expansion reads of those sequences (see `uniform`) are kept too."""
+    kv, qk = ops.window_sums(q, context)
+    t = q.sum(axis=-1).astype(np.int64) if tokens is None else tokens
+    expansion: np.ndarray | float = 0.0
+    if verifying is not None:
+        kv_v, qk_v = ops.window_sums(np.where(verifying, q, 0.0), np.where(verifying, context, 0.0))
+        expansion = qk_v - kv_v
+    return Forward(t, kv, qk, sampled, expansion)
