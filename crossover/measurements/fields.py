@@ -20,7 +20,8 @@ _NUMERIC_KEYS = frozenset({
     "max_output_tokens_per_s", "max_concurrent_requests", "rtfx", "burstiness", "max_concurrency",
     "input_throughput", "total_input_text_tokens", "total_input_vision_tokens",
     "total_output_tokens_retokenized", "output_throughput_retokenized", "total_throughput_retokenized",
-    "concurrency", "accept_length", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+    "concurrency", "accept_length", "spec_accept_length", "acc_length", "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
     "spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
 })
 _LATENCY_KEY = re.compile(r"^(?:mean|median|std|max|min|p\d+(?:\.\d+)?)_\w+_ms$")
@@ -33,7 +34,7 @@ _CONFIG_KEYS = frozenset({
 # Keys that become fields of MeasuredPoint rather than entries of `metrics`.
 _OWN_KEYS = frozenset({
     "output_throughput", "spec_decode_acceptance_length", "spec_decode_acceptance_rate",
-    "spec_decode_per_position_acceptance_rates", "accept_length",
+    "spec_decode_per_position_acceptance_rates", "accept_length", "spec_accept_length", "acc_length",
 })
 
 # --------------------------------------------------------------------------- values
@@ -62,6 +63,11 @@ def _number(src: str, key: str, value: Any) -> float | None:
     except OverflowError:  # a JSON integer past the largest double (~1.8e308)
         raise CrossoverError(f"{src}: key {key!r} is {shown_number(value)}, past the largest number "
                              f"(~1.8e308)") from None
+
+
+def number(src: str, key: str, value: Any) -> float | None:
+    """A JSON number as float (None: null or absent); for anything else a one-line error naming the key."""
+    return _number(src, key, value)
 
 
 def _float_or_inf(value: int | float) -> float:
@@ -249,14 +255,35 @@ def vllm_arm(obj: dict) -> tuple[str | None, str]:
     return None, ""
 
 
-def sglang_arm(obj: dict) -> tuple[str | None, str]:
+def sglang_server_info(obj: dict) -> tuple[dict | None, str]:
+    """(server_info, its key): with PD disaggregation the decode server's, server_info.decode[0],
+    where it holds what the top level does not (as bench_serving reads the acceptance length)."""
     info = obj.get("server_info")
-    if not isinstance(info, dict) or "speculative_algorithm" not in info:
-        return None, ""
-    algo = info["speculative_algorithm"]
-    if algo is None or (isinstance(algo, str) and algo.strip().upper() in ("", "NONE")):
-        return "off", f"server_info.speculative_algorithm is {json.dumps(algo)}"
-    return "on", f"server_info.speculative_algorithm is {json.dumps(algo)}"
+    if not isinstance(info, dict):
+        return None, "server_info"
+    decode = info.get("decode")
+    if "speculative_algorithm" not in info and isinstance(decode, list) and decode and isinstance(decode[0], dict):
+        return decode[0], "server_info.decode[0]"
+    return info, "server_info"
+
+
+def sglang_arm(obj: dict) -> tuple[str | None, str]:
+    """The arm an SGLang record states: its server's speculative_algorithm, else an acceptance length
+    (bench_serving's accept_length is null with speculation off), else bench_one_batch_server's
+    acc_length (-1 without speculation). By key, never by version."""
+    info, at = sglang_server_info(obj)
+    if info is not None and "speculative_algorithm" in info:
+        algo = info["speculative_algorithm"]
+        if algo is None or (isinstance(algo, str) and algo.strip().upper() in ("", "NONE")):
+            return "off", f"{at}.speculative_algorithm is {json.dumps(algo)}"
+        return "on", f"{at}.speculative_algorithm is {json.dumps(algo)}"
+    for key in ("accept_length", "spec_accept_length", "acc_length"):
+        v = obj.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            if key == "acc_length" and v == -1:
+                return "off", "key 'acc_length' is -1 (no speculation)"
+            return "on", f"the file has an acceptance length (key {key!r} is {v:g})"
+    return None, ""
 
 
 # --------------------------------------------------------------------------- acceptance and k
@@ -331,34 +358,37 @@ def vllm_k(src: str, obj: dict, per_pos: tuple[float, ...] | None) -> int | None
 
 
 def sglang_acceptance(src: str, obj: dict) -> float | None:
-    if obj.get("accept_length") is not None:
-        return tau_of(src, "accept_length", obj["accept_length"])
-    info = obj.get("server_info")
-    if not isinstance(info, dict):
+    """tau an SGLang record carries: accept_length (bench_serving), spec_accept_length or acc_length
+    (bench_one_batch_server; -1: none), else its server's avg_spec_accept_length."""
+    for key in ("accept_length", "spec_accept_length", "acc_length"):
+        if obj.get(key) is not None and not (key == "acc_length" and obj[key] == -1):
+            return tau_of(src, key, obj[key])
+    info, at = sglang_server_info(obj)
+    if info is None:
         return None
     states = info.get("internal_states")
     if isinstance(states, list) and states and isinstance(states[0], dict):
         value = states[0].get("avg_spec_accept_length")
         if value is not None:
-            return tau_of(src, "server_info.internal_states[0].avg_spec_accept_length", value)
+            return tau_of(src, f"{at}.internal_states[0].avg_spec_accept_length", value)
     if info.get("avg_spec_accept_length") is not None:
-        return tau_of(src, "server_info.avg_spec_accept_length", info["avg_spec_accept_length"])
+        return tau_of(src, f"{at}.avg_spec_accept_length", info["avg_spec_accept_length"])
     return None
 
 
 def sglang_k(src: str, obj: dict) -> int | None:
     """K for a chain (topk 1): speculative_num_draft_tokens - 1; None for trees, n-gram or no speculation."""
-    info = obj.get("server_info")
-    if not isinstance(info, dict) or sglang_arm(obj)[0] != "on":
+    info, at = sglang_server_info(obj)
+    if info is None or sglang_arm(obj)[0] != "on":
         return None
     if str(info.get("speculative_algorithm", "")).upper() == "NGRAM":
         return None
-    tokens = whole_count(src, "server_info.speculative_num_draft_tokens", info.get("speculative_num_draft_tokens"))
-    topk = whole_count(src, "server_info.speculative_eagle_topk", info.get("speculative_eagle_topk"))
-    steps = whole_count(src, "server_info.speculative_num_steps", info.get("speculative_num_steps"))
+    tokens = whole_count(src, f"{at}.speculative_num_draft_tokens", info.get("speculative_num_draft_tokens"))
+    topk = whole_count(src, f"{at}.speculative_eagle_topk", info.get("speculative_eagle_topk"))
+    steps = whole_count(src, f"{at}.speculative_num_steps", info.get("speculative_num_steps"))
     if tokens is None or tokens < 1:
         return None
     chain = topk == 1 or (topk is None and steps is not None and tokens == steps + 1)
     if not chain:
         return None
-    return k_count(src, "server_info.speculative_num_draft_tokens", tokens - 1)
+    return k_count(src, f"{at}.speculative_num_draft_tokens", tokens - 1)
