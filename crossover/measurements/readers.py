@@ -1,4 +1,5 @@
-"""Read measured sweeps (vLLM `bench serve` JSON/JSONL/summary lists, SGLang bench_serving JSONL, CSV).
+"""Read measured sweeps (vLLM `bench serve` JSON/JSONL/summary lists, SGLang bench_serving JSONL,
+GuideLLM reports (JSON, CSV), AIPerf profile exports, inference-perf stage files, CSV).
 
 Formats are told apart by content, never by file name. Every error is one line naming the file
 (and line) and the key at fault; input files are only read.
@@ -13,7 +14,9 @@ from typing import Iterator, Sequence
 
 from ..errors import FileError, InputError
 from ..files import read_text, read_text_chunks, too_deep
+from . import aiperf, guidellm, inference_perf
 from .csv_table import CSV_DOC, looks_like_csv, read_csv
+from .guidellm_csv import looks_like_guidellm_csv, read_guidellm_csv
 from .fields import (
     described,
     load_of,
@@ -23,6 +26,7 @@ from .fields import (
     sglang_acceptance,
     sglang_arm,
     sglang_k,
+    sglang_server_info,
     throughput_of,
     vllm_acceptance,
     vllm_arm,
@@ -32,6 +36,11 @@ from .point import ARMS, LOAD_AXES, MeasuredPoint
 from .columns import ColumnBuilder, Columns
 
 RESULT_SUFFIXES = (".json", ".jsonl", ".csv")
+# What wrote a file (Columns.formats): the JSON formats _detect tells apart, and the others.
+TOOLS = {"guidellm": guidellm.TOOL, "aiperf": aiperf.TOOL, "inference-perf": inference_perf.TOOL}
+# inference-perf's folder: one stage file per level, beside their summary and server scrapes.
+_STAGE = re.compile(r"^stage_(\d+)_lifecycle_metrics\.json$")
+_AIPERF_EXPORT = "profile_export_aiperf.json"
 
 _VLLM_ALIASES = {"request_goodput:": "request_goodput"}
 _SGLANG_ALIASES = {
@@ -91,23 +100,37 @@ def _expand(path: Path) -> list[Path]:
                             f"result files (*.json, *.jsonl, *.csv)") from None
         if not files:
             raise FileError(f"{path}: no *.json, *.jsonl or *.csv result files in this directory")
-        # `vllm bench sweep serve` writes summary.json as a list repeating the run=<n>.json files
-        # next to it; read it only when it is the sole JSON there, or every run would count twice.
-        summary = path / "summary.json"
-        others = [f for f in files if f.suffix.lower() in (".json", ".jsonl") and f.name != "summary.json"]
-        if summary in files and others and _starts_with(summary, "["):
-            files.remove(summary)
-        return files
+        return _result_files(path, files)
     if not path.exists():
         raise FileError(f"{path}: no such file or directory")
     return [path]
+
+
+def _result_files(path: Path, files: list[Path]) -> list[Path]:
+    """The files of a folder that hold results, each run once: an inference-perf run's stage files (not
+    its summary or scrapes), an AIPerf run's export (not its inputs or CSV), a report that GuideLLM also
+    wrote as CSV beside its JSON in the JSON only."""
+    stages = sorted((int(m.group(1)), f) for f in files if (m := _STAGE.match(f.name)))
+    if stages:
+        return [f for _, f in stages]
+    if path / _AIPERF_EXPORT in files:
+        return [path / _AIPERF_EXPORT]
+    stems = {f.stem for f in files if f.suffix.lower() == ".json"}
+    files = [f for f in files if f.suffix.lower() in (".json", ".jsonl") or f.stem not in stems]
+    # `vllm bench sweep serve` writes summary.json as a list repeating the run=<n>.json files
+    # next to it; read it only when it is the sole JSON there, or every run would count twice.
+    summary = path / "summary.json"
+    others = [f for f in files if f.suffix.lower() in (".json", ".jsonl") and f.name != "summary.json"]
+    if summary in files and others and _starts_with(summary, "["):
+        files.remove(summary)
+    return files
 
 
 def _starts_with(path: Path, char: str) -> bool:
     return _read_text(path).lstrip("\ufeff \t\r\n").startswith(char)
 
 
-_EXPECTED = "a vLLM/SGLang result or a CSV"
+_EXPECTED = "a vLLM/SGLang/GuideLLM/AIPerf/inference-perf result or a CSV"
 
 
 def _read_text(path: Path) -> str:
@@ -129,17 +152,19 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
             break
     body_at = _BLANK.match(text).end()
     if body_at == len(text):
-        raise FileError(f"{path}: empty file; expected a vLLM/SGLang result or a measured CSV")
+        raise FileError(f"{path}: empty file; expected {_EXPECTED}")
     if text[body_at] in "{[":
         text += "".join(pieces)  # a JSON value is parsed from the whole text
         rows, formats, algorithms = ColumnBuilder(), set(), set()
         for src, obj in _json_records(path, text):
             fmt = _detect(src, obj)
-            point = _from_record(src, obj, fmt, arm, load_axis)
-            rows.add_point(point)
+            points = _tool_points(src, obj, fmt, arm, load_axis) if fmt in TOOLS else [
+                _from_record(src, obj, fmt, arm, load_axis)]
+            for point in points:
+                rows.add_point(point)
             formats.add(fmt)
-            if fmt == "sglang" and point.arm == "on":
-                algo = (obj.get("server_info") or {}).get("speculative_algorithm")
+            if fmt == "sglang" and points[0].arm == "on":
+                algo = (sglang_server_info(obj)[0] or {}).get("speculative_algorithm")
                 if isinstance(algo, str) and algo.strip():
                     algorithms.add(algo.strip().upper())
         del text
@@ -151,13 +176,40 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
         if piece is None:
             break
         text += piece
+    if looks_like_guidellm_csv(text):
+        text += "".join(pieces)  # one row per benchmark: a small file
+        return _columns(read_guidellm_csv(path, text, arm, load_axis), "guidellm")
     if looks_like_csv(text):
         out = read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
         out.formats = frozenset({"csv"})
         return out
+    hint = ""
+    first = text[body_at:].split("\n", 1)[0].lstrip("\ufeff").strip().lower()
+    if first.startswith("metric,"):
+        hint = (" (it looks like an AIPerf or GenAI-Perf CSV export, which states no load level: read its "
+                "profile_export_aiperf.json)")
     raise FileError(
         f"{path}: unknown format: expected a vLLM bench serve result (JSON or JSONL), an SGLang "
-        f"bench_serving JSONL or a measured CSV ({CSV_DOC})")
+        f"bench_serving JSONL, a GuideLLM report (JSON or CSV), an AIPerf profile export, an "
+        f"inference-perf stage file or a measured CSV ({CSV_DOC}){hint}")
+
+
+def _columns(points: list[MeasuredPoint], fmt: str) -> Columns:
+    rows = ColumnBuilder()
+    for point in points:
+        rows.add_point(point)
+    out = rows.build()
+    out.formats = frozenset({fmt})
+    return out
+
+
+def _tool_points(src: str, obj: dict, fmt: str, arm: str | None, axis: str | None) -> list[MeasuredPoint]:
+    """The points of one object a benchmark tool wrote (GuideLLM: one per benchmark)."""
+    if fmt == "guidellm":
+        return guidellm.report_points(src, obj, arm, axis)
+    if fmt == "aiperf":
+        return [aiperf.export_point(src, obj, arm, axis)]
+    return [inference_perf.stage_point(src, obj, arm, axis)]
 
 
 def _size(path: Path) -> int | None:
@@ -223,6 +275,12 @@ def _json_error(path: Path, text: str, exc: json.JSONDecodeError) -> str:
 
 
 def _detect(src: str, obj: dict) -> str:
+    if guidellm.is_report(obj):
+        return "guidellm"
+    if inference_perf.is_stage(obj):
+        return "inference-perf"
+    if aiperf.is_export(obj):
+        return "aiperf"
     keys = set(obj)
     if keys & set(_VLLM_STRONG) or any(k.startswith("spec_decode_") for k in keys):
         return "vllm"
@@ -230,8 +288,11 @@ def _detect(src: str, obj: dict) -> str:
         return "sglang"
     if keys & set(_VLLM_WEAK):
         return "vllm"
-    if "schema_version" in keys:
-        hint = " (it looks like an AIPerf export, which is not read)"
+    if isinstance(obj.get("metrics"), dict) and "metadata" in keys:
+        hint = (" (it looks like AIPerf's per-request profile_export.jsonl; read its aggregate, "
+                "profile_export_aiperf.json)")
+    elif "schema_version" in keys:
+        hint = " (it looks like an AIPerf export, but it has no 'output_token_throughput' block)"
     elif "input_config" in keys:
         hint = " (it looks like a GenAI-Perf export, which is not read)"
     elif any(k.startswith("results_") for k in keys):
@@ -240,8 +301,10 @@ def _detect(src: str, obj: dict) -> str:
         hint = ""
     raise FileError(
         f"{src}: unknown format: a JSON object with none of the keys of a vLLM result ('endpoint_type', "
-        f"'total_token_throughput') or an SGLang bench_serving line ('server_info', "
-        f"'total_output_tokens_retokenized'){hint}")
+        f"'total_token_throughput'), an SGLang bench_serving line ('server_info', "
+        f"'total_output_tokens_retokenized'), a GuideLLM report ('benchmarks'), an AIPerf export "
+        f"('input_config.loadgen', 'aiperf_version') or an inference-perf stage ('load_summary', "
+        f"'successes'){hint}")
 
 
 def _from_record(src: str, obj: dict, fmt: str, arm_flag: str | None, axis_flag: str | None) -> MeasuredPoint:
