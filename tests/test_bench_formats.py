@@ -1,5 +1,5 @@
 """Readers for the benchmark tools users run besides `vllm bench serve` (issue 22, item 1): GuideLLM
-reports (v0.3 to v0.7; JSON, CSV), AIPerf profile exports, inference-perf stage files, and
+reports (v0.3 to v0.7; JSON, YAML, CSV), AIPerf profile exports, inference-perf stage files, and
 vLLM's spec_decode_* / SGLang's accept_length wherever present (by key, never by version).
 
 The fixtures under tests/fixtures/measured/{guidellm,aiperf,inference_perf}/ are hand-built from the
@@ -128,10 +128,10 @@ def _assert_base(points, arm: str, levels, itl: bool):
 # --------------------------------------------------------------------------- GuideLLM reports
 
 GUIDELLM_FILES = {  # fixture -> (layout, arm)
-    "v0.3_off.json": ("v0.3", "off"),
+    "v0.3_off.json": ("v0.3", "off"), "v0.3_on.yaml": ("v0.3", "on"),
     "v0.4_off.json": ("v0.4", "off"), "v0.4_on.json": ("v0.4", "on"),
-    "v0.6_off.json": ("v0.5-v0.6", "off"),
-    "v0.7_off.json": ("v0.7+", "off"), "v0.7_on.json": ("v0.7+", "on"),
+    "v0.6_off.json": ("v0.5-v0.6", "off"), "v0.5_on.yaml": ("v0.5-v0.6", "on"),
+    "v0.7_off.json": ("v0.7+", "off"), "v0.7_on.json": ("v0.7+", "on"), "v0.7_off.yaml": ("v0.7+", "off"),
 }
 
 
@@ -139,7 +139,7 @@ GUIDELLM_FILES = {  # fixture -> (layout, arm)
 def test_every_guidellm_layout_reads_base_in_vllm_names(name):
     form, arm = GUIDELLM_FILES[name]
     path = G / name
-    obj = json.loads(path.read_text())
+    obj = guidellm.load_yaml(path, path.read_text()) if name.endswith(".yaml") else json.loads(path.read_text())
     assert guidellm.layout(name, obj) == form
     cols = read_columns([path], arm=arm)
     assert cols.formats == {"guidellm"}
@@ -170,8 +170,9 @@ def test_guidellm_tpot_is_its_inter_token_latency_not_its_time_per_output_token(
     assert p.metrics["median_e2el_ms"] == pytest.approx(seconds * 1e3)
 
 
-@pytest.mark.parametrize("off, on", [("v0.3_off.json", "v0.4_on.json"), ("v0.4_off.json", "v0.4_on.json"),
-                                     ("v0.6_off.json", "v0.7_on.json"), ("v0.7_off.json", "v0.7_on.json")])
+@pytest.mark.parametrize("off, on", [("v0.3_off.json", "v0.3_on.yaml"), ("v0.4_off.json", "v0.4_on.json"),
+                                     ("v0.6_off.json", "v0.5_on.yaml"), ("v0.7_off.json", "v0.7_on.json"),
+                                     ("v0.7_off.yaml", "v0.4_on.json")])
 def test_a_guidellm_sweep_gives_the_table_of_the_same_vllm_files(tmp_path, off, on):
     v_on, v_off = vllm_sweep(tmp_path, itl=False)  # GuideLLM measures no gap between chunks (vLLM's ITL)
     want = table("--on", str(v_on), "--off", str(v_off))
@@ -181,17 +182,19 @@ def test_a_guidellm_sweep_gives_the_table_of_the_same_vllm_files(tmp_path, off, 
 
 
 def test_a_guidellm_output_folder_is_read_once(tmp_path):
-    """GuideLLM writes benchmarks.json, .csv and .html into its output folder: one report, read
-    from the JSON."""
+    """GuideLLM writes benchmarks.json, .yaml, .csv and .html into its output folder: one report,
+    read from the JSON; a YAML that is no report (a config) is no result."""
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(G / "v0.7_off.json", run / "benchmarks.json")
+    shutil.copy(G / "v0.7_off.yaml", run / "benchmarks.yaml")
     shutil.copy(G / "v0.7_sync_throughput.csv", run / "benchmarks.csv")
     (run / "benchmarks.html").write_text("<html></html>")
+    (run / "scenario.yaml").write_text("target: http://localhost:8000\nprofile: concurrent\n")
     points = read_measurements([run], arm="off")
     assert len(points) == 3 and {p.source.split(" ")[0] for p in points} == {str(run / "benchmarks.json")}
-    (run / "benchmarks.json").unlink()  # the CSV alone is the report then
-    assert len(read_measurements([run], arm="off")) == 2
+    (run / "benchmarks.json").unlink()  # the YAML alone is the report then
+    assert len(read_measurements([run], arm="off")) == 3 + 2  # benchmarks.yaml, benchmarks.csv
 
 
 def _one_benchmark(strategy: dict, **metrics) -> dict:
@@ -360,6 +363,19 @@ def _edited(obj: dict, path: str, value) -> dict:
 ])
 def test_a_broken_guidellm_report_is_one_line(tmp_path, source, path, value, needles):
     f = _write(tmp_path / "report.json", _edited(json.loads((G / source).read_text()), path, value))
+    r = run_cli("measured", "--on", str(f), "--off", str(G / "v0.7_off.json"))
+    assert_one_line_error(r, str(f), *needles)
+
+
+@pytest.mark.parametrize("text, needles", [
+    ("benchmarks:\n  - type_: generative_benchmark\n    config: [unclosed\n", ["malformed YAML", "line"]),
+    ("benchmarks: {}\n", ["YAML file that is no GuideLLM report"]),
+    ("target: http://localhost:8000\nprofile: sweep\n", ["YAML file that is no GuideLLM report"]),
+    ("benchmarks:\n" + "  - " * 1 + "[" * 200 + "\n", ["YAML"]),
+    ("benchmarks:\n- a: 2025-13-45\n", ["YAML value that is no measurement"]),
+])
+def test_a_yaml_that_is_no_guidellm_report_is_one_line(tmp_path, text, needles):
+    f = _write(tmp_path / "benchmarks.yaml", text)
     r = run_cli("measured", "--on", str(f), "--off", str(G / "v0.7_off.json"))
     assert_one_line_error(r, str(f), *needles)
 

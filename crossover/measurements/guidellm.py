@@ -1,4 +1,4 @@
-"""GuideLLM reports (vllm-project/guidellm `benchmarks.json`, v0.3 to v0.7): one
+"""GuideLLM reports (vllm-project/guidellm `benchmarks.json` / `benchmarks.yaml`, v0.3 to v0.7): one
 point per benchmark (one strategy: a concurrency or a request rate). Used by readers.py.
 
 Layouts (docs: benchmark_formats_2026.md B1.1), told apart by content:
@@ -18,9 +18,11 @@ under its own name, never as the acceptance length it only approximates.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
-from ..errors import CrossoverError
+from ..errors import CrossoverError, FileError
 from .fields import check_throughput, described, number
 from .point import MeasuredPoint
 from .summaries import child, finite, latency_stats, level_of, tool_point
@@ -41,7 +43,7 @@ LAYOUTS = {2: "v0.7+", 1: "v0.5-v0.6"}
 
 
 def is_report(obj: dict) -> bool:
-    """Whether a JSON object is a GuideLLM report (a `benchmarks` list: no engine writes one)."""
+    """Whether a JSON/YAML object is a GuideLLM report (a `benchmarks` list: no engine writes one)."""
     return isinstance(obj.get("benchmarks"), list)
 
 
@@ -183,3 +185,50 @@ def _model(report: dict, bench: dict) -> Any:
         if isinstance(v, str) and v.strip():
             return v
     return None
+
+
+# --------------------------------------------------------------------------- YAML
+
+_YAML_KEY = re.compile(r"^(?:metadata|args|config|benchmarks)\s*:(?:\s|$)")
+YAML_MAX_DEPTH = 64
+
+
+def looks_like_yaml_report(text: str) -> bool:
+    """Whether a text's first line of content is a top-level key of a GuideLLM report."""
+    for line in text.split("\n"):
+        stripped = line.strip().removeprefix("\ufeff")
+        if not stripped or stripped.startswith("#") or stripped in ("---", "%YAML 1.1", "%YAML 1.2"):
+            continue
+        return bool(_YAML_KEY.match(line.removeprefix("\ufeff").removeprefix("--- ")))
+    return False
+
+
+def load_yaml(path: Path, text: str) -> Any:
+    """A YAML document (safe_load: no object of Python's), parsed by libyaml where PyYAML has it; a
+    document nested past YAML_MAX_DEPTH, malformed or with values YAML cannot build is one line."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    opens, closes = (yaml.MappingStartEvent, yaml.SequenceStartEvent), (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=loader):  # a flat walk first: libyaml's composer recurses in C
+            if isinstance(event, opens):
+                depth += 1
+                if depth > YAML_MAX_DEPTH:
+                    raise FileError(f"{path}: YAML nested deeper than {YAML_MAX_DEPTH} levels; expected a GuideLLM "
+                                    f"report")
+            elif isinstance(event, closes):
+                depth -= 1
+        return yaml.load(text, Loader=loader)
+    except FileError:
+        raise
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise FileError(f"{path}: malformed YAML{where}: {problem}") from None
+    except RecursionError:
+        raise FileError(f"{path}: YAML nested too deep; expected a GuideLLM report") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a date past December, an int of 5000 digits
+        raise FileError(f"{path}: a YAML value that is no measurement ({str(exc).splitlines()[0][:80]})") from None

@@ -1,5 +1,5 @@
 """Read measured sweeps (vLLM `bench serve` JSON/JSONL/summary lists, SGLang bench_serving JSONL,
-GuideLLM reports (JSON, CSV), AIPerf profile exports, inference-perf stage files, CSV).
+GuideLLM reports (JSON, YAML, CSV), AIPerf profile exports, inference-perf stage files, CSV).
 
 Formats are told apart by content, never by file name. Every error is one line naming the file
 (and line) and the key at fault; input files are only read.
@@ -35,7 +35,8 @@ from .fields import (
 from .point import ARMS, LOAD_AXES, MeasuredPoint
 from .columns import ColumnBuilder, Columns
 
-RESULT_SUFFIXES = (".json", ".jsonl", ".csv")
+RESULT_SUFFIXES = (".json", ".jsonl", ".csv", ".yaml", ".yml")
+_YAML = (".yaml", ".yml")
 # What wrote a file (Columns.formats): the JSON formats _detect tells apart, and the others.
 TOOLS = {"guidellm": guidellm.TOOL, "aiperf": aiperf.TOOL, "inference-perf": inference_perf.TOOL}
 # inference-perf's folder: one stage file per level, beside their summary and server scrapes.
@@ -99,7 +100,7 @@ def _expand(path: Path) -> list[Path]:
             raise FileError(f"{path}: cannot read this directory ({exc.strerror or exc}); expected a folder of "
                             f"result files (*.json, *.jsonl, *.csv)") from None
         if not files:
-            raise FileError(f"{path}: no *.json, *.jsonl or *.csv result files in this directory")
+            raise FileError(f"{path}: no *.json, *.jsonl, *.csv or *.yaml result files in this directory")
         return _result_files(path, files)
     if not path.exists():
         raise FileError(f"{path}: no such file or directory")
@@ -109,7 +110,7 @@ def _expand(path: Path) -> list[Path]:
 def _result_files(path: Path, files: list[Path]) -> list[Path]:
     """The files of a folder that hold results, each run once: an inference-perf run's stage files (not
     its summary or scrapes), an AIPerf run's export (not its inputs or CSV), a report that GuideLLM also
-    wrote as CSV beside its JSON in the JSON only."""
+    wrote as YAML or CSV beside its JSON in the JSON only, YAML only when it is a GuideLLM report."""
     stages = sorted((int(m.group(1)), f) for f in files if (m := _STAGE.match(f.name)))
     if stages:
         return [f for _, f in stages]
@@ -117,6 +118,9 @@ def _result_files(path: Path, files: list[Path]) -> list[Path]:
         return [path / _AIPERF_EXPORT]
     stems = {f.stem for f in files if f.suffix.lower() == ".json"}
     files = [f for f in files if f.suffix.lower() in (".json", ".jsonl") or f.stem not in stems]
+    files = [f for f in files if f.suffix.lower() not in _YAML or _yaml_report(f)]
+    if not files:
+        raise FileError(f"{path}: no result files in this directory (its YAML files are no GuideLLM reports)")
     # `vllm bench sweep serve` writes summary.json as a list repeating the run=<n>.json files
     # next to it; read it only when it is the sole JSON there, or every run would count twice.
     summary = path / "summary.json"
@@ -124,6 +128,14 @@ def _result_files(path: Path, files: list[Path]) -> list[Path]:
     if summary in files and others and _starts_with(summary, "["):
         files.remove(summary)
     return files
+
+
+def _yaml_report(path: Path) -> bool:
+    """Whether a YAML file in a folder is a GuideLLM report (its first key), not a config beside results."""
+    try:
+        return guidellm.looks_like_yaml_report(next(read_text_chunks(path, _EXPECTED, 1 << 16), ""))
+    except FileError:  # not UTF-8, unreadable: no report; a file named on its own says why
+        return False
 
 
 def _starts_with(path: Path, char: str) -> bool:
@@ -183,6 +195,15 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
         out = read_csv(path, text, arm, load_axis, more=pieces, size_hint=_size(path))
         out.formats = frozenset({"csv"})
         return out
+    if guidellm.looks_like_yaml_report(text):
+        text += "".join(pieces)
+        report = guidellm.load_yaml(path, text)
+        del text
+        if isinstance(report, dict) and guidellm.is_report(report):
+            return _columns(guidellm.report_points(str(path), report, arm, load_axis), "guidellm")
+    if path.suffix.lower() in _YAML:
+        raise FileError(f"{path}: unknown format: a YAML file that is no GuideLLM report (a mapping with a "
+                        f"'benchmarks' list)")
     hint = ""
     first = text[body_at:].split("\n", 1)[0].lstrip("\ufeff").strip().lower()
     if first.startswith("metric,"):
@@ -190,7 +211,7 @@ def _file_columns(path: Path, arm: str | None, load_axis: str | None) -> Columns
                 "profile_export_aiperf.json)")
     raise FileError(
         f"{path}: unknown format: expected a vLLM bench serve result (JSON or JSONL), an SGLang "
-        f"bench_serving JSONL, a GuideLLM report (JSON or CSV), an AIPerf profile export, an "
+        f"bench_serving JSONL, a GuideLLM report (JSON, YAML or CSV), an AIPerf profile export, an "
         f"inference-perf stage file or a measured CSV ({CSV_DOC}){hint}")
 
 
