@@ -75,3 +75,34 @@ def report_lines(rows: list[dict[str, Any]], title: str) -> list[str]:
                      f"{_iv(r['predicted_interval'])} | {'yes' if r['agree'] else 'no'} | "
                      f"{r['lower_signed']:+.3f} | {r['upper_signed']:+.3f} |")
     return lines
+
+
+def kong_lines(levels) -> list[str]:
+    """Kong et al.'s load model (crossover.analysis.load_fit) fitted to each arm of every rate sweep,
+    published and simulated: C1, C2 and C2(on) / C2(off), the quantitative form of 'speculation raises
+    the per-request marginal cost', and the break-even rate the fit implies."""
+    from crossover.analysis.load_fit import break_even, fit_load
+
+    series: dict[str, list] = {}
+    for row in levels:
+        series.setdefault(row[0], []).append(row[1:])
+    lines = ["", "## Rate sweeps: Kong et al.'s load model", "",
+             "L(QPS) = C1 / (1 - QPS C2) fitted to each arm's mean latency (arXiv 2605.15051; "
+             "`crossover/analysis/load_fit.py`): C1 the zero-load latency, C2 the latency each request in "
+             "flight adds. C2(on) / C2(off) above 1 is speculation raising the per-request marginal cost; the "
+             "break-even rate is where the fitted curves cross.", "",
+             "| sweep | source | C1 off s | C1 on s | C2 off ms/req | C2 on ms/req | C2 on/off | break-even QPS |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, rows in series.items():
+        qps = [r[0] for r in rows]
+        for label, off_i, on_i in (("published", 1, 2), ("simulated", 3, 4)):
+            off, on = fit_load(qps, [r[off_i] for r in rows]), fit_load(qps, [r[on_i] for r in rows])
+            if off is None or on is None:
+                lines.append(f"| {name} | {label} | - | - | - | - | - | no fit (saturated levels) |")
+                continue
+            be = break_even(off, on)
+            ratio = "-" if be["c2_ratio"] is None else f"{be['c2_ratio']:.2f}"
+            q = f"{be['qps']:.1f}" if be["qps"] is not None else "none"
+            lines.append(f"| {name} | {label} | {off.c1:.2f} | {on.c1:.2f} | {off.c2 * 1e3:.1f} | {on.c2 * 1e3:.1f} | "
+                         f"{ratio} | {q} |")
+    return lines

@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 from eagle_tables import e1_rows, predict_series, predict_tree_row, series  # noqa: E402
 from fit import bisect  # noqa: E402
 from load_dependence import report_lines as load_lines  # noqa: E402
-from load_dependence import series_rows  # noqa: E402
+from load_dependence import kong_lines, series_rows  # noqa: E402
 from magicdec import predict_off, predict_row, predict_v1_group, rows, step_rows, v1_groups  # noqa: E402
 from step_times import report_lines as step_time_lines  # noqa: E402
 from step_times import step_points  # noqa: E402
@@ -159,6 +159,11 @@ def dspark_adaptive_points() -> tuple[list[Point], list[tuple[float, float, floa
 
 
 # ------------------------------------------------------------------------------------ vLLM blog
+# (series, QPS, published off, published on, predicted off, predicted on) mean latencies in seconds, per
+# level of the blog's rate sweeps: the load fit below takes them
+BLOG_LATENCIES: list[tuple[str, float, float, float, float, float]] = []
+
+
 def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
     from crossover.serving.sweep import run_level
     from crossover.specs.workload import load_workload
@@ -196,6 +201,8 @@ def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
             out.append(Point(r["id"], f"vLLM blog {wname} {method}", rate, float(r["speedup"]), pr,
                              "mean e2e latency s (off)", float(r["value_off"]), res["off"]["mean_e2el_ms"] / 1e3,
                              calibration=i == 0))
+            BLOG_LATENCIES.append((f"vLLM blog {wname} {method}", rate, float(r["value_off"]), float(r["value_on"]),
+                                   res["off"]["mean_e2el_ms"] / 1e3, res["on"]["mean_e2el_ms"] / 1e3))
     return out
 
 
@@ -356,6 +363,7 @@ def main() -> None:
         lines.append(f"| {c['curve']} | {c['levels']} | {_cross_text(c['published'], c['side_published'])} | "
                      f"{_cross_text(c['predicted'], c['side_predicted'])} | {'yes' if c['agree'] else 'no'} |")
     lines += load_lines(series_rows(every), "Load dependence: the crossover interval and the error at high load")
+    lines += kong_lines(BLOG_LATENCIES)
     g_err = [abs(np.log(p / m)) for _, m, p in adaptive_gain]
     lines += ["", "## Adaptive verification: gain over fixed k = 7 (DSpark)", "",
               "The adaptive budget's speedup divided by fixed k = 7's at each concurrency: the rule's own gain, "
