@@ -93,7 +93,9 @@ def test_cuda_graphs_none_runs_v0_eagerly_with_its_multi_query_scorer():
     t = m.price(m.decode(np.array([1.0]), 100.0)).term("target_forward")[0]
     assert t >= 32 * 340e-6 * (1 - 1e-12)
     assert crossover.predict(eager).inputs["cuda_graphs"] == "none"
-    assert "cuda graphs none" in crossover.predict(eager).inputs["engine_version"]
+    res = crossover.predict(eager)
+    assert res.inputs["engine_settings_given"] == ["cuda_graphs"]
+    assert "CUDA graphs none (given), chunked prefill off (default)" in res.to_text()
 
 
 def test_piecewise_graphs_make_every_v1_step_pay_attention_outside_the_graph():

@@ -114,7 +114,7 @@ SCENARIO = (
       f"{d.MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context", group="scenario"),
     O("context", "tokens in each sequence's KV cache", d.DEFAULT_CONTEXT, passed=False,
       note="or prompt + output/2 when the lengths are known", group="scenario"),
-    O("weight_dtype", "bf16, fp8, int8, int4, mxfp4", default_text="the model's own", group="scenario"),
+    O("weight_dtype", "bf16, fp8, int8, int4, fp4 (NVFP4), mxfp4", default_text="the model's own", group="scenario"),
     O("kv_dtype", "KV-cache dtype", d.DEFAULT_KV_DTYPE, group="scenario"),
     O("engine", "engine profile: vllm (V1 0.11+), vllm-0.10, vllm-v0, sglang, trtllm, hf, or a YAML path "
       "(engines/*.yaml: per-step overheads, verify layout, CUDA-graph limits, sources)", d.DEFAULT_ENGINE, passed=False,

@@ -60,7 +60,13 @@ def engine_line(inputs: dict[str, Any]) -> str:
     layout = {"batch_expansion": "verify by batch expansion: each of the k+1 positions re-reads the KV cache",
               "multi_query": "one multi-query verify pass"}[inputs["verify_layout"]]
     cost = inputs["cost"] if inputs["cost"] != "kernels" else f"kernels ({inputs['cost_source']})"
-    return f"engine: {inputs['engine_version']} ({layout}); cost: {cost}"
+    config = ""
+    if "cuda_graphs" in inputs:  # the configuration in effect, and whether the user set it or assumed the default
+        given = set(inputs.get("engine_settings_given", ()))
+        values = {"cuda_graphs": f"CUDA graphs {inputs['cuda_graphs']}",
+                  "chunked_prefill": f"chunked prefill {'on' if inputs['chunked_prefill'] else 'off'}"}
+        config = "; " + ", ".join(f"{v} ({'given' if n in given else 'default'})" for n, v in values.items())
+    return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}"
 
 
 def breakdown_table(bd: dict[str, Any]) -> str:
@@ -98,6 +104,7 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
         mix = f" (prompt {inputs['prompt_len']:g} + output {inputs['output_len']:g} tokens: prefill share included)"
     lines = [
         f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}{tp_note}, {inputs['weight_dtype']} weights, "
+        f"{inputs['kv_dtype']} KV cache, "
         f"context {inputs['context']:g}{mix}",
         f"speculation: {inputs['method']}{draft}, k={inputs['k']}, {acceptance_said(inputs)} -> tau {d['tau']:.3f} "
         f"tokens/step, {d['wasted_positions_per_step']:.2f} wasted verify positions/step",

@@ -173,6 +173,5 @@ class EngineProfile(Spec):
 
     @property
     def label(self) -> str:
-        """How outputs name it: display name and version (and what the user set on it)."""
-        said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.settings.items())
-        return f"{self.display_name} {self.version}" + (f" ({said})" if said else "")
+        """How outputs name it: display name and version (the settings in effect are their own fields)."""
+        return f"{self.display_name} {self.version}"
