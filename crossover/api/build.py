@@ -177,7 +177,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
             raise InputError(f"chunked prefill (--chunked-prefill) is on or off (got {chunked!r})",
                              parameter="chunked_prefill")
         chunked = chunked == "on"
-    profile = profile.configured(o.cuda_graphs, chunked)
+    profile = profile.configured(o.cuda_graphs, chunked, o.cuda_graphs_speculating)
     util = o.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1):
         raise InputError(f"GPU memory utilisation (--gpu-memory-utilization) is a share in (0, 1] (got {util!r})",
@@ -266,7 +266,8 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
         "verify_width": spec.verify_width,
         "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
-        "cuda_graphs": dep.engine.cuda_graphs, "chunked_prefill": dep.engine.chunked_prefill,
+        "cuda_graphs": dep.engine.cuda_graphs, "cuda_graphs_speculating": dep.engine.speculating.cuda_graphs,
+        "chunked_prefill": dep.engine.chunked_prefill,
         "gpu_memory_utilization": dep.memory_utilization,
         "engine_settings_given": sorted(dep.engine.settings),
         "cost": dep.cost, "cost_source": _cost_source(dep),

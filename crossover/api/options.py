@@ -122,6 +122,9 @@ SCENARIO = (
     O("cuda_graphs", "the engine's CUDA-graph mode: full (uniform steps replay a full graph), piecewise (vLLM V1: "
       "attention outside the graph every step), none (--enforce-eager / --disable-cuda-graph)",
       default_text="the engine profile's", choices=("full", "none", "piecewise"), group="scenario"),
+    O("cuda_graphs_speculating", "the speculating server's CUDA-graph mode where it differs from the other's "
+      "(full, piecewise, none)", default_text="--cuda-graphs", choices=("full", "none", "piecewise"),
+      group="scenario"),
     O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes: on or off",
       default_text="the engine profile's", choices=("off", "on"), group="scenario"),
     O("gpu_memory_utilization", "share of each GPU's memory the engine takes (weights, KV cache, activations)",

@@ -186,6 +186,7 @@ class ScenarioOptions(_Record):
     force_calibration: bool = False
     engine: Any = None  # None: DEFAULT_ENGINE
     cuda_graphs: str | None = None  # full, piecewise, none; None: the engine's default
+    cuda_graphs_speculating: str | None = None  # the speculating server's, where it differs; None: the same
     chunked_prefill: bool | None = None  # None: the engine's default
     gpu_memory_utilization: float = d.DEFAULT_GPU_MEMORY_UTILIZATION
     cost: str = d.DEFAULT_COST

@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..reporting.policy import policy_dict, policy_extras_dict, policy_text
 from ..reporting.text import (
     breakdown_table,
-    policy_dict,
-    policy_extras_dict,
-    policy_text,
     prediction_dict,
     prediction_table,
     simulation_dict,

@@ -59,6 +59,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
               force_calibration=bool(getattr(args, "force_calibration", False)),
               engine=getattr(args, "engine", None), cost=getattr(args, "cost", None),
               cuda_graphs=getattr(args, "cuda_graphs", None), chunked_prefill=getattr(args, "chunked_prefill", None),
+              cuda_graphs_speculating=getattr(args, "cuda_graphs_speculating", None),
               gpu_memory_utilization=_opt(args, "gpu_memory_utilization", "--gpu-memory-utilization"),
               distilled=False if getattr(args, "no_distilled", False) else None)
     return {k: v for k, v in kw.items() if v is not None or k in ("tp",)}

@@ -177,18 +177,24 @@ class StepModel:
         (an eager forward takes at least its layers' launch time), the n-gram proposer's lookup and
         the per-step, per-sequence and per-draft-pass overheads."""
         dep = self.deployment
-        engine = dep.engine
         run = self.cost.forward if detail else (lambda ops, w: StepCost(self.cost.seconds(ops, w)))
         verifying = np.asarray(mix.verifying, float)
         drafting = verifying > 0
         every = bool(drafting.all())
         any_draft = bool(drafting.any())
+        engine = dep.engine.speculating if any_draft else dep.engine  # the speculating server's settings
+        # both servers in one array (the curves price off and on together): each element its own server's
+        split = engine is not dep.engine and not every
         work = mix.target
         if engine.verify_layout == "batch_expansion" and any_draft:
             work = work.expanded()
         target = run(self.target, work)
         target_s = target.total
-        eager = self._eager(work.tokens, verifying)
+        eager = self._eager(work.tokens, verifying, engine)
+        if split:
+            off_eager = self._eager(work.tokens, verifying, dep.engine)
+            eager = None if eager is None and off_eager is None else np.where(
+                drafting, False if eager is None else eager, False if off_eager is None else off_eager)
         if eager is not None:  # outside a captured graph: at least the layers' launch time
             target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)
 
@@ -205,7 +211,8 @@ class StepModel:
                                                 if any_draft else 0.0),
                  "sampler": self._sampler(work, positions),
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
-                 "ragged_attention": self._ragged(mix)}
+                 "ragged_attention": (np.where(drafting, self._ragged(mix, engine), self._ragged(mix, dep.engine))
+                                      if split else self._ragged(mix, engine))}
         drafts = []
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
@@ -247,25 +254,25 @@ class StepModel:
         traffic = (sampled - positions) * per_pos + positions * per_draft
         return traffic * dep.model.vocab_size / dep.bandwidth
 
-    def _ragged(self, mix: Mix) -> np.ndarray | float:
+    def _ragged(self, mix: Mix, engine) -> np.ndarray | float:
         """Host time of a step whose attention runs outside a full CUDA graph, per sequence: a ragged
         step's, 0 for uniform steps where the engine replays those as full graphs (every step's where
         it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: an eager
         step builds the same per-sequence attention metadata (its launch floor is a separate cost)."""
         per_seq = self.deployment.ragged_per_seq_s
         # share of the steps whose attention runs outside the graph
-        ragged = 1.0 - np.asarray(mix.uniform, float) if self.deployment.engine.full_graphs else np.float64(1.0)
+        ragged = 1.0 - np.asarray(mix.uniform, float) if engine.full_graphs else np.float64(1.0)
         if per_seq == 0.0 or not ragged.any():
             return 0.0
         seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
         return ragged * seqs * per_seq
 
-    def _eager(self, tokens, verifying: np.ndarray) -> np.ndarray | None:
+    def _eager(self, tokens, verifying: np.ndarray, engine=None) -> np.ndarray | None:
         """Where the target forward runs outside a captured CUDA graph (None: nowhere). The graph key
         is the step's tokens (vLLM V1), its sequences after batch expansion (vLLM V0: one per
         position, so also the tokens), or its requests (SGLang, TensorRT-LLM: the verifying
         sequences of a speculative step, else one per token of a decode step)."""
-        engine = self.deployment.engine
+        engine = self.deployment.engine if engine is None else engine
         if self.deployment.eager_layer_s == 0.0:
             return None
         limit = engine.graph_capture_limit
@@ -284,7 +291,7 @@ class StepModel:
         """The target forward of sequences with `q` new positions each over `context` (last axis;
         see `ragged`); `verifying` marks the sequences that verify drafts, whose positions the
         engine scores as separate sequences when it batch-expands (vLLM V0)."""
-        if self.deployment.engine.verify_layout != "batch_expansion":
+        if self.deployment.engine.speculating.verify_layout != "batch_expansion":
             verifying = None
         return ragged(self.target, q, context, sampled=sampled, verifying=verifying)
 

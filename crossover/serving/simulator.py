@@ -146,7 +146,7 @@ class _Engine:
         self.modes = {k: _mode(self.dep, self.spec, k) for k in ks}
         self.order = list(self.modes.values())  # mode index -> mode
         self.draft_prefill = arm.speculate and self.spec.draft_reads_prompts and self.base.draft is not None
-        self.expansion = self.dep.engine.verify_layout == "batch_expansion"
+        self.expansion = self.dep.engine.speculating.verify_layout == "batch_expansion" and arm.speculate
         groups = [self._groups(md) for md in self.order]
         tw = np.asarray(self.base.target.windows, float)
         dw = np.asarray(self.base.draft.windows if self.base.draft else (), float)

@@ -29,6 +29,9 @@ DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 
 
 
+_SPECULATING: dict[int, tuple] = {}  # profile id -> (profile, its speculating server's profile)
+
+
 class EngineProfile(Spec):
     """One engine at one version (engines/<name>.yaml)."""
 
@@ -94,8 +97,24 @@ class EngineProfile(Spec):
     # What the user set on the engine's command line (cuda_graphs, chunked_prefill), as given: the
     # profile's fields above already hold its effect (EngineProfile.configured).
     settings: dict[str, str] = Field(default_factory=dict)
+    # The speculating server's CUDA-graph mode where the user set it apart from the other's (None: the
+    # same): engines take the setting per server, and speculation is where it tends to differ.
+    spec_cuda_graphs: CudaGraphs | None = None
 
-    def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None) -> "EngineProfile":
+    @property
+    def speculating(self) -> "EngineProfile":
+        """This engine as the speculating server runs it (its own CUDA-graph mode where one is set)."""
+        if self.spec_cuda_graphs is None:
+            return self
+        key = id(self)
+        hit = _SPECULATING.get(key)
+        if hit is None or hit[0] is not self:
+            hit = (self, self.model_copy(update={"spec_cuda_graphs": None}).configured(self.spec_cuda_graphs))
+            _SPECULATING[key] = hit
+        return hit[1]
+
+    def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None,
+                   spec_cuda_graphs: CudaGraphs | None = None) -> "EngineProfile":
         """This engine as the user configured it (None: the engine's default).
 
         cuda_graphs: 'full' (uniform decode and verify steps replay a full graph with attention
@@ -128,6 +147,10 @@ class EngineProfile(Spec):
         if chunked_prefill is not None:
             update["chunked_prefill"] = bool(chunked_prefill)
             settings["chunked_prefill"] = "on" if chunked_prefill else "off"
+        if spec_cuda_graphs is not None:
+            self.model_copy(update=update).configured(spec_cuda_graphs)  # refused as for both servers
+            update["spec_cuda_graphs"] = spec_cuda_graphs
+            settings["cuda_graphs_speculating"] = spec_cuda_graphs
         if not update and settings == self.settings:
             return self
         return self.model_copy(update={**update, "settings": settings})
