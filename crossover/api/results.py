@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..reporting.policy import policy_dict, policy_extras_dict, policy_text
@@ -45,7 +46,7 @@ class PredictResult:
 
     at_batch: float | None = None  # the load the answer is about (the largest requested batch that fits)
 
-    @property
+    @cached_property
     def assumed(self) -> list[dict[str, Any]]:
         """Each input the answer assumes (not given, not measured) and where the answer would flip."""
         from ..analysis.assumptions import assumptions
@@ -97,7 +98,7 @@ class PolicyResult:
 
     scenario: Any = None  # the scenario the schedule was computed for (its assumptions)
 
-    @property
+    @cached_property
     def assumed(self) -> list[dict[str, Any]]:
         """Each input the schedule assumes, and where speculation stops paying off at the largest batch."""
         from ..analysis.assumptions import assumptions
