@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, assert_one_line_error, run_cli
 
-from crossover.analysis.calibration_model import Observation, predict, speedup_between_levels
+from crossover.analysis.sweep_fit import Observation, predict, speedup_between_levels
 from crossover.analysis.curves import evaluate
 from crossover.model.acceptance import Acceptance
 from crossover.model.scenario import Scenario

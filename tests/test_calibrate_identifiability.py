@@ -88,7 +88,7 @@ def test_two_levels_fit_one_parameter():
 
 
 def test_every_bound_has_a_documented_reason():
-    src = (REPO / "crossover" / "analysis" / "calibration_model.py").read_text().splitlines()
+    src = (REPO / "crossover" / "analysis" / "sweep_fit.py").read_text().splitlines()
     for name in PARAMETERS:
         i = next(j for j, line in enumerate(src) if line.strip().startswith(f'"{name}": ('))
         above = []

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
 SUBLAYERS: dict[str, list[tuple[str, ...]]] = {
     "model": [("ops",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("forward",), ("step",), ("breakdown",),
               ("scenario",)],
-    "analysis": [("crossings",), ("curves",), ("calibration_model", "load_fit"), ("calibration_bootstrap",),
+    "analysis": [("crossings",), ("curves",), ("sweep_fit", "load_fit"), ("calibration_bootstrap",),
                  ("policy", "trees", "adaptive", "whatif", "calibration", "bounds", "assumptions"),
                  ("engine_config",)],
 }

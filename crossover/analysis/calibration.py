@@ -1,6 +1,6 @@
 """Fit the free parameters to a measured sweep, with uncertainties and a bootstrap crossover interval.
 
-Free parameters (calibration_model.PARAMETERS): achieved bandwidth fraction, achieved FLOP/s
+Free parameters (sweep_fit.PARAMETERS): achieved bandwidth fraction, achieved FLOP/s
 fraction, per-step overhead, host time per verifying sequence, per draft-forward overhead, and the
 acceptance rate when the files do not report it. Residuals are ln(measured / predicted) of output
 throughput (and of mean TPOT where measured), both arms, the on arm at each level's own acceptance
@@ -23,8 +23,8 @@ import numpy as np
 from ..errors import CrossoverError
 from ..model.scenario import Scenario
 from .calibration_bootstrap import interval
-from .calibration_model import (DROP_ORDER, PARAMETERS, RESIDUAL_LIMIT, Observation, apply, as_rate, first_crossing,
-                                initial, predict, residual_vector)
+from .sweep_fit import (DROP_ORDER, PARAMETERS, RESIDUAL_LIMIT, Observation, apply, as_rate, at_bound, first_crossing,
+                        initial, predict, residual_vector)
 
 __all__ = ["Fit", "Observation", "PARAMETERS", "apply", "calibrate", "check_transfer", "load_calibration",
            "saved_scenario"]
@@ -53,7 +53,7 @@ class Fit:
 
     def parameters(self) -> dict[str, dict[str, Any]]:
         """name -> {value, stderr, at_bound} (overheads in ms, per-sequence time in us) of the fitted parameters."""
-        return {n: {"value": float(v), "stderr": float(e), "at_bound": _at_bound(n, v)}
+        return {n: {"value": float(v), "stderr": float(e), "at_bound": at_bound(n, v)}
                 for n, v, e in zip(self.names, self.values, self.stderr)}
 
     def disagreements(self) -> list[dict[str, Any]]:
@@ -88,12 +88,6 @@ class Fit:
         return out
 
 
-def _at_bound(name: str, v: float) -> bool:
-    """Within 0.1% of the bounded range of a bound: the solver stops just inside an active bound."""
-    lo, hi = PARAMETERS[name][1:]
-    return bool(min(v - lo, hi - v) <= 1e-3 * (hi - lo))
-
-
 def _solve(sc, obs, names, x0, lo, hi, tol: float = 1e-8):
     from scipy.optimize import least_squares
 
@@ -113,7 +107,7 @@ def _unidentified(names: list[str], x: np.ndarray, stderr: np.ndarray,
     first, then the one whose standard error exceeds its value by the largest factor (bound None);
     None when every one is identified."""
     for i, n in enumerate(names):
-        if active[i] or _at_bound(n, x[i]):
+        if active[i] or at_bound(n, x[i]):
             lo, hi = PARAMETERS[n][1:]
             bound = lo if abs(x[i] - lo) <= abs(x[i] - hi) else hi
             return i, f"at its bound {bound:g} (fitted {x[i]:.4g}): held there, the data push it past it", bound

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..model.scenario import Scenario
-from .calibration_model import PARAMETERS, Observation, apply, first_crossing, residual_vector
+from .sweep_fit import PARAMETERS, Observation, apply, first_crossing, residual_vector
 
 # Bootstrap refits: Gauss-Newton steps with the Jacobian of the fit frozen (each a residual
 # evaluation per synthetic sweep, not a least-squares solve); the crossover of each on a log grid of

@@ -1,7 +1,9 @@
-"""What calibration fits and how a fit is priced: the free parameters with their bounds, a measured
-level (`Observation`), the scenario with fitted values substituted, the prediction at the measured
-levels with each level's own acceptance length, the residuals, and the first crossing of the fitted
-curves. `calibration` (the fit) and `calibration_bootstrap` (its interval) are built on these.
+"""What a fit to a measured sweep prices: the free parameters with their bounds, a measured level
+(`Observation`), the scenario with fitted values substituted, the prediction at the measured levels
+with each level's own acceptance length, the residuals, the first crossing of the fitted curves,
+and the engine's baseline fitted to the off arm alone (`fit_off_arm`, for `measured`'s diagnosis:
+numpy only, no scipy). `calibration` (the fit) and `calibration_bootstrap` (its interval) are built
+on these.
 
 Sign convention, the same in every verb's output: ln(measured / predicted). Positive: the
 measurement is above the model (more tokens/s, or a longer TPOT).
@@ -222,3 +224,70 @@ def first_crossing(sc: Scenario, obs: Sequence[Observation], b_max: float, grid:
         j = int(np.nonzero(np.signbit(f[:-1]) != np.signbit(f[1:]))[0][0])
     t = f[j] / (f[j] - f[j + 1])
     return float(np.exp(np.log(loads[j]) + t * (np.log(loads[j + 1]) - np.log(loads[j]))))
+
+
+def off_residuals(sc: Scenario, obs: Sequence[Observation], names: Sequence[str], values) -> np.ndarray:
+    """ln(measured / predicted) of the off arm alone: its throughput (where used) and mean TPOT."""
+    c = evaluate(apply(sc, names, values), [o.load for o in obs])
+    res = []
+    for i, o in enumerate(obs):
+        if o.use_throughput:
+            res.append(np.log(o.tput_off / c.tokens_per_s_off[i]))
+        if o.tpot_off:
+            res.append(np.log(o.tpot_off / (c.step_off[i] * 1e3)))
+    return np.asarray(res)
+
+
+def at_bound(name: str, v: float) -> bool:
+    """Within 0.1% of the bounded range of a bound: a solver stops just inside an active bound."""
+    lo, hi = PARAMETERS[name][1:]
+    return bool(min(v - lo, hi - v) <= 1e-3 * (hi - lo))
+
+
+def _least_squares(f, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray, iters: int = 40) -> np.ndarray:
+    """min |f(x)|^2 within [lo, hi] by Levenberg-Marquardt steps (forward-difference Jacobian, steps
+    clipped to the bounds): a few parameters and a handful of residuals, no scipy in `measured`."""
+    x = np.clip(np.asarray(x0, float), lo, hi)
+    r = f(x)
+    cost, lam = float(r @ r), 1e-3
+    h = 1e-4 * (hi - lo)
+    for _ in range(iters):
+        step = np.where(x + h <= hi, h, -h)
+        jac = np.stack([(f(x + np.eye(len(x))[j] * step[j]) - r) / step[j] for j in range(len(x))], axis=1)
+        a, g = jac.T @ jac, jac.T @ r
+        for _ in range(12):
+            dx = np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-12), -g)
+            xn = np.clip(x + dx, lo, hi)
+            rn = f(xn)
+            cn = float(rn @ rn)
+            if cn < cost:
+                break
+            lam *= 10.0
+        else:
+            return x
+        done = cost - cn <= 1e-12 * max(cost, 1e-300)
+        x, r, cost, lam = xn, rn, cn, max(lam / 10.0, 1e-9)
+        if done:
+            break
+    return x
+
+
+def fit_off_arm(sc: Scenario, obs: Sequence[Observation]) -> tuple[Scenario, dict]:
+    """The engine's baseline from the sweep's own off arm (issue 22 item 3): its host time per step,
+    with three levels or more its achieved bandwidth, with four its achieved FLOP/s (where the off arm
+    bends over at high load), fitted to the off arm's throughput and mean TPOT alone (bounded least
+    squares); everything else stays the scenario's. The on arm priced on this baseline is what this
+    engine should have done with speculation. Returns the scenario with the fitted values and
+    {parameters, at_bound, max_ln_off} (the largest |ln(measured / predicted)| left on the off arm);
+    fewer than two levels: the scenario as it is."""
+    sc = as_rate(sc)
+    levels = len({o.load for o in obs})
+    if levels < 2:
+        return sc, {"parameters": {}, "at_bound": [], "max_ln_off": None}
+    names = ["step_overhead_ms", "bandwidth_fraction", "flops_fraction"][:levels - 1]  # one fewer than the levels
+    lo, hi = (np.array([PARAMETERS[n][i] for n in names]) for i in (1, 2))
+    x = _least_squares(lambda v: off_residuals(sc, obs, names, v), np.array([initial(sc, n) for n in names]), lo, hi)
+    r = off_residuals(sc, obs, names, x)
+    return apply(sc, names, x), {"parameters": {n: round(float(v), 6) for n, v in zip(names, x)},
+                                 "at_bound": [n for n, v in zip(names, x) if at_bound(n, v)],
+                                 "max_ln_off": float(np.abs(r).max()) if len(r) else None}

@@ -225,6 +225,12 @@ class MeasuredResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     engine_effects: dict[str, Any] | None = None  # a slowdown deeper than the model allows, and its causes
     engine_metrics: dict[str, Any] | None = None  # the server's acceptance (--engine-metrics)
+    diagnosis: dict[str, Any] | None = None  # one verdict with its evidence (comparison.diagnosis; needs a model)
+
+    @property
+    def verdict(self) -> str | None:
+        """The diagnosis's verdict: impossible, physics, configuration, engine, model or inconclusive."""
+        return None if self.diagnosis is None else self.diagnosis["verdict"]
 
     @property
     def notes(self) -> list[str]:
@@ -245,6 +251,8 @@ class MeasuredResult:
         out = measured_dict(self.table, self.checks, self.predicted)
         if self.predicted is not None:
             out["engine_effects"] = self.engine_effects
+        if self.diagnosis is not None:
+            out["diagnosis"] = self.diagnosis
         if self.engine_metrics is not None:
             out["engine_metrics"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.engine_metrics.items()}
         return out
@@ -253,7 +261,7 @@ class MeasuredResult:
         from ..analysis.bounds import LIKELY_CAUSES
         from ..reporting.measured import measured_text
 
-        return measured_text(self.table, self.checks, LIKELY_CAUSES, self.predicted, self.engine_effects)
+        return measured_text(self.table, self.checks, LIKELY_CAUSES, self.predicted, self.engine_effects, self.diagnosis)
 
 
 @dataclass
@@ -268,7 +276,7 @@ class CalibrateResult:
     @property
     def reproduces(self) -> bool:
         """Whether the fitted model reproduces the sweep (something identified, every |ln(measured /
-        predicted)| within calibration_model.RESIDUAL_LIMIT); the CLI writes no fit that does not
+        predicted)| within sweep_fit.RESIDUAL_LIMIT); the CLI writes no fit that does not
         without --force."""
         return bool(self.fit.reproduces)
 

@@ -199,13 +199,18 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=tau, match_rate=match,
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
                   distilled=distilled, **({} if engine is None else {"engine": engine}))
+    from ..comparison.diagnosis import diagnose
+
     predicted = predicted_at_levels(table, sc)
     if predicted is None:
         said.insert(0, Diagnostic("no_rate_prediction", "no prediction beside this request-rate sweep: its files "
                                    "record no token totals (total_input_tokens, total_output_tokens, completed), "
                                    "which the serving simulator needs"))
-    return MeasuredResult(table, sc, check(sc, table), predicted, said, engine_effects(table, sc, predicted),
-                          metrics)
+    checks = check(sc, table)
+    impossible = sorted(set(checks.load[checks.impossible].tolist()))  # no further diagnosis at these levels
+    diagnosis = diagnose(table, sc, checks, predicted)
+    return MeasuredResult(table, sc, checks, predicted, said, engine_effects(table, sc, predicted, exclude=impossible),
+                          metrics, diagnosis)
 
 
 def read_engine_metrics(paths: Paths) -> dict[str, Any] | None:

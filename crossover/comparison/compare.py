@@ -95,7 +95,8 @@ def predicted_at_levels(table, sc) -> dict[str, Any] | None:
 def speedups(table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(load, off row, on row, speedup) of every level by increasing load, on the table's column
     arrays: the speedup is output throughput on/off (NaN where nothing was delivered without
-    speculation), or mean e2e latency off/on for request rates where both arms report it."""
+    speculation), or for request rates mean e2e latency off/on (NaN where an arm does not report it:
+    in rate mode output tokens/s tracks the offered load until saturation, so it is no speedup)."""
     loads, off, on = table.levels()
     c = table.columns
     t_off, t_on = c.output_throughput[off], c.output_throughput[on]
@@ -104,7 +105,7 @@ def speedups(table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if table.load_axis == "request_rate":  # mean e2e latency off/on where both arms report it
             e_off, e_on = c.metric("mean_e2el_ms")[off], c.metric("mean_e2el_ms")[on]
             both = ~np.isnan(e_off) & (e_off != 0) & ~np.isnan(e_on) & (e_on != 0)
-            ratio = np.where(both, e_off / e_on, ratio)
+            ratio = np.where(both, e_off / e_on, np.nan)
     return loads, off, on, ratio
 
 

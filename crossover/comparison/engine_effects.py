@@ -1,7 +1,9 @@
 """Engine effects behind a measured sweep the model does not explain: where a measured slowdown is
 deeper than the model allows, or speculation measured winning where the model says it loses, the
 engine behaviour that can cause it, each checked against the model where it can be (another
-engine profile re-predicts the levels). Used by `measured` (crossover/measured.py)."""
+engine profile re-predicts the levels): only causes that can apply to the engine that ran
+(`ran_engine`), and no level with a point that beats physics. Used by `measured` (api/sweeps.py) and
+its diagnosis (comparison/diagnosis.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ if TYPE_CHECKING:
     from ..measurements import MeasuredTable
 
 
+# The setting that raises the CUDA-graph capture limit, per engine
+CAPTURE_FLAG = {"vllm": "compilation_config max_cudagraph_capture_size", "sglang": "--cuda-graph-max-bs",
+                "trtllm": "cuda_graph_config max_batch_size"}
 # A measured speedup below 1 and this far (ln) below the model's is deeper than the model allows; one
 # above 1 this far above a predicted loss is larger than the model allows.
 DEEPER_THAN_MODEL = 0.15
@@ -41,6 +46,18 @@ def _widest_gap(ratios: np.ndarray, predicted: list, below: bool) -> tuple[float
     return (sign * widest, -first) if widest > DEEPER_THAN_MODEL else None
 
 
+def ran_engine(table: MeasuredTable, sc: Scenario) -> dict[str, str]:
+    """The engine that ran the sweep: {framework, label, source}. SGLang bench_serving files carry the
+    server's own info (server_info): SGLang. Other files name the benchmark, not the server (vllm bench
+    serve drives any OpenAI endpoint): the engine profile the sweep is priced with (--engine, default
+    vllm). Only causes that can apply to this engine are named."""
+    engine = sc.deployment.engine
+    if table.columns.formats == {"sglang"}:
+        return {"framework": "sglang", "label": engine.label if engine.framework == "sglang" else "SGLang",
+                "source": "the files (SGLang bench_serving server_info)"}
+    return {"framework": engine.framework, "label": engine.label, "source": f"the engine profile {engine.name}"}
+
+
 def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str, Any] | None:
     """The model at the measured levels with another engine profile (predicted_at_levels)."""
     from .compare import predicted_at_levels
@@ -51,17 +68,20 @@ def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str
     return predicted_at_levels(table, Scenario(dep, sc.speculation, sc.context, sc.prompt_len, sc.output_len))
 
 
-def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
+def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None,
+                   exclude=()) -> dict[str, Any] | None:
     """Where the measured slowdown is deepest beyond the model's (speedup < 1, ln(measured /
     predicted) < -0.15), or else where a measured speedup most exceeds a predicted loss (measured > 1,
     predicted < 1, ln > 0.15), the engine effects that can cause it, each checked against the model
     where it can be (the vllm-v0 or vllm-0.10 profile re-predicts the levels; graph limits and batch
-    caps from the deployment's engine profile)."""
+    caps from the deployment's engine profile); `exclude`: levels left out (a point there beats physics)."""
     if predicted is None:
         return None
     from .compare import speedups
 
     loads, _, _, ratios = speedups(table)  # per level, from the column arrays (no point objects)
+    if len(exclude):  # levels with an impossible point: no diagnosis there
+        ratios = np.where(np.isin(loads, np.asarray(list(exclude), float)), np.nan, ratios)
     found = _widest_gap(ratios, predicted["speedup"], below=True)
     if found is None:
         above = _widest_gap(ratios, predicted["speedup"], below=False)
@@ -69,8 +89,9 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     i = found[1]
     load, ratio, ps = float(loads[i]), float(ratios[i]), predicted["speedup"][i]
     spec, engine = sc.speculation, sc.deployment.engine
+    vllm = ran_engine(table, sc)["framework"] == "vllm"  # only causes of the engine that ran
     causes: list[dict[str, str]] = []
-    if engine.verify_layout != "batch_expansion":
+    if vllm and engine.verify_layout != "batch_expansion":
         p0 = _predicted_with(table, sc, "vllm-v0")
         check0 = f"--engine vllm-v0 predicts {p0['speedup'][i]:.3f} there" if p0 else ""
         causes.append({"effect": "vLLM V0 scored drafts by batch expansion, k+1 single-query sequences that each "
@@ -79,19 +100,21 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     key = load if engine.graph_capture_unit == "requests" else load * width
     unit = engine.graph_capture_unit
     if engine.graph_capture_limit and key > engine.graph_capture_limit:
+        flag = CAPTURE_FLAG.get(ran_engine(table, sc)["framework"], "the engine's CUDA-graph capture setting")
         causes.append({"effect": f"verify steps of {key:.0f} {unit} run without CUDA graphs beyond {engine.label}'s "
-                                 f"capture limit of {engine.graph_capture_limit} {unit} (vLLM: max_cudagraph_capture_"
-                                 "size; SGLang: --cuda-graph-max-bs)", "check": ""})
-    else:
+                                 f"capture limit of {engine.graph_capture_limit} {unit} ({flag})", "check": ""})
+    elif vllm and engine.graph_capture_limit:
         causes.append({"effect": "verify batch sizes that miss a captured CUDA-graph size run attention eagerly "
                                  "(capture sizes rounded to multiples of 1 + k, vllm PR #53407): check the captured "
                                  "sizes in the engine log", "check": ""})
-    if spec.method == "ngram":
+    if vllm and spec.method == "ngram":
         causes.append({"effect": "a CPU n-gram proposer turns vLLM V1's async scheduling off (host time on the "
                                  "critical path) and its ragged batches run PIECEWISE graphs", "check": ""})
-    if load > 48:
-        causes.append({"effect": "SGLang caps running requests at 48 when speculation is on (server_args.py): above "
-                                 "it the speculative arm queues", "check": ""})
+    cap = engine.spec_max_running
+    if ran_engine(table, sc)["framework"] == "sglang" and cap and load > cap:
+        causes.append({"effect": f"SGLang caps running requests at {cap} when speculation is on (server_args.py): "
+                                 "above it the speculative arm queues (--max-running-requests sets another)",
+                       "check": ""})
     if table.load_axis == "request_rate":
         causes.append({"effect": "the speculative arm saturating first: past its capacity its queue grows and the "
                                  "latency ratio measures queueing, not step cost (see the achieved request rates)",
@@ -106,7 +129,7 @@ def _larger_than_model(table: MeasuredTable, sc: Scenario, loads, ratios, predic
     arms pay per step or per sequence, which speculation, taking fewer steps per token, pays less often."""
     spec, engine = sc.speculation, sc.deployment.engine
     causes: list[dict[str, str]] = []
-    if engine.framework == "vllm" and engine.full_graphs and engine.verify_layout != "batch_expansion":
+    if ran_engine(table, sc)["framework"] == "vllm" and engine.framework == "vllm" and engine.full_graphs and engine.verify_layout != "batch_expansion":
         p10 = _predicted_with(table, sc, "vllm-0.10")
         causes.append({"effect": "vLLM V1 before 0.11 captured PIECEWISE CUDA graphs only: every step, plain decode "
                                  "too, runs attention outside the graph at a host cost per sequence that speculation, "

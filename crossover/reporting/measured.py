@@ -112,7 +112,10 @@ def measured_table(table, checks, causes, predicted: dict[str, Any] | None = Non
                   lv["load"], lv["off"], lv["on"], _column(lv["ratio"], "8.3f"), _column(lv["tpot_off"], "12.2f"),
                   _column(lv["tpot_on"], "8.2f"), taus)]
     lines.append("")
-    if side == "equal":
+    if axis == "request_rate" and not any(r == r for r in lv["ratio"]):
+        lines.append("crossover: a request-rate sweep is compared on mean e2e latency (mean_e2el_ms), which the files "
+                     "do not report in both arms; its output tok/s only tracks the offered rate")
+    elif side == "equal":
         lines.append(f"crossover: none; the arms are equal within noise (speedup within {EQUAL_RTOL:.0%} of 1 at "
                      f"every level)")
     elif cross is None:
@@ -252,7 +255,7 @@ def agrees_on_crossing(fit, m: dict[str, Any]) -> bool | None:
 
 def _cannot_reproduce(fit) -> list[str]:
     """Why the fit describes no deployment: nothing identified, or the levels it misses."""
-    from ..analysis.calibration_model import RESIDUAL_LIMIT
+    from ..analysis.sweep_fit import RESIDUAL_LIMIT
 
     if fit.reproduces:
         return []
@@ -314,16 +317,71 @@ def calibration_table(fit, inputs: dict[str, Any], measured: dict[str, Any] | No
     return "\n".join(lines)
 
 
-def measured_text(table, checks, causes, predicted, effects) -> str:
-    """`crossover measured`'s text: the table and physics check, then where the sweep leaves the model
-    behind and the engine effects that can cause it."""
+def measured_text(table, checks, causes, predicted, effects, diagnosis=None) -> str:
+    """`crossover measured`'s text: the table and physics check, then the diagnosis: one verdict with
+    its evidence (comparison.diagnosis; the engine effects stay in the JSON)."""
     text = measured_table(table, checks, causes, predicted)
-    e = effects
-    if not e:
+    if not diagnosis:
         return text
-    what = "slowdown deeper" if e["direction"] == "below" else "speedup larger"
-    lines = ["", f"{what} than the model allows at {table.load_axis} {e['level']:g} (measured "
-             f"{e['measured_speedup']:.3f}, predicted {e['predicted_speedup']:.3f} with {e['engine']}); engine "
-             "effects that can cause it:"]
-    lines += [f"  - {c['effect']}" + (f" ({c['check']})" if c.get("check") else "") for c in e["causes"]]
-    return text + "\n" + "\n".join(lines)
+    return text + "\n\n" + "\n".join(diagnosis_lines(diagnosis, table.load_axis))
+
+
+def diagnosis_lines(d: dict[str, Any], axis: str) -> list[str]:
+    """The verdict, the expectation it rests on, each level against it, the settings re-priced, the load
+    fit of a rate sweep and, for an engine verdict, what to report."""
+    e = d["engine"]
+    lines = [f"diagnosis (judged on {d['judged_on']}; engine {e['label']}, from {e['source']}):",
+             f"  verdict: {d['message']}"]
+    x = d.get("expectation") or {}
+    if x.get("basis") == "off_arm_fit":
+        params = ", ".join(f"{k} {v:.3g}" for k, v in x["parameters"].items()) or "none (too few levels)"
+        fit = f" (the off arm within |ln| {x['max_ln_off']:.3f})" if x.get("max_ln_off") is not None else ""
+        lines.append(f"  expectation: this engine's host time fitted to the sweep's off arm: {params}{fit}; the on arm "
+                     f"priced on it at each level's tau (its crossover: {_num(x['predicted_crossover'])})")
+    elif x.get("basis") == "serving_simulator":
+        lines.append(f"  expectation: the serving simulator's mean e2e latency per arm, as the ratio off/on (its "
+                     f"crossover: {_num(x['predicted_crossover'])})")
+    rows = [r for r in d.get("levels", [])]
+    if rows and "on_expected" in rows[0]:
+        lines.append(f"  {axis:>14} | on tok/s measured   expected      ln | on TPOT measured  expected      ln | "
+                     f"shortfall")
+        for r in rows:
+            if "ln_shortfall" not in r:
+                lines.append(f"  {r['level']:>14g} | {r.get('status', '')}")
+                continue
+            tp = (f"{r['tpot_on_measured']:>16.2f} {r['tpot_on_expected']:>9.2f} {r['ln_tpot_on']:>+7.3f}"
+                  if "ln_tpot_on" in r else f"{'-':>16} {'-':>9} {'-':>7}")
+            lines.append(f"  {r['level']:>14g} | {r['on_measured']:>17.1f} {r['on_expected']:>10.1f} {r['ln_on']:>+7.3f}"
+                         f" | {tp} | {r['ln_shortfall']:>+9.3f}")
+    elif rows:
+        lines.append(f"  {axis:>14} | e2e ms off measured  expected | on measured  expected | ratio shortfall")
+        for r in rows:
+            short = f"{r['ln_shortfall']:>+15.3f}" if "ln_shortfall" in r else f"{r.get('status', ''):>15}"
+            lines.append(f"  {r['level']:>14g} | {r['e2el_off_measured']:>19.1f} {r['e2el_off_expected']:>9.1f} | "
+                         f"{r['e2el_on_measured']:>11.1f} {r['e2el_on_expected']:>9.1f} | {short}")
+    if rows:
+        what = ("the worse of throughput and TPOT" if "on_expected" in rows[0] else
+                "ln of the expected latency ratio off/on over the measured one")
+        lines.append(f"  (ln = {LN_CONVENTION}; shortfall: how far the on arm is below its expectation, {what}; "
+                     f"beyond {d['tolerance_ln']:g} it is diagnosed)")
+    tried = [c for c in d.get("causes", []) if c.get("checked")]
+    if tried:
+        lines.append("  re-priced with each setting (at the worst level): " + "; ".join(
+            f"{c['cause']} {c['on_expected']:.1f} tok/s ({'explains it' if c['explains'] else 'does not explain it'})"
+            for c in tried))
+    lf = d.get("load_fit")
+    if lf:
+        off, on = lf["off"], lf["on"]
+        be = (f"break-even {lf['qps']:.3g} req/s (r* = {lf['r_star']:.3g})" if lf.get("qps") is not None
+              else f"no break-even rate: {lf['why']}")
+        ratio = f"{lf['c2_ratio']:.3f}" if lf.get("c2_ratio") is not None else "-"
+        lines.append(f"  load fit (Kong et al., L = C1 / (1 - QPS C2)): off C1 {off['c1_ms']:.1f} ms, C2 "
+                     f"{off['c2_ms_per_request']:.2f} ms/request; on C1 {on['c1_ms']:.1f} ms, C2 "
+                     f"{on['c2_ms_per_request']:.2f} ms/request; C2(on)/C2(off) {ratio}; {be}")
+    for item in d.get("report", []):
+        lines.append(f"  report: {item}")
+    return lines
+
+
+def _num(x) -> str:
+    return "none" if x is None else f"{x:.1f}"
