@@ -175,3 +175,14 @@ def test_the_speculating_server_can_run_its_own_cuda_graph_mode():
     assert a["on"]["mean_tpot_ms"] > b["on"]["mean_tpot_ms"]
     assert_one_line_error(run_cli("predict", "--engine", "sglang", "--cuda-graphs-speculating", "piecewise"),
                           "piecewise CUDA graphs are vLLM V1's mode")
+
+
+def test_a_calibrations_per_sequence_microseconds_are_microseconds(tmp_path):
+    """A fit's spec_per_seq_us of 85.6 is 85.6 us per verifying sequence (it was read as 85.6 s: the
+    policy of the README's worked example said speculation never pays, 130,000x slower always-on)."""
+    cal = tmp_path / "fit.yaml"
+    cal.write_text("crossover_calibration: 1\nparameters:\n  spec_per_seq_us: {value: 85.6}\n"
+                   "  step_overhead_ms: {value: 0.5}\n")
+    dep = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", calibration=cal).deployment
+    assert dep.spec_overhead_per_seq_s == pytest.approx(85.6e-6)
+    assert dep.step_overhead_s == pytest.approx(0.5e-3)

@@ -61,15 +61,16 @@ def _efficiency(calibrated: dict[str, float], **flags: float | str | None) -> Ef
         changes["step_overhead_s"] = v / 1e3
     if flags["transition"] is not None:
         changes["transition"] = flags["transition"]
-    if calibrated:  # a fit's values, named by calibration.PARAMETERS
+    if calibrated:  # a fit's values, named by calibration.PARAMETERS, in the units SCALE converts to seconds
         from ..analysis.calibration import PARAMETERS
+        from ..analysis.sweep_fit import SCALE
     for name, value in calibrated.items():
         field = PARAMETERS[name][0]
         if field != "acceptance" and field not in changes:
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise CrossoverError(f"calibration (--calibration) parameter {name} must be a finite number >= 0 "
                                      f"(got {value!r})")
-            changes[field] = value / 1e3 if name.endswith("_ms") else value
+            changes[field] = value * SCALE.get(name, 1.0)
     return Efficiency(**changes)
 
 
