@@ -76,7 +76,7 @@ def assumptions(sc: Scenario, batch: float, batch_max: float | None = None) -> l
     for name, value, origin, rng in todo:
         flip = flip_point(sc, name, batch, 0.0, _TOP if name == "acceptance" else 1.0)
         entry = {"input": name, "value": value, "source": SOURCES[origin], "at_batch": float(batch),
-                 "flips_at": flip, "range": list(rng),
+                 "speedup_at_batch": round(_speedup(sc, batch), 4), "flips_at": flip, "range": list(rng),
                  "flips_in_range": flip is not None and rng[0] <= flip <= rng[1]}
         if batch_max is not None:
             entry["crossover_over_range"] = [_crossover(_with(sc, name, v), batch_max) for v in rng]

@@ -23,7 +23,8 @@ def assumed_lines(assumed: list[dict[str, Any]]) -> list[str]:
         lo, hi = a["range"]
         b = a["at_batch"]
         if a["flips_at"] is None:
-            flip = f"at batch {b:g} the answer holds for every {name} in [0, 1)"
+            side = "faster" if a.get("speedup_at_batch", 1.0) > 1.0 else "slower"
+            flip = f"at batch {b:g} speculation is {side} at every {name} in [0, 1)"
         else:
             where = "inside" if a["flips_in_range"] else "outside"
             flip = (f"at batch {b:g} speculation stops paying off below {name} {a['flips_at']:g} ({where} the "
