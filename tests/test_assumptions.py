@@ -20,7 +20,7 @@ def test_the_users_question_from_the_issue_flips_near_0_35():
     wins at 64; the answer flips only below acceptance ~0.35 (issue 23)."""
     res = crossover.predict(crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="eagle3", k=3),
                             batches=[64])
-    (a,) = res.assumed
+    (a,) = [x for x in res.assumed if x["input"] == "acceptance"]
     assert a["input"] == "acceptance" and a["value"] == DEFAULT_ACCEPTANCE and a["at_batch"] == 64
     assert 0.30 < a["flips_at"] < 0.40 and not a["flips_in_range"]
     assert a["range"] == list(ACCEPTANCE_RANGE)
@@ -31,16 +31,23 @@ def test_the_users_question_from_the_issue_flips_near_0_35():
     assert "assumed: acceptance 0.7 is the default (not measured)" in text
     assert "below acceptance 0.3" in text
     assert res.to_dict()["assumed"] == res.assumed
+    # the other defaults the answer took are named too, on one line
+    assert {x["input"]: x["value"] for x in res.assumed if x["input"] != "acceptance"} == {
+        "context": 2048.0, "engine": "vllm"}
+    assert "assumed: context 2048, engine vllm (the defaults; give --context, --engine to replace them)" in text
 
 
 def test_a_given_acceptance_is_no_assumption(tmp_path):
-    kw = dict(model="llama-3.1-8b", hardware="h100-sxm")
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", context=1024, method="eagle", k=3, engine="vllm")
     assert crossover.predict(crossover.scenario(acceptance=0.7, **kw)).assumed == []
     assert crossover.predict(crossover.scenario(tau=2.5, **kw)).assumed == []
     cal = tmp_path / "fit.yaml"
     cal.write_text("crossover_calibration: 1\nparameters:\n  acceptance: {value: 0.55}\n")
     assert crossover.predict(crossover.scenario(calibration=cal, **kw)).assumed == []
     assert "assumed:" not in crossover.predict(crossover.scenario(acceptance=0.6, **kw)).to_text()
+    # lengths give the context: no default context
+    lengths = crossover.scenario(model="llama-3.1-8b", acceptance=0.6, prompt_len=500, output_len=100)
+    assert "context" not in [a["input"] for a in crossover.predict(lengths).assumed]
 
 
 def test_flip_point_is_where_the_speedup_passes_one():
@@ -58,10 +65,10 @@ def test_flip_point_is_where_the_speedup_passes_one():
 def test_ngram_names_the_assumed_match_rate_and_a_workload_files_values():
     res = crossover.predict(crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4))
     names = [a["input"] for a in res.assumed]
-    assert names == ["acceptance", "match_rate"]
+    assert names == ["context", "engine", "acceptance", "match_rate"]
     wl = crossover.predict(crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="ngram", k=4,
                                               acceptance=0.6, workload="cnn-dailymail"))
-    (m,) = wl.assumed
+    (m,) = [a for a in wl.assumed if a["input"] == "match_rate"]
     assert m["input"] == "match_rate" and m["value"] == 0.8 and "workload file" in m["source"]
     assert "n-gram match rate 0.8 is the workload file's" in wl.to_text()
 
@@ -69,10 +76,11 @@ def test_ngram_names_the_assumed_match_rate_and_a_workload_files_values():
 def test_cli_json_and_text_carry_the_assumptions():
     r = run_cli("predict", "--model", "llama-3.1-8b", "--batch", "64", "--json")
     assert r.returncode == 0
-    assert json.loads(r.stdout)["assumed"][0]["input"] == "acceptance"
+    assert "acceptance" in [a["input"] for a in json.loads(r.stdout)["assumed"]]
     r = run_cli("policy", "--model", "llama-3.1-8b", "--batch-max", "64")
     assert r.returncode == 0 and "assumed: acceptance 0.7" in r.stdout
-    r = run_cli("policy", "--model", "llama-3.1-8b", "--batch-max", "64", "--acceptance", "0.7", "--json")
+    r = run_cli("policy", "--model", "llama-3.1-8b", "--batch-max", "64", "--acceptance", "0.7", "--context", "2048",
+                "--k", "3", "--engine", "vllm", "--json")
     assert json.loads(r.stdout)["assumed"] == []
 
 

@@ -73,6 +73,8 @@ def assumptions(sc: Scenario, batch: float, batch_max: float | None = None) -> l
                     "kind": acc.kind, "source": SOURCES[acc.origin], "flips_at": None, "range": None})
     if sc.speculation.method == "ngram" and acc.match_origin in SOURCES:
         todo.append(("match_rate", float(acc.match_rate), acc.match_origin, MATCH_RATE_RANGE))
+    for name, value in sc.defaults_used:  # the other inputs taken from crossover.defaults: named, not varied
+        out.append({"input": name, "value": value, "source": SOURCES["default"], "flips_at": None, "range": None})
     for name, value, origin, rng in todo:
         flip = flip_point(sc, name, batch, 0.0, _TOP if name == "acceptance" else 1.0)
         entry = {"input": name, "value": value, "source": SOURCES[origin], "at_batch": float(batch),

@@ -213,7 +213,12 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
                              label="draft tp", flag="--draft-tp" if given else "the target's --tp; set --draft-tp")
         if problem is not None:
             raise CrossoverError(problem)
-    sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None)
+    used = tuple((name, value) for name, value, unset in (
+        ("context", float(context), o.context is None and prompt_len is None),
+        ("k", spec.k, o.k is None and tree is None),
+        ("engine", profile.name, engine is None),
+        ("method", spec.method, "method" not in options)) if unset)
+    sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None, defaults_used=used)
     _check_finite_steps(sc)
     return sc
 

@@ -3,7 +3,7 @@ output lengths) and the memory limits it implies with speculation off and on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import CrossoverError
 from ..specs.deployment import Deployment
@@ -26,6 +26,9 @@ class Scenario:
     prompt_len: float | None = None
     output_len: float | None = None
     tp_auto: bool = False  # the TP was chosen automatically (the smallest that holds enough sequences)
+    # Inputs the builder took from crossover.defaults because none was given ((name, value) pairs):
+    # what the answer assumes besides the acceptance (analysis/assumptions.py lists them).
+    defaults_used: tuple = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if (self.prompt_len is None) != (self.output_len is None):

@@ -12,7 +12,15 @@ def assumed_lines(assumed: list[dict[str, Any]]) -> list[str]:
     """One line per assumed input: its value and source, where the answer at the load in question flips,
     and how far the crossover moves over the input's plausible range."""
     lines = []
+    plain = [a for a in assumed if a["input"] not in NAMES and a.get("range") is None]
+    if plain:  # the other defaults, on one line
+        said = ", ".join(f"{a['input'].replace('_', ' ')} {a['value']:g}" if isinstance(a["value"], float)
+                         else f"{a['input'].replace('_', ' ')} {a['value']}" for a in plain)
+        flags = ", ".join("--" + a["input"].replace("_", "-") for a in plain)
+        lines.append(f"assumed: {said} (the defaults; give {flags} to replace them)")
     for a in assumed:
+        if a in plain:
+            continue
         name = NAMES.get(a["input"], a["input"].replace("_", " "))
         value = a["value"] if not isinstance(a["value"], list) else ",".join(f"{v:g}" for v in a["value"])
         head = f"assumed: {name} {value:g}" if isinstance(value, float) else f"assumed: {name} {value}"
