@@ -38,7 +38,7 @@ def test_the_users_question_from_the_issue_flips_near_0_35():
 
 
 def test_a_given_acceptance_is_no_assumption(tmp_path):
-    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", context=1024, method="eagle", k=3, engine="vllm")
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", context=1024, k=3, engine="vllm")
     assert crossover.predict(crossover.scenario(acceptance=0.7, **kw)).assumed == []
     assert crossover.predict(crossover.scenario(tau=2.5, **kw)).assumed == []
     cal = tmp_path / "fit.yaml"

@@ -216,8 +216,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     used = tuple((name, value) for name, value, unset in (
         ("context", float(context), o.context is None and prompt_len is None),
         ("k", spec.k, o.k is None and tree is None),
-        ("engine", profile.name, engine is None),
-        ("method", spec.method, "method" not in options)) if unset)
+        ("engine", profile.name, engine is None)) if unset)
     sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None, defaults_used=used)
     _check_finite_steps(sc)
     return sc
