@@ -213,6 +213,105 @@ def test_measured_arms_from_the_page_and_one_line_errors_naming_the_file(server)
     assert status == 400 and "no upload" in d["error"]
 
 
+VLLM_ON = sorted((FIXTURES / "measured" / "vllm_on").glob("*[0-9].json"))
+VLLM_OFF = sorted((FIXTURES / "measured" / "vllm_off").glob("*.json"))  # no spec_decode_* keys: no arm of their own
+SWEEP = FIXTURES / "measured" / "sweep.csv"
+README_SWEEP = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "method": "eagle3"}  # the README's measured example
+CLI_FLAGS = ("--on", "--off", "--files", "--model", "--hardware", "--tp", "--method", "--k ", "--prompt-len", "--output-len")
+
+
+def test_uploads_say_what_each_file_names_itself_and_which_the_server_no_longer_holds(server):
+    on, off, sweep = upload(server, VLLM_ON[0]), upload(server, VLLM_OFF[0]), upload(server, SWEEP)
+    bad = upload(server, FIXTURES / "measured" / "broken" / "truncated.json")
+    status, d = call(server, "/api/uploads?" + qs(ids=",".join([on, off, sweep, bad, "0123456789abcdef"])))
+    assert status == 200, d
+    info = {u["id"]: u for u in d["uploads"]}
+    assert info[on]["arm"] == "on" and info[on]["formats"] == ["vllm"] and info[on]["loads"] == [1.0]
+    assert info[on]["name"] == VLLM_ON[0].name and info[on]["bytes"] == VLLM_ON[0].stat().st_size
+    assert info[off]["arm"] is None and "set its arm to on or off in the file list" in info[off]["needs_arm"]
+    assert info[sweep]["arm"] == "both" and info[sweep]["loads"] == [1, 8, 32, 128] and info[sweep]["runs"] == 8
+    assert info[bad]["problem"].startswith("truncated.json") and str(server.uploads.root) not in info[bad]["problem"]
+    assert d["missing"] == ["0123456789abcdef"]  # a link after a restart: named, not a failure
+    status, d = call(server, "/api/uploads?" + qs(ids=",".join(f"{i:016x}" for i in range(65))))
+    assert status == 400 and "at most 64" in d["error"]
+
+
+def test_a_file_without_its_arm_asks_for_it_in_the_page_s_words(server):
+    on, off = [upload(server, p) for p in VLLM_ON], [upload(server, p) for p in VLLM_OFF]
+    q = {"hardware": "h100-sxm", "method": "eagle3"}
+    status, d = call(server, "/api/measured?" + qs(**q, files=",".join([f"{u}:auto" for u in on + off])))
+    assert status == 400 and "set its arm to on or off in the file list" in d["error"], d
+    assert not any(flag in d["error"] for flag in CLI_FLAGS) and "\n" not in d["error"]
+    status, d = call(server, "/api/measured?" + qs(**q, files=",".join([f"{u}:auto" for u in on] + [f"{u}:off" for u in off])))
+    assert status == 200 and [p["level"] for p in d["points"]] == [1, 16, 64], d
+    status, d = call(server, "/api/measured?" + qs(**q, files=f"{on[0]}:off,{on[1]}:on,{off[0]}:off"))
+    assert status == 400 and "marked off in the file list but" in d["error"] and "set its arm to on" in d["error"], d
+    status, d = call(server, "/api/measured?" + qs(**q, files=f"{on[0]}:on"))
+    assert status == 400 and "mark the uploads as speculation on and off" in d["error"], d
+    for bad in (f"{on[0]}:both", f"{on[0]}:ON"):
+        status, d = call(server, "/api/measured?" + qs(**q, files=bad))
+        assert status == 400 and "arm must be on, off or auto" in d["error"]
+    status, d = call(server, "/api/measured?" + qs(**q, axis="sideways", files=f"{on[0]}:auto,{off[0]}:off"))
+    assert status == 400 and "axis must be one of concurrency, request_rate, batch" in d["error"]
+
+
+def test_the_page_s_words_name_its_controls_and_keep_the_engines_flags():
+    from crossover.web.words import page_words
+
+    assert page_words("x.json: cannot tell whether speculation was on; pass it under --on or --off (no keys)") == \
+        "x.json: cannot tell whether speculation was on; set its arm to on or off in the file list (no keys)"
+    said = page_words("check the lengths (--prompt-len / --output-len) the sweep ran; give --model and --hardware")
+    assert "--" not in said and "prompt and output tokens under Load" in said and "pick the Model and Hardware" in said
+    kept = "SGLang's cap (--max-running-requests sets another); vLLM --speculative-config; VLLM_USE_V1=0"
+    assert page_words(kept) == kept
+
+
+def test_measured_gives_the_library_s_diagnosis_and_both_physics_bounds(server):
+    uid = upload(server, SWEEP)
+    status, d = call(server, "/api/measured?" + qs(**README_SWEEP, mix=1, prompt=1024, output=128, files=f"{uid}:auto"))
+    assert status == 200, d
+    lib = crossover.measured(files=[SWEEP], **README_SWEEP, prompt_len=1024, output_len=128).to_dict()
+    g, want = d["diagnosis"], lib["diagnosis"]
+    assert g["verdict"] == want["verdict"] == "physics" and g["message"] == want["message"]
+    assert [r["level"] for r in g["levels"]] == [1, 8, 32, 128]
+    assert [round(r["ln_shortfall"], 9) for r in g["levels"]] == [round(r["ln_shortfall"], 9) for r in want["levels"]]
+    assert g["expectation"]["basis"] == "off_arm_fit" and g["engine"]["label"] == want["engine"]["label"]
+    assert d["physics_bounds"]["with_prefill"] == {"prompt_len": 1024, "output_len": 128} and d["lengths_from"] == "page"
+    assert [(c["bound"], c["bound_with_prefill"]) for c in d["physics"]] == \
+        [(c["bound"], c["bound_with_prefill"]) for c in lib["physics"]]
+    assert all(c["bound_with_prefill"] < c["bound"] for c in d["physics"] if c["level"] >= 32)  # the prompts' share
+    status, d = call(server, "/api/measured?" + qs(**README_SWEEP, files=f"{uid}:auto"))  # no lengths: decode only
+    assert status == 200 and d["physics_bounds"]["with_prefill"] is None and d["lengths_from"] is None
+    assert all(c["bound_with_prefill"] is None for c in d["physics"])
+    status, d = call(server, "/api/measured?" + qs(hardware="h100-sxm", files=f"{upload(server, IMPOSSIBLE)}:auto"))
+    assert d["diagnosis"]["verdict"] == "impossible" and d["diagnosis"]["impossible"][0]["level"] == 1
+
+
+def test_calibrate_fits_the_points_and_draws_the_calibrated_curves_beside_the_defaults(server):
+    uid = upload(server, SWEEP)
+    status, d = call(server, "/api/calibrate?" + qs(**README_SWEEP, bootstrap=0, files=f"{uid}:auto"))
+    assert status == 200, d
+    lib = crossover.calibrate(files=[SWEEP], **README_SWEEP, bootstrap=0)
+    want = lib.to_dict()
+    assert d["fit"]["parameters"] == json.loads(json.dumps(want["parameters"]))
+    assert d["fit"]["crossover"] == want["crossover"] and d["fit"]["reproduces"] is lib.reproduces is True
+    assert d["yaml"].startswith("crossover_calibration: 1") and d["model"] == "llama-3.1-8b"
+    c = d["curves"]
+    assert c["axis"] == "concurrency" and c["per_level_tau"] and c["points"][0]["batch"] == 1
+    assert abs(c["calibrated_crossover"] / want["crossover"] - 1) < 0.01  # the drawn curves cross where the fit does
+    first = want["residuals"][0]  # level 1 at its own tau: the curves' first point (predict rounds to 0.01)
+    assert c["points"][0]["calibrated_on"] == pytest.approx(first["tokens_per_s_on"]["predicted"], abs=0.01)
+    assert c["points"][0]["calibrated_off"] == pytest.approx(first["tokens_per_s_off"]["predicted"], abs=0.01)
+    default = crossover.predict(crossover.scenario(**README_SWEEP, tau=2.62), batches=[1]).to_dict()["points"][0]
+    assert c["points"][0]["default_on"] == default["tokens_per_s_on"]  # the model's defaults at the file's tau
+    assert c["default_crossover"] is None and c["points"][-1]["default_speedup"] > 1
+    status, d = call(server, "/api/calibrate?" + qs(**README_SWEEP, bootstrap=1000, files=f"{uid}:auto"))
+    assert status == 400 and "bootstrap must lie in [0, 200]" in d["error"]
+    on = upload(server, VLLM_ON[0])
+    status, d = call(server, "/api/calibrate?" + qs(**README_SWEEP, files=f"{on}:on"))
+    assert status == 400 and "mark the uploads as speculation on and off" in d["error"]
+
+
 def test_a_simulation_job_reports_progress_and_the_library_s_result(server):
     q = qs(model="llama-3.1-8b", workload="random-1024-128", levels="1,4", num_prompts=40)
     status, job = call(server, "/api/simulate?" + q, method="POST", headers={"X-Crossover": "1"})

@@ -1,5 +1,6 @@
 """What each JSON endpoint computes, as calls of the library API (crossover.scenario, predict,
-policy, simulate, measured and their `.to_dict()`); nothing here models anything.
+policy, simulate and their `.to_dict()`; the measured panel's are in sweeps.py); nothing here
+models anything.
 
 Every function takes the request's query (a mapping of strings) and returns a JSON-ready dict;
 bad input raises CrossoverError (or pydantic's ValidationError), which the server answers with
@@ -89,31 +90,6 @@ def policy(q: Query) -> dict[str, Any]:
     pol = crossover.policy(sc, k_max=max(kmax, sc.speculation.k), batch_max=top).to_dict()
     return {**{k: pol[k] for k in POLICY_KEYS}, "batch_max": top,
             "server_ms": round((time.perf_counter() - t0) * 1e3, 2)}
-
-
-def measured(q: Query, files: Sequence[tuple[Path, str]]) -> dict[str, Any]:
-    """Uploaded result files (path, arm: 'on', 'off' or 'auto') read as one sweep and checked against
-    the speed of light on the page's hardware (and TP, method, k); the model is the one the files
-    name, else the page's."""
-    if not files:
-        raise CrossoverError("upload at least one measured result file")
-    groups: dict[str, list[Path]] = {"on": [], "off": [], "auto": []}
-    for path, arm in files:
-        if arm not in groups:
-            raise CrossoverError(f"arm must be on, off or auto (got {params.shown(arm)})")
-        groups[arm].append(path)
-    sk = params.scenario_kwargs(q, lengths=False)
-    kw = {"on": groups["on"] or None, "off": groups["off"] or None, "files": groups["auto"] or None,
-          "hardware": sk["hardware"], "tp": sk["tp"], "method": sk["method"], "k": sk["k"], "draft": sk.get("draft")}
-    if not groups["auto"] and not (groups["on"] and groups["off"]):
-        raise CrossoverError("mark files as speculation on and off (or auto, when the files say it themselves)")
-    res = crossover.measured(**kw)
-    if res.scenario is None:  # the files name no library model: check them with the page's
-        res = crossover.measured(model=sk["model"], **kw)
-    out = res.to_dict()
-    out["notes"] = list(res.notes)
-    out["model"] = res.scenario.deployment.model.name if res.scenario is not None else None
-    return out
 
 
 def simulation_kwargs(q: Query) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit
 from pydantic import ValidationError
 
 from ..errors import CrossoverError
-from . import endpoints
+from . import endpoints, sweeps
+from .words import page_words
 from .store import MAX_UPLOADS, TooLarge
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -329,15 +330,25 @@ class Handler(BaseHTTPRequestHandler):
         data = self.body(self.server.uploads.limit)
         return self.server.uploads.add(q.get("name") or "upload", data)
 
-    def api_measured(self, q: dict[str, str]) -> dict[str, Any]:
-        items = list(dict.fromkeys(filter(None, (q.get("files") or "").split(","))))  # a file listed twice: once
+    def _files(self, q: dict[str, str]) -> list[tuple[Path, str]]:
+        """The query's files=ID:ARM,... as (upload path, arm) pairs (a file listed twice: once)."""
+        items = list(dict.fromkeys(filter(None, (q.get("files") or "").split(","))))
         if len(items) > MAX_UPLOADS:
             raise CrossoverError(f"files: at most {MAX_UPLOADS} uploads in one sweep (got {len(items)})")
         files = []
         for item in items:
             uid, _, arm = item.partition(":")
             files.append((self.server.uploads.path(uid), arm or "auto"))
-        return library_call(endpoints.measured, q, list(dict.fromkeys(files)))
+        return list(dict.fromkeys(files))
+
+    def api_uploads(self, q: dict[str, str]) -> dict[str, Any]:
+        return library_call(sweeps.uploads, q, self.server.uploads)
+
+    def api_measured(self, q: dict[str, str]) -> dict[str, Any]:
+        return _reworded(library_call(sweeps.measured, q, self._files(q)))
+
+    def api_calibrate(self, q: dict[str, str]) -> dict[str, Any]:
+        return _reworded(library_call(sweeps.calibrate, q, self._files(q)))
 
     def api_simulate(self, q: dict[str, str]) -> dict[str, Any]:
         self._drain()
@@ -348,6 +359,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def api_job(self, q: dict[str, str]) -> dict[str, Any]:
         return self.server.jobs.get(q.get("id", "")).to_dict()
+
+
+def _reworded(out: dict[str, Any]) -> dict[str, Any]:
+    """The warnings of a measured-panel call in the page's words (words.py), as its errors and notes."""
+    if out.get("warnings"):
+        out["warnings"] = [page_words(w) for w in out["warnings"]]
+    return out
 
 
 def _line(text: str, limit: int = 80) -> str:

@@ -7,7 +7,12 @@ that call the library API (endpoints.py). It reads no file but the spec librarie
     GET  /api/whatif?QUERY      predict + the per-op breakdown for the page's state
     GET  /api/policy?QUERY      the best-k schedule and engine configs for the same state
     POST /api/upload?name=FILE  a measured result file as the body (10 MB at most) -> {id}
-    GET  /api/measured?QUERY&files=ID:ARM,...   the uploads as one sweep with the physics check
+    GET  /api/uploads?ids=ID,...  what each upload says of itself (its arm, format, levels; or why it
+                                cannot be read); ids the server no longer holds under "missing"
+    GET  /api/measured?QUERY&files=ID:ARM,...   the uploads as one sweep: the diagnosis, the physics
+                                check with both bounds (decode only, with the prefill share)
+    GET  /api/calibrate?QUERY&files=ID:ARM,...  the calibration fitted to them, with the default and
+                                the calibrated curves over the measured levels
     POST /api/simulate?QUERY    start a serving simulation sweep -> {id}
     GET  /api/job?id=ID         its progress and, when done, its result
 
@@ -75,7 +80,8 @@ class CrossoverServer(ThreadingHTTPServer):
         h = Handler
         self.routes = {("GET", "/api/options"): h.api_options, ("GET", "/api/whatif"): h.api_whatif,
                        ("GET", "/api/policy"): h.api_policy,
-                       ("POST", "/api/upload"): h.api_upload, ("GET", "/api/measured"): h.api_measured,
+                       ("POST", "/api/upload"): h.api_upload, ("GET", "/api/uploads"): h.api_uploads,
+                       ("GET", "/api/measured"): h.api_measured, ("GET", "/api/calibrate"): h.api_calibrate,
                        ("POST", "/api/simulate"): h.api_simulate, ("GET", "/api/job"): h.api_job}
 
     @property
