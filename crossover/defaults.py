@@ -73,3 +73,21 @@ DEFAULT_YEARS = 5.0
 
 # --- calibrate
 DEFAULT_BOOTSTRAP = 60  # refits for the crossover's interval
+
+# --- sweep-plan: the two-server sweep the model plans (issue 24)
+DEFAULT_SWEEP_PLAN_LEVELS = 12  # load levels to measure, at least half of them inside the crossover interval
+# The half-width each level's on/off ratio 95% interval must reach in the simulator (output throughput
+# on concurrency levels, mean e2e latency on request rates): a crossing at 1 +- 0.05 is readable.
+DEFAULT_SWEEP_PLAN_HALF_WIDTH = 0.05
+DEFAULT_SWEEP_PLAN_MIN_REQUESTS = 200  # requests a level starts its sizing from (more at high concurrency)
+DEFAULT_SWEEP_PLAN_MAX_REQUESTS = 20_000  # the most requests a level is planned with
+# The lengths the commands send when no measured sweep says (vllm bench serve --dataset-name random's
+# defaults: --random-input-len 1024, --random-output-len 128, vllm/benchmarks/datasets.py)
+DEFAULT_SWEEP_PLAN_PROMPT_LEN = 1024
+DEFAULT_SWEEP_PLAN_OUTPUT_LEN = 128
+DEFAULT_SWEEP_PLAN_LOAD_AXIS = "concurrency"
+# A given (not assumed) acceptance rate is varied by this much either way for the crossover interval
+SWEEP_PLAN_ACCEPTANCE_SPREAD = 0.05
+DEFAULT_SWEEP_PLAN_PORT = 8000  # vllm serve's default port; both servers run on it, one after the other
+DEFAULT_SWEEP_PLAN_RESULTS_DIR = "results"
+DEFAULT_SWEEP_PLAN_CLIENT = "vllm-bench"  # the client whose commands the text lists (--json: all three)
