@@ -15,18 +15,20 @@ if TYPE_CHECKING:  # the API, imported on first use (a command imports only what
     from .api.sweeps import calibrate_sweep as calibrate, measured
     from .api.verbs import plan, policy, predict, report, simulate, whatif
     from .api.build import inputs, scenario
+    from .api.sweep_plan import sweep_plan
 
 __version__ = "0.1.0"
 
 __all__ = ["CrossoverError", "calibrate", "inputs", "measured", "plan", "policy", "predict", "report", "scenario",
-           "simulate", "whatif"]
+           "simulate", "sweep_plan", "whatif"]
 
 # name -> (module, attribute): measured and calibrate come from crossover.api.sweeps, so reading a sweep
 # does not import the simulator and the planner. No module of the package shares a verb's name.
 _LAZY = {"calibrate": ("api.sweeps", "calibrate_sweep"), "measured": ("api.sweeps", "measured"),
          "plan": ("api.verbs", "plan"), "policy": ("api.verbs", "policy"), "predict": ("api.verbs", "predict"),
          "simulate": ("api.verbs", "simulate"), "whatif": ("api.verbs", "whatif"), "report": ("api.verbs", "report"),
-         "inputs": ("api.build", "inputs"), "scenario": ("api.build", "scenario")}
+         "inputs": ("api.build", "inputs"), "scenario": ("api.build", "scenario"),
+         "sweep_plan": ("api.sweep_plan", "sweep_plan")}
 
 
 def __getattr__(name: str) -> Any:

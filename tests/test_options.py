@@ -19,7 +19,7 @@ VERBS = tuple(o.by_verb())
 
 
 def _api_functions(verb: str):
-    from crossover.api import sweeps, verbs
+    from crossover.api import sweep_plan, sweeps, verbs
     from crossover.api.records import SLO, Demand, Pricing, Run, ScenarioOptions, Search, Verification
 
     # the verb's own function first: its keyword wins over the scenario's of the same name
@@ -27,7 +27,8 @@ def _api_functions(verb: str):
             "policy": (verbs.policy, ScenarioOptions), "report": (ScenarioOptions,),
             "plan": (verbs.plan, Demand, SLO, Search, Pricing, Verification, ScenarioOptions),
             "whatif": (verbs.whatif, ScenarioOptions), "measured": (sweeps.measured,),
-            "calibrate": (sweeps.calibrate_sweep, ScenarioOptions)}[verb]
+            "calibrate": (sweeps.calibrate_sweep, ScenarioOptions),
+            "sweep-plan": (sweep_plan.sweep_plan, sweep_plan.SweepRequest, ScenarioOptions)}[verb]
 
 
 def _actions(verb: str) -> dict[str, argparse.Action]:

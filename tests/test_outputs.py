@@ -181,6 +181,7 @@ NOT_FILES = {
     "output_len": "tokens ('the files' in calibrate's help are --files)",
     "name": "a spec name", "action": "list, show, import", "verb": "the verb", "draft_model_id": "a repository id",
     "host": "an address", "max_input_mb": "megabytes",
+    "results_dir": "a folder sweep-plan writes into the commands it prints; it reads and writes nothing there",
 }
 FILE_WORDS = re.compile(r"\b(files?|paths?|yaml|csv|json|log|scrape|folders?|director(y|ies))\b", re.I)
 
@@ -219,6 +220,7 @@ VALUES = {
     "peak_rps", "peak_output_tokens_per_s", "price", "cost_basis", "power_cost", "pue", "years", "verify",
     "retry_replicas", "jobs", "x", "y", "points", "load_axis", "bootstrap", "port", "cuda_graphs", "chunked_prefill",
     "gpu_memory_utilization", "cuda_graphs_speculating",
+    "levels", "half_width", "min_requests", "max_requests", "peak", "client",
     *(f"slo_{p}{m}_ms" for p in ("", "p99_") for m in ("tpot", "ttft", "itl", "e2e")),
 }
 

@@ -345,6 +345,38 @@ CALIBRATE = (
 # calibrate has no silent default model: the files' model_id, else an error asking for --model
 CALIBRATE_MODEL = SCENARIO[0].but(default=None, default_text="the files' model_id")
 
+# --- sweep-plan: the two-server sweep the model plans (issue 24)
+SWEEP_PLAN_CLIENTS = ("vllm-bench", "guidellm", "aiperf")
+SWEEP_PLAN = (
+    O("prompt_len", "prompt tokens per request the commands send (vllm bench serve --random-input-len)",
+      d.DEFAULT_SWEEP_PLAN_PROMPT_LEN, passed=False, unit="tokens", note="or the measured sweep's"),
+    O("output_len", "output tokens per request the commands send (--random-output-len, EOS ignored)",
+      d.DEFAULT_SWEEP_PLAN_OUTPUT_LEN, passed=False, unit="tokens", note="or the measured sweep's"),
+    *(opt.but(help=f"a first measured sweep to refine: {opt.help}") for opt in FILES[:3]),
+    O("load_axis", "the load to sweep: concurrency (closed loop, --max-concurrency) or request_rate (open loop, "
+      "Poisson arrivals)", d.DEFAULT_SWEEP_PLAN_LOAD_AXIS, passed=False, choices=("concurrency", "request_rate"),
+      note="or the measured sweep's"),
+    O("peak", "the highest load to measure: your real peak concurrency (requests/s with --load-axis request_rate)",
+      default_text="the memory limit, at most --max-num-seqs"),
+    O("levels", "load levels to measure, at least half of them inside the crossover interval",
+      d.DEFAULT_SWEEP_PLAN_LEVELS),
+    O("half_width", "the half-width each level's on/off ratio interval (95 percent; output throughput on concurrency "
+      "levels, mean e2e latency on request rates) must reach in the simulator", d.DEFAULT_SWEEP_PLAN_HALF_WIDTH),
+    O("min_requests", "requests a level's sizing starts from (a concurrency level runs at least 10 rounds of its "
+      "clients)", d.DEFAULT_SWEEP_PLAN_MIN_REQUESTS),
+    O("max_requests", "the most requests a level is planned with", d.DEFAULT_SWEEP_PLAN_MAX_REQUESTS),
+    *(opt for opt in SIMULATE if opt.name in ("seed", "max_num_seqs", "max_num_batched_tokens")),
+    *(opt for opt in POLICY if opt.name == "draft_model_id"),
+    O("port", "port each server listens on, one after the other, and the clients send to",
+      d.DEFAULT_SWEEP_PLAN_PORT),
+    O("results_dir", "where the client commands write their results, one subfolder per client and arm (this "
+      "command writes nothing)", d.DEFAULT_SWEEP_PLAN_RESULTS_DIR),
+    O("client", "the client whose commands the text lists (--json lists all three)", d.DEFAULT_SWEEP_PLAN_CLIENT,
+      choices=SWEEP_PLAN_CLIENTS),
+    O("quiet", "no progress line on stderr", kind="switch", api=None),
+    JSON,
+)
+
 # the spec verbs' actions (hardware / models list, show, import)
 SPEC_JSON = O("json", "one JSON object on stdout", kind="switch", api=None)
 MODELS_IMPORT = (
@@ -370,4 +402,5 @@ def by_verb() -> dict[str, tuple[Option, ...]]:
         "whatif": (*scenario, *WHATIF),
         "measured": (*FILES, *MEASURED),
         "calibrate": (*FILES, CALIBRATE_MODEL, *scenario[1:], *CALIBRATE),
+        "sweep-plan": (*scenario, *SWEEP_PLAN),
     }

@@ -22,7 +22,7 @@ VERBS = {"predict": ("model_verbs", "cmd_predict"), "simulate": ("model_verbs", 
          "plan": ("model_verbs", "cmd_plan"), "report": ("model_verbs", "cmd_report"),
          "measured": ("measured_verbs", "cmd_measured"), "calibrate": ("measured_verbs", "cmd_calibrate"),
          "hardware": ("spec_verbs", "cmd_hardware"), "models": ("spec_verbs", "cmd_models"),
-         "serve": ("serve_verb", "cmd_serve")}
+         "serve": ("serve_verb", "cmd_serve"), "sweep-plan": ("sweep_plan_verb", "cmd_sweep_plan")}
 
 
 def _verb(name: str):

@@ -103,6 +103,8 @@ VERBS = (
     ("whatif", dict(help="speedup over two axes (batch, k, acceptance, context, hardware)"), _verb_flags('whatif')),
     ("measured", dict(help="the measured on/off table and crossover of benchmark result files"), _verb_flags('measured')),
     ("calibrate", dict(help="fit efficiencies, overheads and acceptance to a measured sweep"), _verb_flags('calibrate')),
+    ("sweep-plan", dict(help="the levels, requests per level and commands of a two-server sweep, planned by the model"),
+     _verb_flags('sweep-plan')),
     ("serve", dict(help=SERVE_HELP), add_serve_flags),
     ("hardware", dict(help="list or show accelerator specs"), _hardware_flags),
     ("models", dict(help="list or show model specs"), _models_flags),
