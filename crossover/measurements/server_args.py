@@ -162,8 +162,7 @@ def _words(found: ServerArgs, text: str) -> list[str]:
     return ["".join(w) for w in words if w]
 
 
-def _scan(s: str, start: int = 0):
-    """(index, token, depth) of `s`'s tokens (a quoted string is one) from `start`."""
+def _scan(s: str, start: int = 0):  # (index, token, depth) of `s`'s tokens (a quoted string is one) from `start`
     depth = 0
     for m in _TOKEN.finditer(s, start):
         depth += (m.group() in "([{") - (m.group() in ")]}")
@@ -183,8 +182,7 @@ def _json(found: ServerArgs, value: Any, source: str) -> Any:
     return value
 
 
-def _head(src: str) -> str:
-    """Where a nested value is: the flag (`--speculative-config`) or the log's `line N ...: name`."""
+def _head(src: str) -> str:  # where a nested value is: the flag (`--speculative-config`) or `line N ...: name`
     return src.partition("=")[0] if src.startswith("line") else src.partition("=")[0].partition(" ")[0]
 
 
@@ -208,10 +206,8 @@ def _vllm_spec(found: ServerArgs, cfg: Any, head: str) -> None:
             mapped = VLLM_METHODS.get(value) or ("mtp" if str(value).endswith("_mtp") else None)
             (found._put("method", mapped, src) if mapped else
              found._skip("method", src, "crossover models draft, eagle, eagle3, medusa, ngram and mtp"))
-        elif key == "model" and cfg.get("method") is None:
-            _method_from_draft(found, str(value), src)
-        elif key == "model":
-            found._put("draft", str(value), src)
+        elif key == "model":  # no method: vLLM's own rules
+            _method_from_draft(found, str(value), src) if cfg.get("method") is None else found._put("draft", str(value), src)
         elif key in ("num_speculative_tokens", "draft_tensor_parallel_size"):
             found._put("k" if key == "num_speculative_tokens" else "draft_tp", value, src, int)
         elif key == "speculative_token_tree":
@@ -305,9 +301,10 @@ def _sglang(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool
 def _command(found: ServerArgs, text: str) -> ServerArgs:
     text = "\n".join(line for line in re.sub(r"\\\r?\n", " ", text).splitlines() if not line.lstrip().startswith("#"))
     tokens = _words(found, text)
-    starts = [("sglang" if "sglang" in t else "vllm", i + 1, t == "serve") for i, t in enumerate(tokens)
-              if (t == "serve" and i and Path(tokens[i - 1]).name == "vllm") or t.startswith("vllm/vllm-openai")
-              or t in ("vllm.entrypoints.openai.api_server", "sglang.launch_server")]
+    starts = [("sglang" if "sglang" in (tokens[i - 1] if t == "serve" else t) else "vllm", i + 1, t == "serve")
+              for i, t in enumerate(tokens) if t.startswith("vllm/vllm-openai") or t in (
+                  "vllm.entrypoints.openai.api_server", "sglang.launch_server") or (  # and `sglang serve` (0.5.5+)
+                  t == "serve" and i and Path(tokens[i - 1]).name in ("vllm", "sglang"))]
     if len(starts) != 1:
         raise found._fail("more than one server launch; give one server's command per file" if starts else
                           f"not {EXPECTED} (no `vllm serve`, `vllm.entrypoints.openai.api_server`, "
@@ -320,8 +317,8 @@ def _command(found: ServerArgs, text: str) -> ServerArgs:
     while toks and toks[0] not in _STOPS and not re.match(r"\d*[<>]", toks[0]):  # to `&&`, `;`, `> log`, `2>&1`
         t = toks.pop(0)
         if not t.startswith("-") or _NUMBER.fullmatch(t):
-            new = positional and not any(n == "model" for n, _, _ in items)
-            items.append(("model", t, t)) if new else found.ignored.append(t)
+            model = ALIASES[found.engine].get("model", "model")  # `vllm serve MODEL`, `sglang serve MODEL` (0.5.23)
+            items.append((model, t, t)) if positional and not any(n == model for n, _, _ in items) else found.ignored.append(t)
             continue
         flag, eq, value = t.partition("=")
         if found.engine == "vllm" and re.fullmatch(r"-O\d", flag):
@@ -389,7 +386,10 @@ def read_server_args(path: str | Path) -> ServerArgs:
     """A server's launch configuration from `path` (a command line, a --speculative-config JSON object or
     a startup log, told apart by content); one FileError line when it is none or contradicts itself."""
     found = ServerArgs(str(path))
-    text = read_text(Path(path), EXPECTED).lstrip("\ufeff")
+    try:
+        text = read_text(Path(path), EXPECTED).lstrip("\ufeff")
+    except FileError as e:  # missing, unreadable, too large: the same line, naming the input
+        raise FileError(str(e), parameter="server_args") from None
     if not text.strip().startswith("{"):
         return _log(found, text) if _LOG.search(text) else _command(found, text)
     try:
