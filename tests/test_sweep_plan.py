@@ -448,23 +448,34 @@ def test_measured_reads_the_files_the_commands_name_with_no_extra_flags(case, cl
     assert {p["level"]: p["speedup"] for p in got["points"]} == pytest.approx(want, rel=1e-3)
 
 
-def test_a_second_call_with_the_first_sweeps_results_refines_the_plan(tmp_path):
+def test_a_second_call_with_the_first_sweeps_results_refines_the_plan(tmp_path, monkeypatch):
     """The refined plan is dense across the measured crossing bracket, leaves its levels out and
-    keeps at least half of its levels inside it."""
+    keeps at least half of its levels inside it; its results land beside the first sweep's, and its
+    read-back reads both, each folder once."""
     d = _plan().to_dict()
     _run_the_plan(tmp_path, d, "vllm-bench", lambda load: 1.3 if load <= 96 else 0.9)
-    on, off = (str(tmp_path / "results" / "vllm-bench" / arm) for arm in ("on", "off"))
+    monkeypatch.chdir(tmp_path)  # where the user ran the first sweep's commands
+    on, off = "results/vllm-bench/on", "results/vllm-bench/off"
     again = crossover.sweep_plan(**EXAMPLE, on=[on], off=[off], sweep={"levels": 8}).to_dict()
     assert again["crossover"]["interval"] == [96, 114]
     assert "measured sweep's crossing between 96 and 114" in again["crossover"]["source"]
     loads = [lv["load"] for lv in again["levels"]]
     assert again["measured_levels"] == [lv["load"] for lv in d["levels"]]
     assert not set(loads) & set(again["measured_levels"])
-    assert all(96 < x < 114 for x in loads) and loads and 2 * again["inside_interval"] >= len(loads)
+    inside = [x for x in loads if 96 < x < 114]
+    assert len(loads) == 8 and 2 * len(inside) >= len(loads) and again["inside_interval"] == len(inside)
     assert again["prompt_len"] == 1024 and again["output_len"] == 128  # the measured sweep's lengths
-    r = run_cli("sweep-plan", *EXAMPLE_ARGV, "--levels", "8", "--on", on, "--off", off, "--json")
+    r = run_cli("sweep-plan", *EXAMPLE_ARGV, "--levels", "8", "--on", on, "--off", off, "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == json.loads(json.dumps(again))
+    assert again["read_back"]["vllm-bench"] == f"crossover measured --on {on} --off {off}"
+    aiperf = shlex.split(again["read_back"]["aiperf"])  # the first sweep is no AIPerf run: read beside it
+    assert aiperf.count(on) == aiperf.count(off) == 1
+    assert aiperf.count("--on") == 1 and len([a for a in aiperf if a.startswith("results/aiperf/on/")]) == len(loads)
+    _run_the_plan(tmp_path, again, "vllm-bench", lambda load: 1.3 if load <= 96 else 0.9)
+    r = run_cli(*shlex.split(again["read_back"]["vllm-bench"])[1:], "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [p["level"] for p in json.loads(r.stdout)["points"]] == sorted(loads + again["measured_levels"])
 
 
 # ---- the CLI

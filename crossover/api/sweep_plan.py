@@ -22,6 +22,7 @@ from ..errors import CrossoverError, InputError, api_boundary
 Paths = Sequence[str | Path] | None
 AXES = ("concurrency", "request_rate")
 _ACCEPTANCE_KEYS = ("acceptance", "tau", "per_position")
+MAX_LEVELS = 64  # serving.sweep's
 RATE_HEADROOM = 0.95  # the highest request rate planned, of the slower arm's simulated capacity
 
 
@@ -163,6 +164,27 @@ def _calibration_interval(path: Any, axis: str):
                     f"the calibration's bootstrap interval ({path})")
 
 
+def _new_levels(interval, floor: float, top: float, n: int, integer: bool, done: list[float]) -> list[float]:
+    """`n` levels (planning.sweep_plan.place_levels) none of which is measured already (`done`): more
+    are placed until `n` are new, never fewer inside the interval than outside it."""
+    from ..planning.sweep_plan import place_levels
+
+    for count in range(n, MAX_LEVELS + 1):
+        placed = [v for v in place_levels(interval, floor, top, count, integer)
+                  if not any(math.isclose(v, x, rel_tol=1e-6) for x in done)]
+        if len(placed) >= n:
+            break
+    if interval is not None:
+        inside = [v for v in placed if interval.holds(v)]
+        outside = [v for v in placed if not interval.holds(v)]
+        while len(outside) > len(inside):  # the measured levels were inside: keep the new ones there the most
+            outside.pop(len(outside) // 2)
+        placed = sorted(inside + outside)
+    if not placed:
+        raise CrossoverError("every planned level is measured already: give more --levels or a higher --peak")
+    return placed
+
+
 def _significant(x: float, rounding) -> float:
     """`x` to 3 significant digits, rounded down (math.floor) or up (math.ceil)."""
     scale = 10.0 ** (2 - math.floor(math.log10(x)))
@@ -250,19 +272,13 @@ def sweep_plan(scenario=None, *, sweep: SweepRequest | Mapping[str, Any] | None 
                                min(_significant(interval.high, math.ceil), top), interval.crossover, interval.source)
     if interval is not None and axis == "concurrency" and math.ceil(interval.low) > math.floor(interval.high):
         interval = sp.Interval(math.floor(interval.low), math.ceil(interval.high), interval.crossover, interval.source)
-    values = sp.place_levels(interval, floor, top, req.levels, axis == "concurrency")
-    done: list[float] = []
-    if table is not None:  # the levels measured already are not planned again
-        done = [float(x) for x in table.levels()[0]]
-        values = [v for v in values if not any(math.isclose(v, x, rel_tol=1e-6) for x in done)]
-        if not values:
-            raise CrossoverError("every planned level is measured already: give more --levels or a higher --peak")
+    done = [float(x) for x in table.levels()[0]] if table is not None else []
+    values = _new_levels(interval, floor, top, req.levels, axis == "concurrency", done)
     levels = sp.size_levels(sc, wl, axis, values, how, caps, progress)
     for lv in levels:
         lv["inside_interval"] = interval is not None and interval.holds(lv["load"])
     model, _ = cmds.model_id(sc)
     servers = cmds.server_lines(sc, limits, req.seed, req.port, req.draft_model_id)
-    loads = sorted({*values, *done}) if table is not None else values
     plan = {"load_axis": axis, "ratio_metric": "output throughput on/off" if axis == "concurrency" else
             "mean e2e latency off/on", "top": top, "top_source": said, "floor": floor, "lengths": lengths,
             "workload": wl.name, "half_width": float(req.half_width), "seed": req.seed,
@@ -275,7 +291,8 @@ def sweep_plan(scenario=None, *, sweep: SweepRequest | Mapping[str, Any] | None 
             "levels": levels, "measured_levels": done,
             "simulated_crossover": sp.simulated_crossover(axis, levels), "servers": servers,
             "clients": cmds.client_commands(axis, levels, model, lengths, req.seed, req.port, req.results_dir),
-            "read_back": cmds.read_back(axis, loads, req.results_dir), "client": req.client,
+            "read_back": cmds.read_back(axis, values, req.results_dir, {"on": on, "off": off, "files": files}),
+            "client": req.client,
             "releases": {"clients": cmds.CLIENT_RELEASES, "servers": cmds.SERVER_RELEASES},
             "results_dir": req.results_dir}
     return SweepPlanResult(plan, inputs(sc))

@@ -13,6 +13,7 @@ each emitted flag against it. Nothing here runs anything.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -167,15 +168,28 @@ def client_commands(axis: str, levels: list[dict[str, Any]], model: str, lengths
     return out
 
 
-def read_back(axis: str, loads: list[float], results_dir: str) -> dict[str, str]:
+def _under(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or inside it (the first sweep's files written where these commands write)."""
+    a, b = Path(path).resolve(), Path(folder).resolve()
+    return a == b or b in a.parents
+
+
+def read_back(axis: str, loads: list[float], results_dir: str,
+              earlier: dict[str, list[str]] | None = None) -> dict[str, str]:
     """The `crossover measured` command that reads each client's results (its folders say the arm;
-    an AIPerf run is one artifact folder per level)."""
+    an AIPerf run is one artifact folder per level), with a first sweep's files (`earlier`: on, off,
+    files) beside them unless they lie in the folders read already."""
+    earlier = earlier or {}
     out = {}
     for client in CLIENTS:
-        arms = []
-        for arm in ("on", "off"):
+        parts = []
+        for arm in ("on", "off", "files"):
             folder = f"{results_dir}/{client}/{arm}"
-            paths = [f"{folder}/{level_name(axis, v)}" for v in loads] if client == "aiperf" else [folder]
-            arms.append(f"--{arm} " + " ".join(shlex.quote(x) for x in paths))
-        out[client] = "crossover measured " + " ".join(arms)
+            paths = [] if arm == "files" else (
+                [f"{folder}/{level_name(axis, v)}" for v in loads] if client == "aiperf" else [folder])
+            paths += [str(x) for x in earlier.get(arm) or () if arm == "files"
+                      or not any(_under(str(x), q) for q in paths)]
+            if paths:
+                parts.append(f"--{arm} " + " ".join(shlex.quote(x) for x in paths))
+        out[client] = "crossover measured " + " ".join(parts)
     return out

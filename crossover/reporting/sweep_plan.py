@@ -96,10 +96,12 @@ def sweep_plan_text(plan: dict[str, Any], inputs: dict[str, Any]) -> str:
     axis = plan["load_axis"]
     what = _WHAT[axis]
     p, o = plan["lengths"]
-    acc = inputs["acceptance"]
+    acc, kind = inputs["acceptance"], inputs["acceptance_kind"]
+    said = (f"acceptance {acc:g}, " if kind == "rate" else
+            "per-position acceptance " + ",".join(f"{a:g}" for a in acc) + ", " if kind == "per_position" else "")
     lines = [
         f"sweep plan: {inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} k={inputs['k']} "
-        f"(acceptance {acc if isinstance(acc, list) else f'{acc:g}'} {inputs['acceptance_kind']}, tau {inputs['tau']:.3f}), "
+        f"({said}tau {inputs['tau']:.3f}), "
         f"{inputs['engine_version']} profile, random {p} in / {o} out, seed {plan['seed']}",
         _interval_line(plan, what),
     ]
