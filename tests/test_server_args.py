@@ -305,7 +305,11 @@ def test_an_unknown_format_is_one_line(tmp_path):
     _one_line_error(_write(tmp_path, "vllm serve a\nvllm serve b --port 1", "two.sh"), "more than one server launch")
     _one_line_error(_write(tmp_path, "vllm serve m --max-num-seqs lots", "n.sh"), "max_num_seqs must be an integer")
     _one_line_error(_write(tmp_path, "vllm serve m --speculative-config '{nope'", "j.sh"), "not JSON")
-    _one_line_error(tmp_path / "missing.sh")
+    _one_line_error(tmp_path / "missing.sh", "no such file")
+    _one_line_error(_write(tmp_path, "python -m sglang.launch_server --model-path m --chunked-prefill-size lots", "c.sh"),
+                    "a value cannot be read")
+    deep = "non-default args: {" + "'a': {" * 3000 + "x" + "}" * 3001
+    _one_line_error(_write(tmp_path, deep, "deep.log"), "a value cannot be read (RecursionError")
 
 
 # --------------------------------------------------------------------------- flags against the sources

@@ -42,12 +42,10 @@ VLLM_FLAGS = (*VLLM_DIRECT, "speculative_config", "speculative_model", "enforce_
               "optimization_level", "kv_cache_dtype", "quantization", "dtype")
 SGLANG_DIRECT = {"model_path": ("model", str), "tp_size": ("tp", int), "max_running_requests": ("max_num_seqs", int),
                  "mem_fraction_static": ("gpu_memory_utilization", float)}
-SGLANG_FLAGS = (*SGLANG_DIRECT, *"speculative_algorithm speculative_draft_model_path speculative_num_steps "
-                "speculative_eagle_topk speculative_num_draft_tokens disable_cuda_graph disable_decode_cuda_graph "
-                "cuda_graph_backend_decode cuda_graph_max_bs chunked_prefill_size max_prefill_tokens kv_cache_dtype "
-                "quantization dtype".split())
-ALIASES = {"vllm": {"tp": "tensor_parallel_size", "sc": "speculative_config", "cc": "compilation_config",
-                    "q": "quantization"},
+SGLANG_FLAGS = (*SGLANG_DIRECT, *"""speculative_algorithm speculative_draft_model_path speculative_num_steps
+    speculative_eagle_topk speculative_num_draft_tokens disable_cuda_graph disable_decode_cuda_graph cuda_graph_backend_decode
+    cuda_graph_max_bs chunked_prefill_size max_prefill_tokens kv_cache_dtype quantization dtype""".split())
+ALIASES = {"vllm": {"q": "quantization", "tp": "tensor_parallel_size", "sc": "speculative_config", "cc": "compilation_config"},
            "sglang": {"tp": "tp_size", "tensor_parallel_size": "tp_size", "model": "model_path",
                       "speculative_draft_model": "speculative_draft_model_path"}}
 BOOL_FLAGS = set("enforce_eager enable_chunked_prefill disable_cuda_graph disable_decode_cuda_graph trust_remote_code "
@@ -388,17 +386,17 @@ def read_server_args(path: str | Path) -> ServerArgs:
     found = ServerArgs(str(path))
     try:
         text = read_text(Path(path), EXPECTED).lstrip("\ufeff")
-    except FileError as e:  # missing, unreadable, too large: the same line, naming the input
+        if not text.strip().startswith("{"):
+            return _log(found, text) if _LOG.search(text) else _command(found, text)
+        if not isinstance(cfg := json.loads(text), dict) or not {"method", "model", "num_speculative_tokens"} & set(cfg):
+            raise found._fail("a JSON object without method, model or num_speculative_tokens: no --speculative-config")
+        _vllm_spec(found, cfg, "--speculative-config")
+    except FileError as e:  # read_text's too (missing, unreadable, too large), naming the input
         raise FileError(str(e), parameter="server_args") from None
-    if not text.strip().startswith("{"):
-        return _log(found, text) if _LOG.search(text) else _command(found, text)
-    try:
-        cfg = json.loads(text)
     except json.JSONDecodeError as e:
         raise found._fail(f"starts as a JSON object but is no JSON ({e.msg}, line {e.lineno})") from None
-    if not isinstance(cfg, dict) or not {"method", "model", "num_speculative_tokens"} & set(cfg):
-        raise found._fail("a JSON object without method, model or num_speculative_tokens: no --speculative-config")
-    _vllm_spec(found, cfg, "--speculative-config")
+    except (ValueError, TypeError, RecursionError) as e:  # a value of the wrong kind; nesting past Python's limit
+        raise found._fail(f"a value cannot be read ({type(e).__name__}: {e})") from None
     found.engine, found.form = "vllm", "speculative config"
     return found
 
