@@ -3,15 +3,17 @@
 // the server, which calls the crossover library.
 
 import { COLORS, esc, fmt, lineChart, stackedBars } from "./chart.js";
-import { initMeasured, measuredOverlay, refreshMeasured } from "./measured.js";
-import { initSim, renderSim } from "./sim.js";
+import { initMeasured, measuredOverlay, refreshMeasured, restoreMeasured } from "./measured.js";
+import { initSim, renderSim, runSim } from "./sim.js";
 
 export const state = {
   tab: "whatif", model: "", hardware: "", tp: "auto", engine: "", cost: "", method: "eagle", draft: "llama-3.2-1b",
   k: 3, acc: "rate", acceptance: 0.7, tau: 2.5, context: 2048, mix: 0, prompt: 1024, output: 256,
   bmin: 1, bmax: 512, at: 32, workload: "sharegpt", levels: "1,8,32,64,128", num_prompts: 200, latency: "tpot",
+  sim: 0, files: "", axis: "", fit: 0,
 };
-const LOCAL_KEYS = new Set(["tab", "workload", "levels", "num_prompts", "latency"]); // no what-if redraw
+// keys that redraw no what-if: the tabs', the simulation's, the measured panel's (it refreshes itself)
+const LOCAL_KEYS = new Set(["tab", "workload", "levels", "num_prompts", "latency", "sim", "files", "fit"]);
 const DEBOUNCE_MS = 25;
 export let options = null;
 export let last = null; // the last what-if response (curves and breakdown)
@@ -48,7 +50,7 @@ function readHash() {
   }
 }
 
-function writeHash() {
+export function writeHash() {
   history.replaceState(null, "", "#" + query());
 }
 
@@ -94,6 +96,7 @@ function onControl(ev) {
   syncControls();
   writeHash();
   if (key === "latency") renderSim();
+  if (key === "axis") refreshMeasured();
   if (!LOCAL_KEYS.has(key)) schedule();
 }
 
@@ -287,16 +290,23 @@ async function start() {
   });
   document.querySelectorAll(".tab").forEach((b) => b.addEventListener("click", () => {
     state.tab = b.dataset.tab; syncControls(); writeHash();
+    if (state.tab === "sim") renderSim(); else render(); // drawn again now they are on screen (their labels' layout)
   }));
   $("copy-link").addEventListener("click", async () => {
     try { await navigator.clipboard.writeText(location.href); $("copy-link").textContent = "Link copied"; }
     catch { window.prompt("Copy this link", location.href); }
     setTimeout(() => { $("copy-link").textContent = "Copy link"; }, 1200);
   });
-  window.addEventListener("hashchange", () => { readHash(); syncControls(); schedule(); });
+  window.addEventListener("hashchange", () => {
+    const files = state.files;
+    readHash(); syncControls(); schedule();
+    if (state.files !== files) restoreMeasured();
+  });
   initMeasured();
   initSim();
   schedule();
+  if (state.files) restoreMeasured(); // the uploads the link names, while this server holds them
+  if (state.tab === "sim" || Number(state.sim)) runSim(); // a link to the simulation re-runs it
 }
 
 start();

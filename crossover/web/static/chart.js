@@ -4,7 +4,7 @@
 const NS = "http://www.w3.org/2000/svg";
 export const COLORS = {
   off: "#444", on: "#1f6fd1", cross: "#d1261f", memory: "#8a6d00", measuredOff: "#222",
-  measuredOn: "#0a8f5a", bad: "#d1261f", grid: "#e4e4e4",
+  measuredOn: "#0a8f5a", bad: "#d1261f", grid: "#e4e4e4", fit: "#b5179e", fitOff: "#6a1b9a",
 };
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
   "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"];
@@ -92,14 +92,10 @@ export function lineChart(el, opts) {
     const y = Y(h.y).toFixed(1);
     s += `<line x1="${m.l}" x2="${W - m.r}" y1="${y}" y2="${y}" stroke="${h.color || "#888"}" stroke-dasharray="${h.dash || "4 3"}"/>`;
   }
-  let lastLabel = -1e9;
-  for (const v of (opts.vlines || []).filter((v) => v.x !== null && isFinite(v.x) && inX(v.x))) {
+  for (const v of (opts.vlines || []).filter((v) => v.x !== null && v.x !== undefined && isFinite(v.x) && inX(v.x))) {
     const x = X(v.x);
     s += `<line ${v.id ? `id="${v.id}" ` : ""}x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${m.t}" y2="${H - m.b}" stroke="${v.color}" stroke-width="1.5" stroke-dasharray="${v.dash || ""}"/>`;
-    const dy = Math.abs(x - lastLabel) < 90 ? 24 : 12;
-    lastLabel = x;
-    const anchor = x > W - m.r - 90 ? "end" : "start", dx = anchor === "end" ? -4 : 4;
-    s += `<text x="${(x + dx).toFixed(1)}" y="${m.t + dy}" text-anchor="${anchor}" class="vlabel" fill="${v.color}">${esc(v.label)}</text>`;
+    if (v.label) s += `<text x="${x.toFixed(1)}" y="${m.t + 12}" data-x="${x.toFixed(1)}" class="vlabel" fill="${v.color}">${esc(v.label)}</text>`;
   }
   s += `<g clip-path="none">`;
   opts.series.forEach((se) => {
@@ -125,6 +121,7 @@ export function lineChart(el, opts) {
   const legend = opts.series.filter((se) => se.label);
   let lx = m.l + 8, ly = m.t + 14;
   if (opts.legendAt === "bottom-left") ly = H - m.b - 10 - (legend.length - 1) * 15;
+  s += `<g class="legend-box"><rect class="legend-bg" x="${lx - 5}" y="${ly - 8}" width="0" height="${legend.length * 15 + 1}" fill="#fff" fill-opacity="0.85"/>`;
   legend.forEach((se, i) => {
     const y = ly + i * 15;
     s += se.markers && se.markers !== "none"
@@ -132,7 +129,49 @@ export function lineChart(el, opts) {
       : `<line x1="${lx - 2}" x2="${lx + 14}" y1="${y}" y2="${y}" stroke="${se.color}" stroke-width="2" stroke-dasharray="${se.dash || ""}"/>`;
     s += `<text x="${lx + 19}" y="${y}" dy="0.32em" class="legend">${esc(se.label)}</text>`;
   });
-  el.innerHTML = s + "</svg>";
+  el.innerHTML = s + "</g></svg>";
+  layoutLabels(el.querySelector("svg"), { left: m.l, right: W - m.r, top: m.t, bottom: H - m.b });
+}
+
+// The vertical marks' labels, placed once drawn (their widths are the browser's): beside the line,
+// on its right unless that runs past the plot, in the first row down that overlaps no label placed
+// before it nor the legend, so a crossover and a memory limit close together never overprint.
+const ROW_PX = 13;
+
+function overlaps(a, b, pad = 1) {
+  return a.x < b.x + b.width + pad && b.x < a.x + a.width + pad && a.y < b.y + b.height + pad && b.y < a.y + a.height + pad;
+}
+
+function layoutLabels(svg, plot) {
+  // a chart in a hidden tab has no boxes: it is drawn again when its tab is shown
+  if (!svg || typeof svg.getBBox !== "function" || !svg.getBoundingClientRect().width) return;
+  const bg = svg.querySelector(".legend-bg"), texts = [...svg.querySelectorAll(".legend-box text")];
+  const taken = [];
+  try {
+    if (bg && texts.length) {
+      const right = Math.max(...texts.map((t) => { const b = t.getBBox(); return b.x + b.width; }));
+      bg.setAttribute("width", String(Math.max(0, right - Number(bg.getAttribute("x")) + 4)));
+      taken.push(bg.getBBox());
+    } else if (bg) bg.remove();
+    for (const t of svg.querySelectorAll("text.vlabel")) {
+      const x = Number(t.dataset.x), y0 = plot.top + 12;
+      let placed = false;
+      for (let row = 0; !placed && y0 + row * ROW_PX <= plot.bottom - 2; row++) {
+        for (const side of ["start", "end"]) {
+          t.setAttribute("text-anchor", side);
+          t.setAttribute("x", String(side === "start" ? x + 4 : x - 4));
+          t.setAttribute("y", String(y0 + row * ROW_PX));
+          const b = t.getBBox();
+          if (b.x < plot.left + 1 || b.x + b.width > plot.right - 1) continue;
+          if (!taken.some((o) => overlaps(o, b))) { placed = true; break; }
+        }
+      }
+      if (placed) taken.push(t.getBBox());
+      else t.remove(); // no room anywhere: the line stays unlabelled rather than overprinted
+    }
+  } catch (e) {
+    // no layout without a rendered chart: it is laid out when drawn again
+  }
 }
 
 // rows: [{label, parts: {name: value}}]; one stacked horizontal bar per row, a shared legend.

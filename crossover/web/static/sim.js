@@ -2,13 +2,14 @@
 // draw output throughput and p50/p99 latency against concurrency, speculation off and on.
 
 import { COLORS, esc, fmt, lineChart } from "./chart.js";
-import { api, query, showError, state } from "./app.js";
+import { api, query, showError, state, writeHash } from "./app.js";
 
 const $ = (id) => document.getElementById(id);
 let result = null;
 const POLL_MS = 300;
 
-async function run() {
+// Run the sweep of the page's state; a link with tab=sim (or sim=1, set once one has run) runs it on load.
+export async function runSim() {
   $("sim-run").disabled = true;
   $("sim-progress").value = 0;
   $("sim-status").textContent = "starting…";
@@ -27,6 +28,8 @@ async function run() {
     $("sim-status").textContent = `done in ${job.seconds.toFixed(1)} s`;
     document.body.dataset.sim = "done";
     result = job.result;
+    state.sim = 1;
+    writeHash();
     showError("");
     renderSim();
   } catch (e) {
@@ -65,5 +68,5 @@ export function renderSim() {
 }
 
 export function initSim() {
-  $("sim-run").addEventListener("click", run);
+  $("sim-run").addEventListener("click", runSim);
 }
