@@ -478,6 +478,32 @@ def test_a_second_call_with_the_first_sweeps_results_refines_the_plan(tmp_path, 
     assert [p["level"] for p in json.loads(r.stdout)["points"]] == sorted(loads + again["measured_levels"])
 
 
+FIT = """crossover_calibration: 1
+parameters:
+  flops_fraction: {value: 0.127, stderr: 0.01}
+  step_overhead_ms: {value: 1.416, stderr: 0.37}
+scenario: {model: llama-3.1-8b, hardware: h100-sxm, tp: 1, method: eagle3, k: 3, weight_dtype: bf16, kv_dtype: bf16}
+"""
+
+
+def test_a_calibrated_scenario_plans_around_its_own_crossover_or_the_fits_interval(tmp_path):
+    """--calibration: the fitted efficiencies move the crossover (the closed form's interval around
+    it), and a fit that records a bootstrap `crossover_interval` gives the interval itself."""
+    fit = tmp_path / "fit.yaml"
+    fit.write_text(FIT)
+    d = crossover.sweep_plan(**EXAMPLE, calibration=str(fit), sweep={"levels": 6}).to_dict()
+    low, high = d["crossover"]["interval"]
+    assert high < d["top"] and d["crossover"]["estimate"] is not None and low < d["crossover"]["estimate"] < high
+    assert "closed form" in d["crossover"]["source"] and 2 * d["inside_interval"] >= len(d["levels"])
+    fit.write_text(FIT + "crossover_interval: [40, 120]\n")
+    d = crossover.sweep_plan(**EXAMPLE, calibration=str(fit), sweep={"levels": 6}).to_dict()
+    assert d["crossover"]["interval"] == [40, 120] and "calibration's bootstrap interval" in d["crossover"]["source"]
+    assert all(lv["inside_interval"] == (40 <= lv["load"] <= 120) for lv in d["levels"])
+    fit.write_text(FIT + "crossover_interval: [40]\n")
+    r = run_cli("sweep-plan", *EXAMPLE_ARGV, "--calibration", str(fit))
+    assert_one_line_error(r, "crossover_interval must be [low, high]")
+
+
 # ---- the CLI
 
 def test_the_cli_json_is_the_api_result(capsys):

@@ -217,10 +217,11 @@ class Sizing:
 
 def size_level(sc: Scenario, wl: Workload, axis: str, value: float, how: Sizing,
                capacities: dict[str, float] | None = None) -> dict[str, Any]:
-    """The fewest requests (first WARMUP_SHARE of them warm-up) whose simulated level reaches the
+    """The requests (first WARMUP_SHARE of them warm-up) at which the simulated level first reaches the
     target half-width of its on/off ratio (throughput on concurrency, mean e2e latency off/on on
-    request rates), grown from the level's minimum (10 rounds of its clients at least), by at most
-    _GROWTH_MAX per round; the level as simulated with them (seeded by the level's value: `crossover
+    request rates), grown from the level's minimum (10 rounds of its clients at least) by the square of
+    the shortfall, 1.25x to _GROWTH_MAX a round (the interval's own estimate is noisy: not the least
+    count that would do, the first found); the level as simulated with them (seeded by the level's value: `crossover
     simulate` at these requests and seed reproduces it). A rate above an arm's capacity is not grown:
     its queue, and so its ratio, grows with the run's length."""
     n = level_prompts(axis, value, how.min_requests, WARMUP_SHARE)
