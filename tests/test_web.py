@@ -312,6 +312,24 @@ def test_calibrate_fits_the_points_and_draws_the_calibrated_curves_beside_the_de
     assert status == 400 and "mark the uploads as speculation on and off" in d["error"]
 
 
+def test_a_rate_sweep_is_judged_on_latency_and_fitted_against_requests_in_flight(server, tmp_path):
+    rows = [("off", 1, 128, 2100, 15.1), ("on", 1, 128, 1200, 8.4), ("off", 4, 510, 2300, 16.5), ("on", 4, 509, 1400, 9.8),
+            ("off", 16, 2000, 3100, 22.0), ("on", 16, 1990, 2600, 19.0), ("off", 32, 3800, 5200, 36.0),
+            ("on", 32, 3700, 6400, 46.0)]
+    path = tmp_path / "rate.csv"
+    path.write_text("arm,request_rate,output_throughput,mean_e2el_ms,mean_tpot_ms,total_input_tokens,total_output_tokens,"
+                    "completed\n" + "".join(f"{a},{r},{t},{e},{tp},102400,12800,100\n" for a, r, t, e, tp in rows))
+    uid, q = upload(server, path), {"model": "llama-3.1-8b", "hardware": "h100-sxm", "method": "eagle3"}
+    status, d = call(server, "/api/measured?" + qs(**q, files=f"{uid}:auto"))
+    assert status == 200 and d["load_axis"] == "request_rate", d
+    lib = crossover.measured(files=[path], **q).to_dict()["diagnosis"]
+    g = d["diagnosis"]
+    assert g["verdict"] == lib["verdict"] and g["expectation"]["basis"] == "serving_simulator"
+    assert g["load_fit"]["qps"] == pytest.approx(lib["load_fit"]["qps"]) and "e2el_on_measured" in g["levels"][0]
+    status, d = call(server, "/api/calibrate?" + qs(**q, bootstrap=0, files=f"{uid}:auto"))
+    assert status == 200 and d["curves"]["axis"] == "in_flight" and len(d["curves"]["points"]) == 48, d
+
+
 def test_a_simulation_job_reports_progress_and_the_library_s_result(server):
     q = qs(model="llama-3.1-8b", workload="random-1024-128", levels="1,4", num_prompts=40)
     status, job = call(server, "/api/simulate?" + q, method="POST", headers={"X-Crossover": "1"})

@@ -212,6 +212,7 @@ export function measuredOverlay() {
         (x.beats_physics ? " BEATS PHYSICS" : x.beats_physics_unless_prefix_caching ? " beats physics unless prefix caching is on" : "")),
     });
   }
+  if (result.load_axis === "request_rate") return out; // a rate is no batch: its speedups have no place on these axes
   out.speedup.push({ id: "measured-speedup", label: "measured", color: COLORS.measuredOn, markers: "diamond", noscale: true,
     points: result.points.map((p) => [p.level, p.speedup]), tips: result.points.map((p) => `measured speedup ${fmt(p.speedup)} at ${fmt(p.level)}`) });
   return out;

@@ -91,7 +91,7 @@ function levels(g, axis) {
 }
 
 function loadFit(f) {
-  const arm = (x) => `C1 ${fmt(x.c1_ms)} ms, C2 ${fmt(x.c2_ms_per_request, 3)} ms per request/s (R² ${fmt(x.r2, 3)})`;
+  const arm = (x) => `C1 ${fmt(x.c1_ms)} ms, C2 ${fmt(x.c2_ms_per_request, 3)} ms per request (R² ${fmt(x.r2, 3)})`;
   return `<p id="load-fit">Load fit (Kong et al., L = C1 / (1 − QPS·C2)): off ${arm(f.off)}; on ${arm(f.on)}; ` +
     `C1 on/off ${fmt(f.c1_ratio, 3)}, C2 on/off ${fmt(f.c2_ratio, 3)}; break-even ` +
     `${f.qps === null ? `none (${esc(f.why || "")})` : `at ${fmt(f.qps, 3)} requests/s`}</p>`;
@@ -168,7 +168,8 @@ export function renderFit(d, m) {
   const vlines = [
     { id: "fit-crossover-line", x: c.calibrated_crossover, label: `calibrated crossover ${fmt(c.calibrated_crossover, 4)}`, color: COLORS.fit },
     { x: c.default_crossover, label: `defaults ${fmt(c.default_crossover, 4)}`, color: COLORS.on, dash: "2 3" },
-    { x: mc ?? null, label: `measured ${fmt(mc, 4)}`, color: COLORS.cross, dash: "4 2" },
+    // the measured crossover is a request rate on a rate sweep, whose fit is drawn against requests in flight
+    { x: axis === m.load_axis ? mc ?? null : null, label: `measured ${fmt(mc, 4)}`, color: COLORS.cross, dash: "4 2" },
     { x: c.max_batch_on, label: `memory limit ${fmt(c.max_batch_on)}`, color: COLORS.memory, dash: "5 3" },
   ];
   const sp = axis === "in_flight" ? [] : m.points.map((p) => [p.level, p.speedup]);
