@@ -327,6 +327,15 @@ MEASURED = (
       default_text="the files' token counts"),
     O("strict", "exit 2 when a point beats a speed-of-light bound (decode only, or with the prefill share)",
       kind="switch", api=None),
+    O("server_args", "the servers' launch configurations: a vLLM or SGLang command line, a --speculative-config "
+      "JSON or a server startup log, one file or one per server (the speculating one by its method); what they "
+      "say fills every setting not given (method, k, draft, TP, dtypes, CUDA graphs, chunked prefill, memory)",
+      kind="files", metavar="FILE"),
+    *(o.but(group=None) for o in SPECULATION if o.name == "draft_tp"),
+    *(o.but(group=None, help=o.help + " of the measurement", default=None, passed=False,
+            default_text="the launch configuration's (--server-args), else " + (o.default_text or shown(o.default)))
+      for o in SCENARIO if o.name in ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating",
+                                      "chunked_prefill", "gpu_memory_utilization")),
     JSON,
     O("force", "replace an existing --plot file", kind="switch", api=None),
     O("plot", "write a figure of the measured points (over the predicted curves with --model)", api=None),

@@ -121,13 +121,16 @@ def model_for_check(table: MeasuredTable, model: str | None,
 
 
 # crossover.scenario's keywords a measured sweep takes (the deployment the files ran; the rest the files say)
+# the deployment's settings a launch configuration (or the user) gives
+LAUNCH_KEYWORDS = ("draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "chunked_prefill",
+                   "gpu_memory_utilization")
 MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
-                     "distilled", "prompt_len", "output_len")
+                     "distilled", "prompt_len", "output_len", *LAUNCH_KEYWORDS)
 
 
 @api_boundary
 def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_axis: str | None = None,
-             engine_metrics: Paths = None, **scenario_kwargs: Any) -> MeasuredResult:
+             engine_metrics: Paths = None, server_args: Paths = None, **scenario_kwargs: Any) -> MeasuredResult:
     """A measured sweep's on/off table and crossover; with the hardware (and the model, or files
     that name it), every point checked against the speed of light and the model beside each level.
     `scenario_kwargs`: crossover.scenario's keywords for the deployment the files ran (MEASURED_KEYWORDS:
@@ -135,11 +138,18 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     mean prompt_len and output_len, which beat the files' token counts); the lengths, tau and n-gram
     match rate otherwise come from the files. `engine_metrics`: the server's own acceptance
     (a vLLM log, or a /metrics scrape after the run and optionally one before it): its tau, k and
-    n-gram match rate replace the files'."""
+    n-gram match rate replace the files'. `server_args`: the servers' launch configurations (one
+    file, or one per server: api/launch.py): what they say fills every keyword not given."""
     unknown = sorted(set(scenario_kwargs) - set(MEASURED_KEYWORDS))
     if unknown:
         raise InputError(f"measured takes no {unknown[0]!r} (the deployment the files ran: "
                          f"{', '.join(MEASURED_KEYWORDS)})", parameter=unknown[0])
+    launch_note = None
+    if server_args:
+        from .launch import launch_keywords
+
+        extra, launch_note = launch_keywords(server_args, scenario_kwargs)
+        scenario_kwargs = {**scenario_kwargs, **extra}
     model, hardware, tp, method, draft, k, calibration, engine = (
         scenario_kwargs.get(n) for n in ("model", "hardware", "tp", "method", "draft", "k", "calibration", "engine"))
     force = scenario_kwargs.get("force_calibration", False)
@@ -148,6 +158,8 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     metrics = read_engine_metrics(engine_metrics)
     model, skipped = model_for_check(table, model, hardware)
     said = [skipped] if skipped else []
+    if launch_note is not None:
+        said.insert(0, launch_note)
     inferred = method is None
     method, method_note = files_method(table, method)
     if metrics is not None:
@@ -198,7 +210,8 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
                                 "results (--engine sets another)", evidence={"engine": "sglang"}))
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=tau, match_rate=match,
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
-                  distilled=distilled, **({} if engine is None else {"engine": engine}))
+                  distilled=distilled, **({} if engine is None else {"engine": engine}),
+                  **{n: scenario_kwargs[n] for n in LAUNCH_KEYWORDS if scenario_kwargs.get(n) is not None})
     from ..comparison.diagnosis import diagnose
 
     predicted = predicted_at_levels(table, sc)

@@ -15,6 +15,17 @@ def _files(args: argparse.Namespace) -> dict:
     return dict(on=args.on, off=args.off, files=args.files, load_axis=args.load_axis)
 
 
+def _launch(args: argparse.Namespace) -> dict:
+    """The deployment settings measured takes beside the files (a launch configuration gives the rest)."""
+    out = {"weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype, "cuda_graphs": args.cuda_graphs,
+           "cuda_graphs_speculating": args.cuda_graphs_speculating, "chunked_prefill": args.chunked_prefill}
+    if args.draft_tp is not None:
+        out["draft_tp"] = int(parse_number(args.draft_tp, "--draft-tp", integer=True))
+    if args.gpu_memory_utilization is not None:
+        out["gpu_memory_utilization"] = parse_number(args.gpu_memory_utilization, "--gpu-memory-utilization")
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def cmd_measured(args: argparse.Namespace) -> int:
     """`crossover measured`."""
     k = int(parse_number(args.k, "--k", integer=True)) if args.k is not None else None
@@ -24,7 +35,8 @@ def cmd_measured(args: argparse.Namespace) -> int:
                    method=args.method, draft=args.draft, k=k, calibration=getattr(args, "calibration", None),
                    force_calibration=bool(getattr(args, "force_calibration", False)), engine=getattr(args, "engine", None),
                    distilled=not getattr(args, "no_distilled", False),
-                   engine_metrics=engine_metrics_files(args.engine_metrics))
+                   engine_metrics=engine_metrics_files(args.engine_metrics), server_args=args.server_args,
+                   **_launch(args))
     later = [d for d in res.diagnostics if d.kind == SKIPPED]  # the skipped check is said after the output
     for d in res.diagnostics:
         if d not in later:

@@ -27,7 +27,7 @@ OUTPUT_FLAGS = ("plot", "csv", "out")
 # --force. tests/test_outputs.py checks that every option of every verb is in it, is an output, or is
 # known to name no file, so a new input flag cannot be left out.
 INPUT_FLAGS = ("model", "hardware", "draft", "engine", "workload", "calibration", "traffic", "price_file",
-               "engine_metrics", "config", "on", "off", "files")
+               "engine_metrics", "config", "on", "off", "files", "server_args")
 
 # Values that may hold any character (cli.common.check_values): paths, and names that are free text
 FREE_TEXT = (*INPUT_FLAGS, *OUTPUT_FLAGS, "name", "draft_model_id")

@@ -1,0 +1,100 @@
+"""The servers' launch configurations as measured's inputs (issue 22, item 2): `--server-args FILE
+[FILE]` (a vLLM or SGLang command line, a --speculative-config JSON or a startup log; one per server,
+the speculating one known by its method) become crossover.scenario keywords. What the files say beats
+the tool's defaults; a value the user gave as well must agree with them, and two files must agree on
+what both servers share. Each value is said with where it came from, and what the files leave to the
+engine is said too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import InputError
+from .diagnostics import Diagnostic
+
+# what the two servers of a sweep share (the seed's method: identical but for speculation)
+SHARED = ("model", "engine", "tp", "weight_dtype", "kv_dtype", "chunked_prefill", "gpu_memory_utilization")
+SPECULATIVE = ("method", "k", "draft", "draft_tp")
+# keywords the files may give that no scenario takes: said, not priced
+SAID_ONLY = ("max_num_seqs", "max_num_batched_tokens")
+
+
+def _library_model(name: Any) -> bool:
+    from ..specs import load_model
+
+    try:
+        load_model(str(name))
+    except Exception:  # noqa: BLE001 - an HF id no spec declares: not a library model
+        return False
+    return True
+
+
+def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, Any]
+                    ) -> tuple[dict[str, Any], Diagnostic]:
+    """(the scenario keywords the launch files give, beyond what the user gave, and one note saying each
+    value with its source). `given`: the keywords the user passed (None: not given)."""
+    from ..measurements.server_args import ENGINE_DEFAULT, read_server_args
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not 1 <= len(paths) <= 2:
+        raise InputError("--server-args takes one launch configuration, or one per server (two files)",
+                         parameter="server_args")
+    read = [read_server_args(p) for p in paths]
+    on = [r for r in read if r.values.get("method", (None,))[0] not in (None, "")]
+    off = [r for r in read if r not in on]
+    if len(on) > 1 or len(off) > 1:
+        both = "speculate" if len(on) > 1 else "run without speculation"
+        raise InputError(f"--server-args: {paths[0]} and {paths[1]} both {both}; give one file per server",
+                         parameter="server_args")
+    out: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    said: dict[str, list[str]] = {}  # per file: what it gave, with where it says it
+
+    def put(name: str, value: Any, source: str, path: str, flag: str) -> None:
+        if value is None:
+            return
+        if given.get(name) is not None and given[name] != value:
+            raise InputError(f"--server-args {source} says {name.replace('_', ' ')} {value}, which contradicts the "
+                             f"{given[name]} given: give the one the sweep ran", parameter=name)
+        if name in out and out[name] != value:
+            raise InputError(f"--server-args: {where[name]} says {name.replace('_', ' ')} {out[name]}, {source} says "
+                             f"{value}: the two servers must share it", parameter=name)
+        if given.get(name) is None:
+            out[name] = value
+        where.setdefault(name, source)
+        said.setdefault(path, []).append(f"{name.replace('_', ' ')} {value} ({flag})")
+
+    for r in [*off, *on]:
+        kw = r.scenario_keywords()
+        for name in (*SHARED, *SPECULATIVE, "cuda_graphs", *SAID_ONLY):
+            if name not in kw:
+                continue
+            value, flag = kw[name], r.values[name][1]
+            src = f"{r.path}: {flag}"
+            if name in SPECULATIVE and r not in on:
+                continue
+            if name in ("model", "draft") and not _library_model(value):
+                said.setdefault(r.path, []).append(f"{name} {value} ({flag}: no library model; give --{name})")
+                continue
+            if name == "cuda_graphs":  # each server's own mode; one file alone: both servers ran it
+                target = "cuda_graphs_speculating" if r in on and off else "cuda_graphs"
+                put(target, value, src, r.path, flag)
+            elif name in SAID_ONLY:
+                said.setdefault(r.path, []).append(f"{name.replace('_', ' ')} {value} ({flag}; not priced by measured)")
+            else:
+                put(name, value, src, r.path, flag)
+    left = sorted({p["input"] for r in read for p in r.provenance() if p["source"].startswith(ENGINE_DEFAULT)}
+                  - set(where) - set(SAID_ONLY) - {"cuda_graphs"} - ({"draft"} if on and on[0].values.get(
+                      "method", (None,))[0] != "draft" else set()))
+    unmapped = [f"{k}: {w}" for r in read for k, t, w in r.unmapped]
+    message = "launch configuration: " + ("; ".join(f"{path}: {', '.join(items)}" for path, items in said.items())
+                                          if said else "nothing the scenario takes")
+    if left:
+        message += f"; left to the engine's defaults: {', '.join(left)}"
+    if unmapped:
+        message += f"; not mapped: {'; '.join(unmapped)}"
+    evidence = {"files": [str(p) for p in paths], "values": {k: out.get(k, given.get(k)) for k in where},
+                "sources": where, "engine_defaults": left, "provenance": [p for r in read for p in r.provenance()]}
+    return out, Diagnostic("server_args", message, evidence=evidence)

@@ -1,0 +1,59 @@
+"""`measured --server-args`: the servers' launch configurations as inputs (issue 22, item 2). What the
+files say fills every setting not given, each said with its source; a value given as well must agree,
+and the two servers must agree on what they share."""
+
+import pytest
+
+import crossover
+
+from conftest import assert_one_line_error, run_cli
+
+SWEEP = "tests/fixtures/measured/sweep.csv"
+LAUNCH = "tests/fixtures/launch"
+SERVE = "tests/fixtures/server_args/vllm_serve.sh"
+
+
+def test_one_launch_file_configures_the_scenario_and_says_where_each_value_came_from():
+    """vllm_serve.sh: TP 4, fp8 weights (--quantization fp8) and KV cache, --enforce-eager, chunked prefill
+    off, 0.85 of GPU memory, EAGLE-3 k = 3 with its head at draft TP 1; one file: both servers ran it."""
+    res = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=SERVE)
+    dep, spec = res.scenario.deployment, res.scenario.speculation
+    assert dep.model.name == "llama-3.1-8b" and dep.tp == 4
+    assert (dep.wdtype, dep.kv_dtype, dep.memory_utilization) == ("fp8", "fp8", 0.85)
+    assert (dep.engine.cuda_graphs, dep.engine.speculating.cuda_graphs, dep.engine.chunked_prefill) == (
+        "none", "none", False)
+    assert (spec.method, spec.k, spec.draft_tp) == ("eagle3", 3, 1)
+    (note,) = [d for d in res.diagnostics if d.kind == "server_args"]
+    assert "tp 4 (--tensor-parallel-size 4)" in note.message and "cuda graphs none (--enforce-eager)" in note.message
+    assert "max num seqs 128 (--max-num-seqs 128; not priced by measured)" in note.message
+    assert note.evidence["sources"]["tp"].endswith("--tensor-parallel-size 4")
+    assert "engine" in note.evidence["engine_defaults"]
+
+
+def test_one_file_per_server_sets_each_servers_cuda_graph_mode():
+    res = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=[f"{LAUNCH}/off.sh", f"{LAUNCH}/on.sh"])
+    eng = res.scenario.deployment.engine
+    assert (eng.cuda_graphs, eng.speculating.cuda_graphs) == ("full", "none")
+    assert res.scenario.deployment.kv_dtype == "fp8" and res.scenario.speculation.method == "eagle3"
+    # the speculating server runs eagerly: its steps take at least the layers' launch time
+    plain = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=f"{LAUNCH}/off.sh", method="eagle3")
+    assert res.predicted["on"][0] < plain.predicted["on"][0]
+    assert res.predicted["off"][0] == pytest.approx(plain.predicted["off"][0], rel=1e-9)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--k", "5", "--server-args", SERVE], "contradicts the 5 given"),
+    (["--tp", "2", "--server-args", SERVE], "contradicts the 2 given"),
+    (["--server-args", f"{LAUNCH}/off.sh", f"{LAUNCH}/on_tp2.sh"], "the two servers must share it"),
+    (["--server-args", f"{LAUNCH}/on.sh", f"{LAUNCH}/on_tp2.sh"], "both speculate"),
+    (["--server-args", "tests/fixtures/server_args/not_a_config.txt"], "not a vLLM or SGLang command line"),
+    (["--server-args", SERVE, SERVE, SERVE], "one per server (two files)"),
+])
+def test_launch_files_that_contradict_are_one_line(argv, needle):
+    assert_one_line_error(run_cli("measured", "--files", SWEEP, "--hardware", "h100-sxm", *argv), needle)
+
+
+def test_the_cli_reads_them_too():
+    r = run_cli("measured", "--files", SWEEP, "--hardware", "h100-sxm", "--server-args", SERVE, "--json")
+    assert r.returncode == 0, r.stderr
+    assert "launch configuration: tests/fixtures/server_args/vllm_serve.sh: model llama-3.1-8b" in r.stderr
