@@ -18,7 +18,7 @@ DEFAULT_ACCEPTANCE = 0.7
 # answer flips: the published rates of validation/published_points.csv (alpha 0.53, 0.65, 0.75, 0.82),
 # rounded outward.
 ACCEPTANCE_RANGE = (0.5, 0.85)
-# ... and of an assumed n-gram match rate: the published proposal rates of engine_facts.md (~55% of
+# ... and of an assumed n-gram match rate: the published proposal rate (~55% of
 # steps on code editing, vLLM PR #24344) to the summaries that copy most spans (0.8, workloads/cnn-dailymail).
 MATCH_RATE_RANGE = (0.3, 0.9)
 DEFAULT_CONTEXT = 2048

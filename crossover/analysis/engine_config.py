@@ -5,8 +5,9 @@ Medusa heads or a draft model, unless --draft-model-id gives it) the config carr
 that fails loudly when the engine loads it, each config's `placeholders` lists them, and its first
 notes say so. The names, types and versions follow the engines' released source, as read into
 tests/data/engine_args.yaml (vLLM's arg_utils.py and SpeculativeConfig, SGLang's server_args);
-tests/test_engine_configs_runnable.py checks every config against them. TensorRT-LLM's keys follow
-/work/shared/docs/engine_facts.md (its PyPI package is a stub). This module computes nothing.
+tests/test_engine_configs_runnable.py checks every config against them. TensorRT-LLM's keys follow its
+documentation and blogs (the LLM API's speculative_config, decoding_type, max_draft_len; its PyPI
+package is a stub that cannot be read here). This module computes nothing.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Kong et al.'s load model of a request-rate sweep, fitted to each arm's mean latency.
 
-Source: Kong et al., arXiv 2605.15051 (MIT + Red Hat AI, 2026-05), through the technical review
-summarised in shared/docs/v0_and_load_facts.md section 4. Below saturation a request's latency grows
+Source: Kong et al., arXiv 2605.15051 (MIT + Red Hat AI, 2026-05), as read through a technical review
+of it (zzz0906.github.io, 2026-05-16; the paper's data are not public). Below saturation a request's latency grows
 with the requests in flight B, L = C1 + B C2 (C1 the zero-load latency, C2 the extra latency per
 concurrent request), and Little's law B = QPS L gives
 

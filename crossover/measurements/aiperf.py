@@ -1,7 +1,7 @@
 """NVIDIA AIPerf profile exports (ai-dynamo/aiperf `profile_export_aiperf.json`, v0.1 and the
 `schema_version` 1.x exports): one file is one run, one point. Used by readers.py.
 
-The export is a flat object (docs: benchmark_formats_2026.md B4): one block per metric tag,
+The export is a flat object (docs/reference/formats.md): one block per metric tag,
 `{unit, avg, min, max, p1, p5, p10, p25, p50, p75, p90, p95, p99, std}` (None values dropped),
 beside `input_config` (the user's config: `loadgen.concurrency`, `loadgen.request_rate`),
 `was_cancelled`, `error_summary`, `start_time`, `end_time`; newer exports add `aiperf_version`,

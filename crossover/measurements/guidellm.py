@@ -1,7 +1,7 @@
 """GuideLLM reports (vllm-project/guidellm `benchmarks.json` / `benchmarks.yaml`, v0.3 to v0.7): one
 point per benchmark (one strategy: a concurrency or a request rate). Used by readers.py.
 
-Layouts (docs: benchmark_formats_2026.md B1.1), told apart by content:
+Layouts (docs/reference/formats.md), told apart by content:
 - v0.7+: `metadata.version == 2`, top-level `config` (the scenario) and `benchmarks`;
 - v0.5-v0.6: `metadata.version == 1`, top-level `args` and `benchmarks`;
 - v0.4: no `metadata`, top-level `args`, `benchmarks[0].config`;

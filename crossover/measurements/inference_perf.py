@@ -1,7 +1,7 @@
 """llm-d / kubernetes-sigs inference-perf stage reports (`stage_{i}_lifecycle_metrics.json`): one
 stage is one load level, one point. Used by readers.py.
 
-A stage file (docs: benchmark_formats_2026.md B5; `inference_perf/reportgen/base.py`):
+A stage file (docs/reference/formats.md; `inference_perf/reportgen/base.py`):
 
     benchmark_time_seconds
     load_summary{count, schedule_delay, send_duration, requested_rate, achieved_rate, [concurrency]}

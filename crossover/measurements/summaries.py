@@ -5,7 +5,7 @@ vLLM's metric names and units (`median_tpot_ms`), the load level the tool drove 
 A name means what vLLM means by it: each reader says which of its tool's metrics is vLLM's TPOT
 (GuideLLM's and AIPerf's `inter_token_latency`, inference-perf's `time_per_output_token`), and
 converts seconds or nanoseconds to ms; a metric with no vLLM equivalent keeps no vLLM name.
-Source: /work/shared/docs/benchmark_formats_2026.md (B1, B4, B5).
+The layouts and their traps: docs/reference/formats.md (from the tools' released source and docs).
 """
 
 from __future__ import annotations
