@@ -234,3 +234,11 @@ def too_deep(path: str | Path, expected: str) -> FileError:
     (RecursionError): no real result file, spec or calibration nests more than a few levels."""
     return FileError(f"{path}: nested too deeply to read (hundreds of levels of lists or mappings); "
                           f"expected {expected}")
+
+
+def malformed_yaml(path: str | Path, exc: Exception) -> FileError:
+    """The one-line error of a YAML parse that failed: the file, the line and what the parser said."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or "syntax error"
+    return FileError(f"{path}: malformed YAML{where}: {problem}")

@@ -17,21 +17,27 @@ def _interval(loads: list[float], ratios: list[float]) -> int | None:
     return None
 
 
+def curves(points, key=lambda p: p.group or p.series):
+    """(name, points by load, loads) of each measured curve with at least two distinct load levels (a
+    series at one context; points with a published and a predicted value)."""
+    groups: dict[str, list] = {}
+    for p in points:
+        if p.published is not None and p.predicted is not None:
+            groups.setdefault(key(p), []).append(p)
+    for name, pts in groups.items():
+        pts = sorted(pts, key=lambda p: p.load)
+        loads = [p.load for p in pts]
+        if len(set(loads)) >= 2 and len(set(loads)) == len(loads):
+            yield name, pts, loads
+
+
 def series_rows(points, key=lambda p: p.group or p.series) -> list[dict[str, Any]]:
     """Per measured curve with at least two distinct load levels: the crossover interval published and
     predicted, whether they agree (the same interval, or neither crosses and both stay on one side),
     and the median signed ln(predicted / published) over the lower and the upper half of its loads
     (calibration points left out)."""
-    curves: dict[str, list] = {}
-    for p in points:
-        if p.published is not None and p.predicted is not None:
-            curves.setdefault(key(p), []).append(p)
     out = []
-    for name, pts in curves.items():
-        pts = sorted(pts, key=lambda p: p.load)
-        loads = [p.load for p in pts]
-        if len(set(loads)) < 2 or len(set(loads)) != len(loads):
-            continue
+    for name, pts, loads in curves(points, key):
         pub = _interval(loads, [p.published for p in pts])
         pred = _interval(loads, [p.predicted for p in pts])
         if pub is None and pred is None:

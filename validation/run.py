@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 from eagle_tables import e1_rows, predict_series, predict_tree_row, series  # noqa: E402
 from fit import bisect  # noqa: E402
 from load_dependence import report_lines as load_lines  # noqa: E402
-from load_dependence import kong_lines, series_rows  # noqa: E402
+from load_dependence import curves, kong_lines, series_rows  # noqa: E402
 from magicdec import predict_off, predict_row, predict_v1_group, rows, step_rows, v1_groups  # noqa: E402
 from step_times import report_lines as step_time_lines  # noqa: E402
 from step_times import step_points  # noqa: E402
@@ -211,16 +211,8 @@ def crossover_rows(points: list[Point]) -> list[dict]:
     cross 1.0 between its levels, or the side each stayed on."""
     from crossover.analysis.crossings import crossing_between_levels
 
-    curves: dict[str, list[Point]] = {}
-    for p in points:
-        if p.published is not None and p.predicted is not None:
-            curves.setdefault(p.group or p.series, []).append(p)
     out = []
-    for name, pts in curves.items():
-        pts = sorted(pts, key=lambda p: p.load)
-        loads = [p.load for p in pts]
-        if len(set(loads)) < 2 or len(set(loads)) != len(loads):
-            continue
+    for name, pts, loads in curves(points):
         pub = crossing_between_levels(loads, [p.published for p in pts])
         pred = crossing_between_levels(loads, [p.predicted for p in pts])
         side_pub = None if pub is not None else ("above" if pts[0].published > 1 else "below")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CrossoverError, FileError
+from ..files import malformed_yaml
 from .fields import check_throughput, described, number
 from .point import MeasuredPoint
 from .summaries import child, finite, latency_stats, level_of, tool_point
@@ -224,10 +225,7 @@ def load_yaml(path: Path, text: str) -> Any:
     except FileError:
         raise
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise FileError(f"{path}: malformed YAML{where}: {problem}") from None
+        raise malformed_yaml(path, exc) from None
     except RecursionError:
         raise FileError(f"{path}: YAML nested too deep; expected a GuideLLM report") from None
     except (ValueError, TypeError, OverflowError) as exc:  # a date past December, an int of 5000 digits

@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CrossoverError, FileError, InputError
-from ..files import read_text, too_deep
+from ..files import malformed_yaml, read_text, too_deep
 from .engine import EngineProfile
 from .hardware import Hardware
 from .model import Model
@@ -85,10 +85,7 @@ def read_yaml(path: Path) -> dict:
     try:
         data = safe_load_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise FileError(f"{path}: malformed YAML{where}: {problem}") from None
+        raise malformed_yaml(path, exc) from None
     except RecursionError:
         raise too_deep(path, "a YAML spec") from None
     if not isinstance(data, dict):
