@@ -31,8 +31,18 @@ class PredictResult:
     """`crossover predict`: the on/off curves, the crossover and the memory limits."""
 
     prediction: Prediction
-    inputs: dict[str, Any]
+    resolved: dict[str, Any] | None = None  # the inputs record, built when asked for (`inputs`)
     breakdown: dict[str, Any] | None = None  # step.op_breakdown at one batch (predict --breakdown)
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """Every input the scenario resolved to (build.inputs), built on first use: predict() itself
+        does not pay for it."""
+        if self.resolved is None:
+            from .build import inputs
+
+            self.resolved = inputs(self.prediction.scenario)
+        return self.resolved
 
     @property
     def crossover_batch(self) -> float | None:

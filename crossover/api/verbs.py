@@ -80,7 +80,7 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
                                  f"{batch_ceiling(sc.deployment)}]")
         bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), breakdown, sc.context, sc.speculation)
     at = None if batches is DEFAULT_BATCHES else float(max(batches))
-    return results.PredictResult(_predict(sc, list(batches)), inputs(sc), bd, at)
+    return results.PredictResult(_predict(sc, list(batches)), None, bd, at)
 
 
 @api_boundary
