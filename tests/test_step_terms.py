@@ -186,3 +186,20 @@ def test_a_calibrations_per_sequence_microseconds_are_microseconds(tmp_path):
     dep = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", calibration=cal).deployment
     assert dep.spec_overhead_per_seq_s == pytest.approx(85.6e-6)
     assert dep.step_overhead_s == pytest.approx(0.5e-3)
+
+
+def test_a_scenario_built_twice_from_plain_values_is_the_same_and_warns_again():
+    """crossover.scenario is memoised on plain arguments (issue 25): the second call returns the same
+    frozen scenario, and the build's warnings are given on every call."""
+    import warnings
+
+    kw = dict(model="llama-3.2-1b", method="draft", draft="llama-3.1-8b", allow_vocab_mismatch=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a, b = crossover.scenario(**kw), crossover.scenario(**kw)
+    assert a is b
+    assert len(caught) == 2 and all(str(w.message).startswith("draft llama-3.1-8b (8.0B parameters) is larger")
+                                    for w in caught)
+    # a file named, or a spec object: built afresh each time
+    spec = load_model("llama-3.1-8b")
+    assert crossover.scenario(model=spec) is not crossover.scenario(model=spec)

@@ -5,6 +5,7 @@ their scenarios here (`crossover.scenario`), and `inputs` reports what was resol
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -124,7 +125,54 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
 
     Refused in one line: a tp no engine accepts for the model (heads, KV heads, MLP widths, experts
     under expert parallelism, GPUs per NVLink box), a context beyond the model's
-    max_position_embeddings, and efficiency values that leave a step time non-finite."""
+    max_position_embeddings, and efficiency values that leave a step time non-finite.
+
+    Memoised on its arguments when every one is a plain value and no file is named (library spec
+    names, numbers; no calibration, workload or YAML path): a scenario is frozen, and the warnings its
+    build gave are given again on every call."""
+    key = _memo_key(model, hardware, options)
+    if key is None:
+        return _build(model, hardware, options)
+    sc, caught = _memoised(key)
+    for w in caught:
+        warnings.warn(w.message, w.category, stacklevel=2)
+    return sc
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _memo_key(model: Any, hardware: Any, options: dict[str, Any]) -> tuple | None:
+    """The arguments as a hashable key, or None where a call must be built afresh (a spec object, a
+    file to read, a value that is no plain number or name)."""
+    def plain(v: Any) -> bool:
+        if isinstance(v, tuple | list):
+            return all(plain(x) for x in v)
+        if isinstance(v, str):
+            return "/" not in v and "\\" not in v and not v.endswith((".yaml", ".yml", ".json"))
+        return isinstance(v, _PLAIN) and not (isinstance(v, float) and v != v)
+
+    if options.get("calibration") is not None or options.get("workload") is not None:
+        return None
+    items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
+    if not (plain(model) and plain(hardware) and all(plain(v) for _, v in items)):
+        return None
+    import os
+
+    return (model, hardware, items, os.environ.get("CROSSOVER_SPEC_PATH"))  # names resolve through the spec path
+
+
+@functools.lru_cache(maxsize=256)
+def _memoised(key: tuple) -> tuple[Scenario, tuple]:
+    model, hardware, items, _ = key
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sc = _build(model, hardware, {k: (list(v) if isinstance(v, tuple) else v) for k, v in items})
+    return sc, tuple(caught)
+
+
+def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]) -> Scenario:
+    """crossover.scenario's work, uncached."""
     o = ScenarioOptions.of(options)  # every option with its default, an unknown keyword one line
     (tp, method, k, acceptance, tau, per_position, match_rate, draft, draft_tp, draft_vocab, draft_kv_budget,
      tree, context, prompt_len, output_len, weight_dtype, kv_dtype, expert_parallel, bandwidth_fraction,
