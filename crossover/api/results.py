@@ -301,5 +301,14 @@ class CalibrateResult:
         return calibration_table(self.fit, self.inputs, self.measured)
 
     def to_yaml_dict(self) -> dict[str, Any]:
-        """What `--out` saves (and `--calibration` reads back)."""
-        return self.fit.to_yaml_dict()
+        """What `--out` saves (and `--calibration` reads back), with the fitted crossover and its
+        bootstrap interval on the sweep's load axis (what `sweep-plan --calibration` plans around)."""
+        out = self.fit.to_yaml_dict()
+        d = self.to_dict()
+        out["load_axis"] = d["load_axis"]
+        if d.get("crossover") is not None:
+            out["crossover"] = d["crossover"]
+        iv = d.get("crossover_interval")
+        if iv is not None and iv[0] is not None:
+            out["crossover_interval"] = list(iv)
+        return out
