@@ -105,18 +105,24 @@ class Crossing:
     direction: Literal["down", "up"]
 
 
+def crossing_grid(b_max: float, grid: int = 48) -> np.ndarray:
+    """The log grid of batches find_crossings brackets the roots on."""
+    return np.geomspace(1.0, b_max, grid)
+
+
 def find_crossings(sc: Scenario, b_max: float, model: StepModel | None = None, grid: int = 48, rounds: int = 1,
-                   width: int = 32) -> list[Crossing]:
+                   width: int = 32, on_grid: np.ndarray | None = None) -> list[Crossing]:
     """Roots of speedup(batch) = 1 on [1, b_max]: bracketed on a log grid, refined by vectorised bisection.
 
     One round of 32 points narrows each grid bracket to ~0.4% of the batch; the final secant step on
     the smooth curve then lands within ~1e-5 of the root (measured against two rounds: <= 9e-6
-    relative), one curve evaluation fewer."""
+    relative), one curve evaluation fewer. `on_grid`: the speedup already evaluated on crossing_grid
+    (predict prices it in the same pass as the batches asked for)."""
     if b_max <= 1:
         return []
     model = model or StepModel.of(sc.deployment, sc.speculation)
-    xs = np.geomspace(1.0, b_max, grid)
-    f = speedup(sc, xs, model) - 1.0
+    xs = crossing_grid(b_max, grid)
+    f = (speedup(sc, xs, model) if on_grid is None else on_grid) - 1.0
     idx = np.nonzero(np.signbit(f[:-1]) != np.signbit(f[1:]))[0]
     if idx.size == 0:
         return []
@@ -128,8 +134,9 @@ def find_crossings(sc: Scenario, b_max: float, model: StepModel | None = None, g
         sign_change = np.signbit(fv[:, :-1]) != np.signbit(fv[:, 1:])
         j = np.argmax(sign_change, axis=1)
         rows = np.arange(len(lo))
-        lo, hi, flo = pts[rows, j], pts[rows, j + 1], fv[rows, j]
-    fhi = speedup(sc, hi, model) - 1.0
+        lo, hi, flo, fhi = pts[rows, j], pts[rows, j + 1], fv[rows, j], fv[rows, j + 1]
+    if rounds == 0:
+        fhi = speedup(sc, hi, model) - 1.0
     root = lo - flo * (hi - lo) / np.where(fhi != flo, fhi - flo, 1.0)  # final secant step
     return [Crossing(float(r), "down" if fl > 0 else "up") for r, fl in zip(root, flo)]
 
@@ -179,6 +186,15 @@ def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
     dep, spec = sc.deployment, sc.speculation
     max_off, max_on = memory_limits(sc)
     model = StepModel.of(dep, spec)
-    curves = evaluate(sc, b, model)
-    crossings = find_crossings(sc, float(b.max()), model)
+    b_max = float(b.max())
+    if b_max > 1:  # the batches asked for and the crossover's grid priced in one pass
+        both = evaluate(sc, np.concatenate([b.ravel(), crossing_grid(b_max)]), model)
+        n = b.size
+        curves = Curves(*(None if v is None else v[:n].reshape(b.shape) for v in (
+            both.batch, both.step_off, both.step_on, both.draft, both.verify, both.tokens_per_s_off,
+            both.tokens_per_s_on, both.ttft_off, both.ttft_on)))
+        crossings = find_crossings(sc, b_max, model, on_grid=both.speedup[n:])
+    else:
+        curves = evaluate(sc, b, model)
+        crossings = find_crossings(sc, b_max, model)
     return Prediction(sc, curves, spec.tau, max_off, max_on, crossings)
