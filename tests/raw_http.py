@@ -1,9 +1,35 @@
 """Raw HTTP over a socket for the web server's tests: bytes sent as written, the answer read until
-the server closes, parsed leniently (a missing status line is status 0)."""
+the server closes, parsed leniently (a missing status line is status 0); and `served`, a server
+answering on a thread for the length of a block."""
 
 from __future__ import annotations
 
 import socket
+import sys
+import threading
+import traceback
+from contextlib import contextmanager
+
+
+@contextmanager
+def served(server, poll_interval: float = 0.05, record_crashes: bool = False):
+    """`server` answering on a daemon thread for the block, shut down and closed after it. With
+    `record_crashes`, a handler that dies (other than a dropped connection) appends its traceback to
+    `server.crashes` instead of socketserver printing it."""
+    if record_crashes:
+        server.crashes = []
+
+        def handle_error(request, address):
+            if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+                server.crashes.append(traceback.format_exc())
+
+        server.handle_error = handle_error
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_interval}, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def read_until_close(s: socket.socket, *, stop_on=(ConnectionResetError,)) -> bytes:

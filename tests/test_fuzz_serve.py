@@ -37,18 +37,15 @@ import math
 import os
 import re
 import socket
-import sys
 import tempfile
-import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import numpy as np
 import pytest
-from raw_http import read_until_close, send_raw
+from raw_http import read_until_close, send_raw, served
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -91,21 +88,10 @@ def srv():
     mp = pytest.MonkeyPatch()
     mp.setattr(endpoints, "simulate", capped)
     server = make_server("127.0.0.1", 0, upload_limit=UPLOAD_LIMIT, request_timeout=REQUEST_TIMEOUT_S)
-    server.crashes = []
-    quiet = (ConnectionError, TimeoutError)
-
-    def handle_error(request, address):  # socketserver prints these to stderr: a handler died
-        if not isinstance(sys.exc_info()[1], quiet):
-            server.crashes.append(traceback.format_exc())
-
-    server.handle_error = handle_error
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
     try:
-        yield server
+        with served(server, record_crashes=True):  # socketserver would print a dead handler to stderr
+            yield server
     finally:
-        server.shutdown()
-        server.server_close()
         mp.undo()
     assert not server.uploads.root.exists(), "the uploads outlived the server"
 
@@ -847,19 +833,8 @@ QUICK_TIMEOUT_S = 0.3  # the stalling clients' server: a short deadline, a small
 @pytest.fixture(scope="module")
 def quick():
     server = make_server("127.0.0.1", 0, request_timeout=QUICK_TIMEOUT_S, max_connections=4)
-    server.crashes = []
-
-    def handle_error(request, address):  # a handler died
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            server.crashes.append(traceback.format_exc())
-
-    server.handle_error = handle_error
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
+    with served(server, record_crashes=True):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 UPLOAD_REQUEST = (b"POST /api/upload?name=sweep.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crossover: 1\r\n"
@@ -987,8 +962,7 @@ def test_an_absolute_url_naming_another_host_is_refused(srv):
 def test_a_body_shorter_than_its_content_length_is_a_400_once_the_client_stops():
     # found: the server waited forever on a short body (no socket timeout), its thread stuck
     server = make_server("127.0.0.1", 0, request_timeout=0.5)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
+    with served(server, poll_interval=0.05):
         status, headers, body = raw_request(server, b"POST /api/upload?name=a.csv HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                                     b"X-Crossover: 1\r\nContent-Length: 100\r\n\r\n0123456789")
         assert status == 400 and headers["connection"] == "close"
@@ -999,9 +973,6 @@ def test_a_body_shorter_than_its_content_length_is_a_400_once_the_client_stops()
                       b"Content-Length: 100\r\n\r\n")
             answer = s.recv(65536)
         assert b" 400 " in answer.split(b"\r\n")[0] and time.monotonic() - t0 < 5
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_body_no_endpoint_reads_keeps_the_connection_in_step(srv):
@@ -1020,15 +991,11 @@ def test_a_response_that_closes_the_connection_says_so():
     # found: 413 (and a bad Content-Length) closed the connection without Connection: close, so a
     # keep-alive client sent its next request into a closed socket
     server = make_server("127.0.0.1", 0, upload_limit=100)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
+    with served(server, poll_interval=0.05):
         with Client(server) as c:
             res = c.post("/api/upload?name=big.json", b"x" * 1000)
             assert res.status == 413 and res.headers["connection"] == "close" and c.conn is None
             assert c.get("/api/job?id=z").status == 400  # a new connection
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_answers_are_not_held_back_by_nagle_s_algorithm(srv):

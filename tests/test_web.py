@@ -17,7 +17,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 import crossover
 from conftest import FIXTURES, REPO, assert_one_line_error, clean_env, run_cli
+from raw_http import served
 from crossover.web import make_server
 from crossover.web.store import MAX_UPLOAD_BYTES
 
@@ -35,11 +35,8 @@ IMPOSSIBLE = FIXTURES / "edge_sweeps" / "impossible.csv"  # one point faster tha
 
 @pytest.fixture(scope="module")
 def server():
-    srv = make_server("127.0.0.1", 0)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with served(make_server("127.0.0.1", 0), poll_interval=0.1) as srv:
+        yield srv
 
 
 def call(srv, path: str, *, method: str = "GET", body: bytes | None = None, headers: dict | None = None):
@@ -174,17 +171,13 @@ def test_the_page_and_its_scripts_are_served(server):
 def test_uploads_are_size_limited_and_need_the_page_s_header():
     assert MAX_UPLOAD_BYTES == 10 * 1024 * 1024
     srv = make_server("127.0.0.1", 0, upload_limit=1000)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-    try:
+    with served(srv, poll_interval=0.1):
         status, d = call(srv, "/api/upload?name=big.json", method="POST", body=b"x" * 2000, headers={"X-Crossover": "1"})
         assert status == 413 and "exceeds the limit of 1000 bytes" in d["error"]
         status, d = call(srv, "/api/upload?name=a.csv", method="POST", body=IMPOSSIBLE.read_bytes())
         assert status == 403 and "X-Crossover" in d["error"]
         status, d = call(srv, "/api/options", headers={"Host": "attacker.example:80"})
         assert status == 403
-    finally:
-        srv.shutdown()
-        srv.server_close()
     assert not srv.uploads.root.exists()  # uploads go with the server
 
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from raw_http import read_until_close, send_raw
+from raw_http import read_until_close, send_raw, served
 
 from conftest import FIXTURES, REPO, clean_env
 from crossover.web import make_server
@@ -32,13 +32,8 @@ SWEEP = FIXTURES / "measured" / "sweep.csv"
 
 @contextmanager
 def running(**kw):
-    srv = make_server("127.0.0.1", 0, **kw)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
+    with served(make_server("127.0.0.1", 0, **kw)) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def get(srv, path: str = "/", timeout: float = 10) -> tuple[int, dict, bytes]:
