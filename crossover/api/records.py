@@ -36,7 +36,7 @@ def _record(cls, value, what: str, also: tuple[str, ...] = ()):
                      parameter=what)
 
 
-class _Record:
+class Record:
     """A request record: `of(value)` takes the record, a mapping of its fields, or None (the defaults)."""
 
     _what = "record"  # the keyword it is given as (an error names it)
@@ -48,7 +48,7 @@ class _Record:
 
 
 @dataclass(frozen=True)
-class Demand(_Record):
+class Demand(Record):
     """The load the fleet must serve, one of: a peak in requests/s, a peak in output tokens/s (over
     the workload's mean output length), or a traffic CSV (`time,requests` per interval)."""
 
@@ -60,7 +60,7 @@ class Demand(_Record):
 
 
 @dataclass(frozen=True)
-class SLO(_Record):
+class SLO(Record):
     """Latency objectives in ms, p50 and p99 of TPOT, TTFT, ITL and end-to-end latency, as vLLM's
     benchmark reports them; at least one."""
 
@@ -83,7 +83,7 @@ class SLO(_Record):
 
 
 @dataclass(frozen=True)
-class Search(_Record):
+class Search(Record):
     """The deployments searched: every accelerator x TP x weight dtype x KV dtype x max running
     sequences (comma text or sequences), speculation up to `k_max` (None: the speculation's k)."""
 
@@ -100,7 +100,7 @@ class Search(_Record):
 
 
 @dataclass(frozen=True)
-class Pricing(_Record):
+class Pricing(Record):
     """How options are priced: rental prices per GPU-hour (`price`: 'gpu=usd' texts or a mapping;
     `price_file`: YAML) over the hardware library's sourced ones, or ownership (purchase over
     `years`, power at `power_cost` USD/kWh times `pue`)."""
@@ -116,7 +116,7 @@ class Pricing(_Record):
 
 
 @dataclass(frozen=True)
-class Verification(_Record):
+class Verification(Record):
     """The best `verify` options simulated at the planned load (`num_prompts` requests each, inter-
     arrivals of gamma shape `burstiness`, `seed`, in `jobs` processes); a finalist that misses an SLO
     is simulated again with up to `retry_replicas` more replicas before it is demoted."""
@@ -132,7 +132,7 @@ class Verification(_Record):
 
 
 @dataclass(frozen=True)
-class Run(_Record):
+class Run(Record):
     """How `crossover.simulate` runs each level, as `vllm bench serve` would: `num_prompts` requests
     (a concurrency level runs at least 10 rounds of its clients after the warm-up), inter-arrivals of
     gamma shape `burstiness` (1: Poisson), `seed`, and the engine's limits: `max_num_seqs` running
@@ -149,7 +149,7 @@ class Run(_Record):
 
 
 @dataclass(frozen=True)
-class ScenarioOptions(_Record):
+class ScenarioOptions(Record):
     """Every option of `crossover.scenario` besides the model and the hardware, with its default (the
     way vLLM's EngineArgs gathers LLM(**kwargs)): the TP (None: the smallest of 1, 2, 4, 8 that holds
     16 sequences), the speculation (method, k, the acceptance as a rate, tau or per-position rates, the

@@ -12,12 +12,13 @@ measured` reads back with --on/--off alone. Nothing is run against a network.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .. import defaults as d
 from ..errors import CrossoverError, InputError, api_boundary
+from .records import Record
 
 Paths = Sequence[str | Path] | None
 AXES = ("concurrency", "request_rate")
@@ -27,7 +28,7 @@ RATE_HEADROOM = 0.95  # the highest request rate planned, of the slower arm's si
 
 
 @dataclass(frozen=True)
-class SweepRequest:
+class SweepRequest(Record):
     """What the plan is asked for: the load axis (None: the measured sweep's, else concurrency), the
     highest load (`peak`; None: the memory limit), the number of levels, the target half-width of each
     level's on/off throughput ratio interval, the requests a level may take, the seed, the engine
@@ -49,20 +50,7 @@ class SweepRequest:
     results_dir: str = d.DEFAULT_SWEEP_PLAN_RESULTS_DIR
     client: str = d.DEFAULT_SWEEP_PLAN_CLIENT
 
-    @classmethod
-    def of(cls, value: "SweepRequest | Mapping[str, Any] | None") -> "SweepRequest":
-        """The record itself, a mapping of its fields, or None (the defaults)."""
-        if value is None or isinstance(value, cls):
-            return value or cls()
-        if not isinstance(value, Mapping):
-            raise InputError(f"sweep must be a SweepRequest or a mapping of its fields (got {type(value).__name__})",
-                             parameter="sweep")
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(value) - names)
-        if unknown:
-            raise InputError(f"sweep: unknown field {unknown[0]!r} (known: {', '.join(sorted(names))})",
-                             parameter=unknown[0])
-        return cls(**value)
+    _what = "sweep"
 
     def checked(self) -> "SweepRequest":
         """This request, or a one-line InputError naming the field at fault."""
