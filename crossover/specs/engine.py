@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from .frozen import Spec
 
@@ -27,9 +27,6 @@ EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtl
 NgramMiss = Literal["bonus_only", "padded"]
 DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 
-
-
-_SPECULATING: dict[int, tuple] = {}  # profile id -> (profile, its speculating server's profile)
 
 
 class EngineProfile(Spec):
@@ -100,18 +97,18 @@ class EngineProfile(Spec):
     # The speculating server's CUDA-graph mode where the user set it apart from the other's (None: the
     # same): engines take the setting per server, and speculation is where it tends to differ.
     spec_cuda_graphs: CudaGraphs | None = None
+    _speculating: "EngineProfile | None" = PrivateAttr(default=None)  # the speculating server's profile
 
     @property
     def speculating(self) -> "EngineProfile":
         """This engine as the speculating server runs it (its own CUDA-graph mode where one is set)."""
         if self.spec_cuda_graphs is None:
             return self
-        key = id(self)
-        hit = _SPECULATING.get(key)
-        if hit is None or hit[0] is not self:
-            hit = (self, self.model_copy(update={"spec_cuda_graphs": None}).configured(self.spec_cuda_graphs))
-            _SPECULATING[key] = hit
-        return hit[1]
+        spec = self.__pydantic_private__.get("_speculating")  # derived once per profile, on first use
+        if spec is None:
+            spec = self.model_copy(update={"spec_cuda_graphs": None}).configured(self.spec_cuda_graphs)
+            self.__pydantic_private__["_speculating"] = spec
+        return spec
 
     def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None,
                    spec_cuda_graphs: CudaGraphs | None = None) -> "EngineProfile":

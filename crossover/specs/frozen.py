@@ -38,7 +38,9 @@ class Spec(BaseModel):
         return self.__dict__ == other.__dict__  # type: ignore[union-attr]
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False):  # type: ignore[override]
-        """A copy (with `update`d fields) that hashes its own values."""
+        """A copy (with `update`d fields) that hashes its own values: every private attribute of a
+        spec is a cache derived from its fields, so none is carried over."""
         out = super().model_copy(update=update, deep=deep)
-        out.__pydantic_private__["_hash"] = None
+        for name in out.__pydantic_private__:
+            out.__pydantic_private__[name] = None
         return out
