@@ -111,18 +111,21 @@ def crossing_grid(b_max: float, grid: int = 48) -> np.ndarray:
 
 
 def find_crossings(sc: Scenario, b_max: float, model: StepModel | None = None, grid: int = 48, rounds: int = 1,
-                   width: int = 32, on_grid: np.ndarray | None = None) -> list[Crossing]:
+                   width: int = 32, on_grid: tuple[np.ndarray, np.ndarray] | None = None) -> list[Crossing]:
     """Roots of speedup(batch) = 1 on [1, b_max]: bracketed on a log grid, refined by vectorised bisection.
 
     One round of 32 points narrows each grid bracket to ~0.4% of the batch; the final secant step on
     the smooth curve then lands within ~1e-5 of the root (measured against two rounds: <= 9e-6
-    relative), one curve evaluation fewer. `on_grid`: the speedup already evaluated on crossing_grid
-    (predict prices it in the same pass as the batches asked for)."""
+    relative), one curve evaluation fewer. `on_grid`: crossing_grid's batches and the speedup already
+    evaluated there (predict prices them in the same pass as the batches asked for)."""
     if b_max <= 1:
         return []
     model = model or StepModel.of(sc.deployment, sc.speculation)
-    xs = crossing_grid(b_max, grid)
-    f = (speedup(sc, xs, model) if on_grid is None else on_grid) - 1.0
+    if on_grid is None:
+        xs = crossing_grid(b_max, grid)
+        f = speedup(sc, xs, model) - 1.0
+    else:
+        xs, f = on_grid[0], on_grid[1] - 1.0
     idx = np.nonzero(np.signbit(f[:-1]) != np.signbit(f[1:]))[0]
     if idx.size == 0:
         return []
@@ -193,7 +196,7 @@ def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
         curves = Curves(*(None if v is None else v[:n].reshape(b.shape) for v in (
             both.batch, both.step_off, both.step_on, both.draft, both.verify, both.tokens_per_s_off,
             both.tokens_per_s_on, both.ttft_off, both.ttft_on)))
-        crossings = find_crossings(sc, b_max, model, on_grid=both.speedup[n:])
+        crossings = find_crossings(sc, b_max, model, on_grid=(both.batch[n:], both.speedup[n:]))
     else:
         curves = evaluate(sc, b, model)
         crossings = find_crossings(sc, b_max, model)
