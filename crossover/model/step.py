@@ -202,14 +202,16 @@ class StepModel:
             """`x` where sequences verify (and so draft), 0 where none does."""
             return x if every else np.where(drafting, x, 0.0)
 
-        positions = self._draft_positions(mix, verifying) if any_draft else 0.0  # draft positions verified
+        t = mix.target  # the positions that sample their next token (logits): all, or those named
+        sampled = np.asarray(t.tokens if t.sampled is None else t.sampled, float)
+        positions = self._draft_positions(mix, verifying, sampled) if any_draft else 0.0  # drafts verified
         terms = {"target_forward": target_s, "step_overhead": dep.step_overhead_s,
                  "draft_forwards": 0.0, "draft_step_overhead": 0.0, "draft_prefill": 0.0,
                  "spec_overhead": gate(dep.spec_overhead_s) if any_draft else 0.0,
                  "spec_overhead_per_seq": gate(verifying * dep.spec_overhead_per_seq_s) if any_draft else 0.0,
                  "spec_overhead_per_position": (gate((verifying + positions) * dep.spec_per_position_s)
                                                 if any_draft else 0.0),
-                 "sampler": self._sampler(work, positions),
+                 "sampler": self._sampler(sampled, positions),
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
                  "ragged_attention": (np.where(drafting, self._ragged(mix, engine), self._ragged(mix, dep.engine))
                                       if split else self._ragged(mix, engine))}
@@ -233,15 +235,13 @@ class StepModel:
         return StepBreakdown(terms, total, target if detail else None, drafts)
 
     @staticmethod
-    def _draft_positions(mix: Mix, verifying: np.ndarray) -> np.ndarray:
-        """Draft positions the step verifies: its sampled positions beyond one per sequence (each
+    def _draft_positions(mix: Mix, verifying: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+        """Draft positions the step verifies: its `sampled` positions beyond one per sequence (each
         sequence samples its next token; a verifying one samples each of its drafts as well)."""
-        work = mix.target
-        sampled = np.asarray(work.tokens if work.sampled is None else work.sampled, float)
         seqs = np.asarray(sampled if mix.sequences is None else mix.sequences, float)
         return np.where(verifying > 0, np.maximum(sampled - seqs, 0.0), 0.0)
 
-    def _sampler(self, work: Forward, positions) -> np.ndarray | float:
+    def _sampler(self, sampled: np.ndarray, positions) -> np.ndarray | float:
         """The sampler's fp32 traffic over the target's vocabulary at one GPU's achieved bandwidth:
         every sampled position, and the rejection sampler's passes over each verified draft position
         in place of the plain sampler's (engines/*.yaml name the passes of each engine's code)."""
@@ -249,7 +249,6 @@ class StepModel:
         per_pos, per_draft = dep.sampler_bytes_per_vocab, dep.verify_bytes_per_vocab
         if per_pos == 0.0 and per_draft == 0.0:
             return 0.0
-        sampled = np.asarray(work.tokens if work.sampled is None else work.sampled, float)
         positions = np.asarray(positions, float)
         traffic = (sampled - positions) * per_pos + positions * per_draft
         return traffic * dep.model.vocab_size / dep.bandwidth
