@@ -85,9 +85,10 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
                 said.setdefault(r.path, []).append(f"{name.replace('_', ' ')} {value} ({flag}; not priced by measured)")
             else:
                 put(name, value, src, r.path, flag)
-    left = sorted({p["input"] for r in read for p in r.provenance() if p["source"].startswith(ENGINE_DEFAULT)}
-                  - set(where) - set(SAID_ONLY) - {"cuda_graphs"} - ({"draft"} if on and on[0].values.get(
-                      "method", (None,))[0] != "draft" else set()))
+    provenance = [p for r in read for p in r.provenance()]
+    runs_a_draft = bool(on) and on[0].values.get("method", (None,))[0] == "draft"
+    beside = {*SAID_ONLY, "cuda_graphs", *(() if runs_a_draft else ("draft",))}  # said apart, or irrelevant
+    left = sorted({p["input"] for p in provenance if p["source"].startswith(ENGINE_DEFAULT)} - set(where) - beside)
     unmapped = [f"{k}: {w}" for r in read for k, t, w in r.unmapped]
     message = "launch configuration: " + ("; ".join(f"{path}: {', '.join(items)}" for path, items in said.items())
                                           if said else "nothing the scenario takes")
@@ -96,5 +97,5 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
     if unmapped:
         message += f"; not mapped: {'; '.join(unmapped)}"
     evidence = {"files": [str(p) for p in paths], "values": {k: out.get(k, given.get(k)) for k in where},
-                "sources": where, "engine_defaults": left, "provenance": [p for r in read for p in r.provenance()]}
+                "sources": where, "engine_defaults": left, "provenance": provenance}
     return out, Diagnostic("server_args", message, evidence=evidence)
