@@ -30,6 +30,16 @@ def test_one_launch_file_configures_the_scenario_and_says_where_each_value_came_
     assert "engine" in note.evidence["engine_defaults"]
 
 
+def test_a_setting_no_file_gives_is_named_as_the_engines_default():
+    """off.sh sets no CUDA-graph mode: the note says the engine's default was taken for it."""
+    res = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=f"{LAUNCH}/off.sh", method="eagle3")
+    (note,) = [d for d in res.diagnostics if d.kind == "server_args"]
+    assert "cuda_graphs" in note.evidence["engine_defaults"] and "cuda_graphs" in note.message
+    with_graphs = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=SERVE)
+    (note,) = [d for d in with_graphs.diagnostics if d.kind == "server_args"]
+    assert "cuda_graphs" not in note.evidence["engine_defaults"]
+
+
 def test_one_file_per_server_sets_each_servers_cuda_graph_mode():
     res = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=[f"{LAUNCH}/off.sh", f"{LAUNCH}/on.sh"])
     eng = res.scenario.deployment.engine

@@ -87,7 +87,8 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
                 put(name, value, src, r.path, flag)
     provenance = [p for r in read for p in r.provenance()]
     runs_a_draft = bool(on) and on[0].values.get("method", (None,))[0] == "draft"
-    beside = {*SAID_ONLY, "cuda_graphs", *(() if runs_a_draft else ("draft",))}  # said apart, or irrelevant
+    graphs_said = {"cuda_graphs"} if {"cuda_graphs", "cuda_graphs_speculating"} & set(where) else set()
+    beside = {*SAID_ONLY, *graphs_said, *(() if runs_a_draft else ("draft",))}  # said apart, or irrelevant
     left = sorted({p["input"] for p in provenance if p["source"].startswith(ENGINE_DEFAULT)} - set(where) - beside)
     unmapped = [f"{k}: {w}" for r in read for k, t, w in r.unmapped]
     message = "launch configuration: " + ("; ".join(f"{path}: {', '.join(items)}" for path, items in said.items())
