@@ -83,15 +83,18 @@ def report_lines(rows: list[dict[str, Any]], title: str) -> list[str]:
     return lines
 
 
-def kong_lines(levels) -> list[str]:
-    """Kong et al.'s load model (crossover.analysis.load_fit) fitted to each arm of every rate sweep,
-    published and simulated: C1, C2 and C2(on) / C2(off), the quantitative form of 'speculation raises
-    the per-request marginal cost', and the break-even rate the fit implies."""
+def kong_lines(points) -> list[str]:
+    """Kong et al.'s load model (crossover.analysis.load_fit) fitted to each arm of every rate sweep
+    (the points that carry both arms' latencies), published and simulated: C1, C2 and C2(on) / C2(off),
+    the quantitative form of 'speculation raises the per-request marginal cost', and the break-even
+    rate the fit implies."""
     from crossover.analysis.load_fit import break_even, fit_load
 
     series: dict[str, list] = {}
-    for row in levels:
-        series.setdefault(row[0], []).append(row[1:])
+    for p in points:
+        if p.abs_published_on is not None and p.abs_predicted_on is not None:
+            series.setdefault(p.series, []).append((p.load, p.abs_published, p.abs_published_on, p.abs_predicted,
+                                                   p.abs_predicted_on))
     lines = ["", "## Rate sweeps: Kong et al.'s load model", "",
              "L(QPS) = C1 / (1 - QPS C2) fitted to each arm's mean latency (arXiv 2605.15051; "
              "`crossover/analysis/load_fit.py`): C1 the zero-load latency, C2 the latency each request in "
