@@ -110,7 +110,10 @@ def _unidentified(names: list[str], x: np.ndarray, stderr: np.ndarray,
         if active[i] or at_bound(n, x[i]):
             lo, hi = PARAMETERS[n][1:]
             bound = lo if abs(x[i] - lo) <= abs(x[i] - hi) else hi
-            return i, f"at its bound {bound:g} (fitted {x[i]:.4g}): held there, the data push it past it", bound
+            # (a fitted value within rounding of the bound is the bound: its digits are solver noise)
+            near = abs(x[i] - bound) <= 1e-9 * max(abs(hi - lo) if np.isfinite(hi - lo) else 1.0, 1e-300)
+            fitted = "" if near else f" (fitted {x[i]:.4g})"
+            return i, f"at its bound {bound:g}{fitted}: held there, the data push it past it", bound
     ratio = stderr / np.maximum(np.abs(x), 1e-300)
     i = int(np.argmax(ratio))
     if ratio[i] > 1:

@@ -11,20 +11,21 @@ what it prints without.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from . import results
-from ..analysis.adaptive import adaptive_throughput
+
+if TYPE_CHECKING:  # each verb imports what only it needs when it runs (a command loads its own verb's stack)
+    from ..specs.workload import Workload
 from .build_speculation import acceptance_of, speculation as speculation_of
 from .build import inputs, scenario
 from .options import SPECULATION as SPECULATION_OPTIONS
 from .records import SLO, Demand, Pricing, Run, Search, Verification
 from ..defaults import DEFAULT_BATCHES
-from ..model.scenario import Scenario, memory_limits
+from ..model.scenario import Scenario
 from ..analysis.curves import predict as _predict
-from ..analysis.engine_config import engine_configs
 from ..defaults import (
     DEFAULT_CONFIDENCE_CONCENTRATION,
     DEFAULT_CONFIDENCE_THRESHOLD,
@@ -41,18 +42,6 @@ from ..defaults import (
 )
 from ..errors import CrossoverError, InputError, api_boundary
 from ..model.memory import batch_ceiling
-from ..planning.plan import plan as _plan
-from ..analysis.policy import best_k_policy, routing_policy
-from ..planning.pricing import costs, parse_price_flags
-from ..serving.engine import EngineLimits
-from ..serving.sweep import sweep
-from ..specs import load_hardware, load_model
-from ..model.step import StepModel
-from ..model.breakdown import op_breakdown
-from ..planning.traffic import demand as planned_demand
-from ..analysis.trees import best_tree_policy
-from ..analysis.whatif import grid, parse_axis
-from ..specs.workload import Workload, load_workload
 
 
 def _scenario(sc: Scenario | None, kwargs: dict[str, Any]) -> Scenario:
@@ -66,12 +55,20 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
             breakdown: float | None = None, **scenario_kwargs: Any) -> results.PredictResult:
     """Throughput off and on at each batch, the crossover and the memory limits; with `breakdown`
     (a batch), the per-op and per-term step times there and which cost mode priced each op."""
+    from ..model.breakdown import op_breakdown
+    from ..model.step import StepModel
     sc = _scenario(scenario, scenario_kwargs)
     if batches is not DEFAULT_BATCHES:  # loads the KV cache could hold (fractional: the curve is continuous)
         ceiling = batch_ceiling(sc.deployment)
-        bad = [b for b in batches if not (np.isfinite(b) and 0 < b <= ceiling)]
-        if bad:
-            raise CrossoverError(f"batch {bad[0]:g} is no load this deployment could run: batches lie in (0, "
+        try:
+            arr = np.asarray(batches, float)
+        except (TypeError, ValueError):
+            raise InputError(f"batches are numbers of sequences (got {batches!r})", parameter="batches") from None
+        if arr.ndim != 1 or arr.size == 0:
+            raise InputError(f"batches are a list of numbers of sequences (got {batches!r})", parameter="batches")
+        bad = ~(np.isfinite(arr) & (arr > 0) & (arr <= ceiling))
+        if bad.any():
+            raise CrossoverError(f"batch {arr[bad][0]:g} is no load this deployment could run: batches lie in (0, "
                                  f"{ceiling}], what its KV cache could ever hold")
     bd = None
     if breakdown is not None:
@@ -79,8 +76,9 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
             raise CrossoverError(f"--breakdown batch {breakdown:g} is no load this deployment could run (0, "
                                  f"{batch_ceiling(sc.deployment)}]")
         bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), breakdown, sc.context, sc.speculation)
-    at = None if batches is DEFAULT_BATCHES else float(max(batches))
-    return results.PredictResult(_predict(sc, list(batches)), None, bd, at)
+    if batches is DEFAULT_BATCHES:
+        return results.PredictResult(_predict(sc, batches), None, bd, None)
+    return results.PredictResult(_predict(sc, arr), None, bd, float(arr.max()))
 
 
 @api_boundary
@@ -93,6 +91,10 @@ def simulate(workload: str | Workload, concurrency: Sequence[int] | None = None,
     seed, burstiness, engine limits). `routing="policy"` adds a third server that routes k by load with
     the best-k schedule; `routing=(low, high)` one that speculates until the running batch rises above
     `high` and resumes when it falls below `low`."""
+    from ..analysis.policy import routing_policy
+    from ..serving.engine import EngineLimits
+    from ..serving.sweep import sweep
+    from ..specs.workload import load_workload
     r = Run.of(run)
     num_prompts, seed, burstiness = r.num_prompts, r.seed, r.burstiness
     max_num_seqs, max_num_batched_tokens = r.max_num_seqs, r.max_num_batched_tokens
@@ -146,6 +148,11 @@ def policy(scenario: Scenario | None = None, *, k_max: int = DEFAULT_K_MAX, batc
            **scenario_kwargs: Any) -> results.PolicyResult:
     """The best k at every batch up to `batch_max` (default: the memory limit, at most 1024), the
     engine configs that apply it, and optionally adaptive verification and draft trees by load."""
+    from ..analysis.adaptive import adaptive_throughput
+    from ..analysis.engine_config import engine_configs
+    from ..analysis.policy import best_k_policy
+    from ..analysis.trees import best_tree_policy
+    from ..model.scenario import memory_limits
     sc = _scenario(scenario, scenario_kwargs)
     resolved = inputs(sc)
     if batch_max is None:
@@ -201,6 +208,11 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
     before it is demoted). `speculation`: crossover.scenario's speculation keywords (method, k,
     acceptance, tau, draft, ...). Records or mappings of their fields (api/records.py).
     `progress(done, total, what)` follows the screening and the simulations."""
+    from ..planning.plan import plan as _plan
+    from ..planning.pricing import costs, parse_price_flags
+    from ..planning.traffic import demand as planned_demand
+    from ..specs import load_hardware, load_model
+    from ..specs.workload import load_workload
     need_, slo_, find, price_, check = (Demand.of(demand), SLO.of(slo), Search.of(search), Pricing.of(pricing),
                                         Verification.of(verification))
     target = load_model(model)
@@ -253,6 +265,7 @@ def whatif(x: str = DEFAULT_WHATIF_X, y: str = DEFAULT_WHATIF_Y, *, points: int 
            **scenario_kwargs: Any) -> results.WhatifResult:
     """Speedup over two axes (batch, k, acceptance, context, hardware), e.g. x='batch=1..512',
     y='acceptance=0.5..0.9', and the crossover along x for each y."""
+    from ..analysis.whatif import grid, parse_axis
     if int(points) < 2:
         raise CrossoverError("points must be >= 2 (--points)")
     x_axis, xs = parse_axis(x, int(points))
@@ -275,6 +288,7 @@ def report(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFAU
     best-k policy, with `workload` and `concurrency` a simulated sweep, and `with_plan` (a workload,
     `plan_peak_rps` and `plan_slo_tpot_ms`) the capacity plan of this model, workload and accelerator
     (its TP degrees 1, 2, 4, 8 and speculation)."""
+    from ..specs.workload import load_workload
     from ..reporting.html import build as build_page
 
     wl = base = None

@@ -12,7 +12,6 @@ from ..errors import CrossoverError
 from ..files import write_atomic
 from ..model.memory import batch_ceiling, check_batches
 from ..reporting.text import simulation_rows
-from ..specs.workload import load_workload
 from .common import parse_lengths, parse_number, parse_list, print_result, warnings_as_lines
 from .outputs import wrote
 from .progress import progress_line
@@ -72,6 +71,8 @@ def _hysteresis(text: str | None) -> tuple[int, int] | None:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """`crossover simulate`."""
+    from ..specs.workload import load_workload  # (predict does not need the workload specs)
+
     workload, base = load_workload(args.workload)
     p_mean, o_mean = workload.means(base=base)
     sc, _ = scenario_from_args(args, p_mean, o_mean, workload)

@@ -38,6 +38,26 @@ class Forward:
         return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled)
 
 
+def joined(works: list[Forward]) -> tuple[Forward, tuple]:
+    """Several forwards of one compiled op list as one evaluation: joined along the last batch axis
+    (each first broadcast to their common shape where the shapes differ), so one pricing call
+    returns every forward's seconds: forward g's at [..., g * n:(g + 1) * n], n the last axis of the
+    returned common shape (1 for scalar forwards), reshaped to that shape."""
+    fields = [(w.tokens, w.kv, w.qk, w.tokens if w.sampled is None else w.sampled) for w in works]
+    shapes = {(np.shape(t), np.shape(k)[1:], np.shape(q)[1:], np.shape(s)) for t, k, q, s in fields}
+    if len(shapes) > 1 or len({x for sh in shapes for x in sh}) > 1:  # broadcast to one shape first
+        shape = np.broadcast_shapes(*(x for sh in shapes for x in sh))
+        windows = max(np.shape(k)[0] for _, k, _, _ in fields)
+        fields = [(np.broadcast_to(t, shape), np.broadcast_to(k, (windows,) + shape),
+                   np.broadcast_to(q, (windows,) + shape), np.broadcast_to(s, shape)) for t, k, q, s in fields]
+    shape = np.shape(fields[0][0])
+    if not shape:  # scalars: one element each (the window axis of kv, qk kept first)
+        fields = [(np.reshape(t, 1), np.reshape(k, (-1, 1)), np.reshape(q, (-1, 1)), np.reshape(s, 1))
+                  for t, k, q, s in fields]
+    tokens, kv, qk, sampled = (np.concatenate([f[i] for f in fields], axis=-1) for i in range(4))
+    return Forward(tokens, kv, qk, sampled), shape
+
+
 def uniform(ops: CompiledOps, batch, q, context) -> Forward:
     """`batch` sequences with `q` new positions each over `context` cached tokens (all broadcast).
     Scored one position per sequence, query j would read context + j + 1 tokens: the causal

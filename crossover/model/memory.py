@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ..errors import CrossoverError, DoesNotFitError
 from .ops import Op, embedding_params, kv_share, model_ops
@@ -66,9 +67,11 @@ def max_batch(dep: Deployment, context: float, extra_weights_per_gpu: float = 0.
     return int(math.floor(min(budget / per_seq, 1 << 30))) if per_seq > 0 else 1 << 30
 
 
+@lru_cache(maxsize=256)
 def batch_ceiling(dep: Deployment) -> int:
     """The most sequences the KV cache could ever hold: one token each beside the weights (0 if the
-    weights alone do not fit). A batch above it is no load any engine could run."""
+    weights alone do not fit). A batch above it is no load any engine could run. Memoised per
+    deployment (immutable)."""
     return max_batch(dep, 1.0)
 
 

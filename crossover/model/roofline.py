@@ -87,13 +87,13 @@ def combine(memory: np.ndarray, compute: np.ndarray, mode: str, p: float) -> np.
         return np.maximum(memory, compute)
     if mode == "sum":
         return memory + compute
+    if p == 1.5:  # (m^1.5 + c^1.5)^(2/3) without general powers (several times faster)
+        return np.square(np.cbrt(memory * np.sqrt(memory) + compute * np.sqrt(compute)))
+    if p == 2.0:
+        return np.hypot(memory, compute)
     big = np.maximum(memory, compute)
     small = np.minimum(memory, compute)
     ratio = small / np.maximum(big, 1e-300)  # 0/0 (an op with no work) -> 0
-    if p == 1.5:  # (1 + r^1.5)^(2/3) without general powers (several times faster)
-        return big * np.square(np.cbrt(1.0 + ratio * np.sqrt(ratio)))
-    if p == 2.0:
-        return big * np.sqrt(1.0 + ratio * ratio)
     return big * np.power(1.0 + np.power(ratio, p), 1.0 / p)
 
 
@@ -150,6 +150,8 @@ class CompiledOps:
         att = self.kv_bytes_per_attended > 0
         return {"all": np.arange(len(self.names)), "tokens": np.nonzero(~att)[0], "attention": np.nonzero(att)[0]}
 
+    _window_column = cached_property(lambda self: np.array(self.windows, float))  # `windows`, an array
+
     @cached_property
     def _window_index(self) -> np.ndarray:
         """For each row, the index of its window in `windows`."""
@@ -173,7 +175,8 @@ class CompiledOps:
         return Coefficients(tuple(self.names[i] for i in r), wb if wb.any() else None,
                             ab if (ab.any() or fpt.any()) else None, fpt, kva if kva.any() else None,
                             kvw if kvw.any() else None, self.flops_per_query_attended[r], self._window_index[r],
-                            self.bandwidth[r], self.rate[r], lm if lm.any() else None, self.expert_bytes[r],
+                            self.bandwidth[r], self.rate[r], lm if lm.any() else None,
+                            self.expert_bytes[r] if self.expert_bytes[r].any() else None,
                             self.num_experts[r], self.top_k[r])
 
     # ------------------------------------------------------------------ attention sums per window
@@ -182,7 +185,7 @@ class CompiledOps:
         """(tokens, KV tokens read, query x key pairs) of `batch` sequences with `q` new positions
         each over `context` cached tokens; the sums per window (window axis first)."""
         b, qq, c = np.asarray(batch, float), np.asarray(q, float), np.asarray(context, float)
-        w = np.asarray(self.windows)[(slice(None),) + (None,) * max(b.ndim, qq.ndim, c.ndim)]
+        w = self._window_column[(slice(None),) + (None,) * max(b.ndim, qq.ndim, c.ndim)]
         kv = b * np.minimum(c + qq, w)
         # Causal: query j of the q new positions attends to context + j tokens (capped by the window).
         qk = b * qq * np.minimum(c + (qq + 1.0) / 2.0, w)
@@ -210,7 +213,7 @@ class CompiledOps:
         nbytes: np.ndarray | float = 0.0 if wb is None else wb[col]  # (rows whose coefficients are all zero
         flops: np.ndarray | float = 0.0  # skip their terms: adding 0.0 would change nothing)
         if ab is not None:
-            row_tok = tokens if lm is None else np.where(lm[col], sampled, tokens)
+            row_tok = tokens if lm is None or sampled is tokens else np.where(lm[col], sampled, tokens)
             nbytes = nbytes + ab[col] * row_tok
             flops = fpt[col] * row_tok
         if kvw is not None:
@@ -218,7 +221,7 @@ class CompiledOps:
         if kva is not None:
             nbytes = nbytes + kva[col] * kv[wi]
             flops = flops + fqa[col] * qk[wi]
-        if eb.any():
+        if eb is not None:
             e, k, eb = ne[col], tk[col], eb[col]
             distinct = expected_distinct_experts(tokens, e, k)
             if self.ep_groups > 1:
@@ -248,17 +251,17 @@ class CompiledOps:
             return 0.0
         return self.allreduce_s_per_token * tokens + self.allreduce_latency_s
 
-    def evaluate(self, tokens, kv, qk, sampled=None) -> StepCost:
+    def evaluate(self, tokens, kv, qk, sampled=None, detail: bool = True) -> StepCost:
         """THE cost of one forward: `tokens` new positions whose attention reads `kv` cached tokens
         and scores `qk` query-key pairs (per distinct window, window axis first), logits at `sampled`
-        positions (default: all `tokens`; a prompt needs them at its last position only). Mixed
-        batches of decode, verify and prefill chunks cost the same way as a uniform batch."""
+        positions (default: all `tokens`; a prompt needs them at its last position only). Mixed batches
+        of decode, verify and prefill chunks cost as a uniform batch does. `detail`: keep the rows' parts."""
         tokens = np.asarray(tokens, float)
         s = tokens if sampled is None else np.asarray(sampled, float)
         kv, qk = np.asarray(kv, float), np.asarray(qk, float)
-        t_shape = np.broadcast_shapes(tokens.shape, s.shape)
-        if np.broadcast_shapes(t_shape, kv.shape[1:]) == t_shape:  # one shape: every row in one pass
-            groups = ("all",)
+        t_shape = tokens.shape if s.shape == tokens.shape else np.broadcast_shapes(tokens.shape, s.shape)
+        if kv.shape[1:] == t_shape or np.broadcast_shapes(t_shape, kv.shape[1:]) == t_shape:
+            groups = ("all",)  # one shape: every row in one pass
         else:  # the attention sums span more axes (e.g. a context axis): token rows on their own shape
             groups = ("tokens", "attention")
         parts = []
@@ -267,12 +270,14 @@ class CompiledOps:
             names, rows = self._row_costs(group, tokens, s, kv, qk)
             if names:
                 total = total + rows[0].sum(axis=0)
-                parts.append((names, rows))
+                if detail:
+                    parts.append((names, rows))
         if self.has_allreduce:
             ar = np.asarray(self._allreduce(tokens))
             total = total + ar
-            zero = np.zeros_like(ar)
-            parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
+            if detail:
+                zero = np.zeros_like(ar)
+                parts.append((("allreduce",), tuple(x[None] for x in (ar, ar, zero, zero, zero))))
         return StepCost(np.asarray(total), parts, self.overhead_s)
 
     def seconds(self, tokens, kv, qk, sampled=None) -> np.ndarray:

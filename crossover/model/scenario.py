@@ -4,6 +4,7 @@ output lengths) and the memory limits it implies with speculation off and on."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from ..errors import CrossoverError
 from ..specs.deployment import Deployment
@@ -51,6 +52,18 @@ class Scenario:
         """Whether the prefill/decode mix is modelled."""
         return self.prompt_len is not None
 
+    @cached_property
+    def memory_limits(self) -> tuple[int, int]:
+        """The largest batch without and with speculation (its draft's weights and KV cache), each
+        request's KV held at its longest; a one-line error when not one sequence fits. Found once
+        per scenario (it is immutable)."""
+        dep, peak = self.deployment, self.held_tokens
+        memory.check_fits(dep, peak)
+        w, kv = draft_memory(self)
+        return (memory.max_batch(dep, peak, slack_tokens=1),
+                memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
+                                 slack_tokens=self.speculation.k + 1))
+
 
 def draft_memory(sc: Scenario) -> tuple[float, float]:
     """(weights per GPU, KV bytes per sequence per GPU) the scenario's speculation adds, each
@@ -59,11 +72,5 @@ def draft_memory(sc: Scenario) -> tuple[float, float]:
 
 
 def memory_limits(sc: Scenario) -> tuple[int, int]:
-    """The largest batch without and with speculation (its draft's weights and KV cache), each
-    request's KV held at its longest; a one-line error when not one sequence fits."""
-    dep, peak = sc.deployment, sc.held_tokens
-    memory.check_fits(dep, peak)
-    w, kv = draft_memory(sc)
-    return (memory.max_batch(dep, peak, slack_tokens=1),
-            memory.max_batch(dep, peak, extra_weights_per_gpu=w, extra_kv_per_seq_per_gpu=kv,
-                             slack_tokens=sc.speculation.k + 1))
+    """The largest batch without and with speculation (Scenario.memory_limits)."""
+    return sc.memory_limits

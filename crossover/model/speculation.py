@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 import numpy as np
@@ -153,13 +153,18 @@ class Speculation:
             raise CrossoverError("a match rate applies to method 'ngram' only")
         self.acceptance.survival(self.k)  # validate k against per-position rates now
 
-    @property
+    @cached_property
     def survival(self) -> np.ndarray:
         """P(the accepted path reaches depth j), j = 1..k; for a tree, any of the w_j alternatives
         under the accepted path may match: per-depth acceptance 1 - (1 - a_j)^w_j, with a_j the
         chain's conditional rate at depth j (alternatives assumed as likely as the first choice: an
-        upper bound that lower-ranked candidates do not quite reach)."""
-        s = self.acceptance.survival(self.k)
+        upper bound that lower-ranked candidates do not quite reach). Found once (read-only)."""
+        out = self._survival()
+        out.flags.writeable = False
+        return out
+
+    def _survival(self) -> np.ndarray:
+        s = np.array(self.acceptance.survival(self.k), float)
         if self.tree is None:
             return s
         cond = self.acceptance.conditional(self.k)
@@ -173,7 +178,7 @@ class Speculation:
         per_depth = 1.0 - np.power(1.0 - cond, np.asarray(self.tree, float))
         return np.cumprod(per_depth)
 
-    @property
+    @cached_property
     def tau(self) -> float:
         """Expected tokens per step per sequence (bonus included)."""
         return 1.0 + self.acceptance.match_rate * float(self.survival.sum())
@@ -295,7 +300,7 @@ class Speculation:
         d = self.draft_deployment(target)
         return memory.op_weight_bytes(own, d.tp), memory.kv_bytes_per_seq_per_gpu(d, ops, draft_length)
 
-    @property
+    @cached_property
     def drafter(self) -> "Speculation":
         """What the draft forward depends on, with everything else at a neutral value (the key its
         compiled op list is memoised under): acceptance and trees change no draft op, and k only

@@ -24,7 +24,7 @@ from ..errors import CrossoverError
 from .kernels.mode import cost_mode as kernel_cost_mode
 from .roofline import CompiledOps, StepCost, compiled_target
 from ..specs.deployment import Deployment
-from .forward import Forward, prompts, ragged, uniform
+from .forward import Forward, joined, prompts, ragged, uniform
 from .speculation import Speculation, compiled_draft
 
 
@@ -62,7 +62,7 @@ class StepBreakdown:
     terms: dict[str, np.ndarray]  # each broadcasts to `total`
     total: np.ndarray
     target: StepCost | None = None  # per-op detail of the target forward (price(detail=True))
-    drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group
+    drafts: list[StepCost] = field(default_factory=list)  # per-op detail of each draft pass group (detail)
 
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
              "spec_overhead", "spec_overhead_per_seq", "spec_overhead_per_position", "sampler", "proposer_lookup",
@@ -114,7 +114,7 @@ class Roofline:
     def seconds(self, ops: CompiledOps, work: Forward) -> np.ndarray:
         if np.asarray(work.tokens).dtype.kind in "iu":
             return ops.seconds(work.tokens, work.kv, work.qk, work.sampled)
-        return ops.evaluate(work.tokens, work.kv, work.qk, work.sampled).total
+        return ops.evaluate(work.tokens, work.kv, work.qk, work.sampled, detail=False).total
 
 
 class KernelTables:
@@ -215,14 +215,23 @@ class StepModel:
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
                  "ragged_attention": (np.where(drafting, self._ragged(mix, engine), self._ragged(mix, dep.engine))
                                       if split else self._ragged(mix, engine))}
-        drafts = []
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
-        for count, pass_work in (mix.draft_passes if any_draft else ()):
-            one = run(self.draft, pass_work)
-            drafts.append(one)
-            terms["draft_forwards"] = terms["draft_forwards"] + gate(count * one.total)
-            terms["draft_step_overhead"] = terms["draft_step_overhead"] + gate(count * dep.draft_step_overhead_s)
+        groups, drafts = (mix.draft_passes if any_draft else ()), []
+        if groups:  # every group's forward in one evaluation (stacked on a first axis when several)
+            if detail or len(groups) == 1:  # each group's per-op detail of its own
+                drafts = [run(self.draft, w) for _, w in groups]
+                seconds = [d.total for d in drafts]
+            else:
+                work, shape = joined([w for _, w in groups])
+                both, n = run(self.draft, work).total, shape[-1] if shape else 1
+                seconds = [both[..., g * n:(g + 1) * n].reshape(shape) for g in range(len(groups))]
+            passes = 0.0
+            for (count, _), one in zip(groups, seconds):
+                terms["draft_forwards"] = terms["draft_forwards"] + count * one
+                passes = passes + count
+            terms["draft_forwards"] = gate(terms["draft_forwards"])
+            terms["draft_step_overhead"] = gate(passes * dep.draft_step_overhead_s)
         if mix.draft_prefill is not None and self.draft is not None:
             pre = run(self.draft, mix.draft_prefill).total
             if mix.draft_passes and any_draft:  # inside the first draft pass: no second launch
@@ -232,7 +241,7 @@ class StepModel:
         for name in StepBreakdown.TERMS[2:]:
             total = total + terms[name]
         total = np.asarray(total)
-        return StepBreakdown(terms, total, target if detail else None, drafts)
+        return StepBreakdown(terms, total, target if detail else None, drafts if detail else [])
 
     @staticmethod
     def _draft_positions(mix: Mix, verifying: np.ndarray, sampled: np.ndarray) -> np.ndarray:
