@@ -94,17 +94,12 @@ def test_whatif_returns_the_library_s_own_prediction_policy_and_breakdown(server
     assert d["inputs"]["context"] == 256 and d["inputs"]["k"] == 3
 
 
-def test_the_default_scenario_round_trip_is_fast(server):
-    call(server, "/api/whatif")  # warm
-    times = []
-    for k in (2, 3, 4, 5, 3, 2, 4, 3, 5, 3, 2):
-        t = time.perf_counter()
-        status, _ = call(server, f"/api/whatif?k={k}")
-        times.append((time.perf_counter() - t) * 1e3)
-        assert status == 200
-    median = statistics.median(times)
-    print(f"\nwhat-if round trip, default scenario: median {median:.1f} ms over {len(times)} requests")
-    assert median < 500  # the page's budget is 100 ms; this bound leaves room for a loaded CI machine
+def test_each_k_of_the_default_scenario_answers(server):
+    """The page's what-if call answers for every k a user steps through (its speed is measured by
+    benchmarks/bench_web.py, not here)."""
+    for k in (2, 3, 4, 5):
+        status, d = call(server, f"/api/whatif?k={k}")
+        assert status == 200 and d["inputs"]["k"] == k
 
 
 def test_engine_and_cost_mode_reach_the_scenario_where_the_library_takes_them(server):

@@ -74,13 +74,19 @@ def _pool_map(tasks: list[tuple], jobs: int, tick: Callable[[int, int], None] | 
             tick(len(out), len(tasks))
         return out
     ctx = get_context("fork") if "fork" in __import__("multiprocessing").get_all_start_methods() else None
+    first: list[dict[str, float]] = []
     if ctx is not None:
-        load_compiled()  # forked workers inherit the simulator's compiled loop
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
-        futures = [pool.submit(_simulate, t) for t in tasks]
-        for done, _ in enumerate(as_completed(futures), 1):
+        # The first simulation runs here: forked workers inherit what it loaded (the compiled loop's
+        # machine code, the step models and token tables) instead of each loading it again.
+        load_compiled()
+        first.append(_simulate(tasks[0]))
+        tick(1, len(tasks))
+    rest = tasks[len(first):]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(rest)), mp_context=ctx) as pool:
+        futures = [pool.submit(_simulate, t) for t in rest]
+        for done, _ in enumerate(as_completed(futures), len(first) + 1):
             tick(done, len(tasks))
-        return [f.result() for f in futures]
+        return first + [f.result() for f in futures]
 
 
 def _price(o: Option, costs: Costs, demand: Traffic, output_len: float, replicas: int | None = None) -> None:
