@@ -84,10 +84,11 @@ def evaluate(sc: Scenario, batch, model: StepModel | None = None) -> Curves:
     # and speculative overheads apply only where sequences verify.
     n = b.size
     flat = np.concatenate([b.ravel(), b.ravel()])
-    mix = model.decode(flat, sc.context, spec, width=np.repeat([1.0, spec.verify_width], n))
-    both = model.price(Mix(mix.target, np.concatenate([np.zeros(n), b.ravel()]), mix.draft_passes,
+    target = model.decode(flat, sc.context, spec, width=np.repeat([1.0, spec.verify_width], n), passes=()).target
+    passes = model.draft_passes(b.ravel(), sc.context, spec)  # the speculating half's (draft_at)
+    both = model.price(Mix(target, np.concatenate([np.zeros(n), b.ravel()]), passes,
                            uniform=np.concatenate([np.ones(n, bool), np.full(n, model.uniform_verify(spec))]),
-                           sequences=flat))
+                           sequences=flat, draft_at=slice(n, 2 * n)))
     off, on = both.total[:n].reshape(b.shape), both.total[n:].reshape(b.shape)
     draft, verify = both.draft[n:].reshape(b.shape), both.verify[n:].reshape(b.shape)
     return Curves(b, off, on, draft, verify, b / off, b * spec.tau / on)

@@ -44,8 +44,9 @@ def joined(works: list[Forward]) -> tuple[Forward, tuple]:
     returns every forward's seconds: forward g's at [..., g * n:(g + 1) * n], n the last axis of the
     returned common shape (1 for scalar forwards), reshaped to that shape."""
     fields = [(w.tokens, w.kv, w.qk, w.tokens if w.sampled is None else w.sampled) for w in works]
-    shapes = {(np.shape(t), np.shape(k)[1:], np.shape(q)[1:], np.shape(s)) for t, k, q, s in fields}
-    if len(shapes) > 1 or len({x for sh in shapes for x in sh}) > 1:  # broadcast to one shape first
+    shapes = [(np.shape(t), np.shape(k)[1:], np.shape(q)[1:], np.shape(s)) for t, k, q, s in fields]
+    one = shapes[0][0]
+    if any(x != one for sh in shapes for x in sh):  # broadcast to one shape first
         shape = np.broadcast_shapes(*(x for sh in shapes for x in sh))
         windows = max(np.shape(k)[0] for _, k, _, _ in fields)
         fields = [(np.broadcast_to(t, shape), np.broadcast_to(k, (windows,) + shape),

@@ -53,6 +53,9 @@ class Mix:
     # prompts arrive in some steps only).
     uniform: np.ndarray | bool | float = True
     sequences: np.ndarray | float | None = None  # sequences in the step (None: one per target token)
+    # The steps (a slice of the last axis) the draft passes' forwards describe, where only those draft
+    # (e.g. the speculating half of an off/on pair): the others draft nothing. None: every step.
+    draft_at: slice | None = None
 
 
 @dataclass
@@ -230,6 +233,10 @@ class StepModel:
             for (count, _), one in zip(groups, seconds):
                 terms["draft_forwards"] = terms["draft_forwards"] + count * one
                 passes = passes + count
+            if mix.draft_at is not None:  # the passes cover those steps only: 0 at the others
+                placed = np.zeros(np.shape(target_s))
+                placed[..., mix.draft_at] = terms["draft_forwards"]
+                terms["draft_forwards"] = placed
             terms["draft_forwards"] = gate(terms["draft_forwards"])
             terms["draft_step_overhead"] = gate(passes * dep.draft_step_overhead_s)
         if mix.draft_prefill is not None and self.draft is not None:
