@@ -95,6 +95,23 @@ def eagle_points() -> list[Point]:
     return out
 
 
+def eagle_anchor_points() -> list[Point]:
+    """The EAGLE-3 paper's batch-1 anchor (Table 4, rows E3-T4-*): SGLang's off arm on one H100,
+    158.34 tok/s for Llama-3.1-8B-Instruct on MT-Bench, against the off arm the E3-T3 series is priced
+    with (its SGLang profile and MT-Bench context): an absolute-only point, the speed the speedup
+    series' lowest-load acceptance fit rests on."""
+    from eagle_tables import ENGINES, MT_BENCH_CONTEXT
+
+    out = []
+    for r in _published("E3-T4")[:1]:  # both rows carry the same baseline
+        dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1,
+                         engine=load_engine(ENGINES["E3-T3"]))
+        c = evaluate(Scenario(dep, Speculation("eagle", 3, Acceptance.rate(0.5)), MT_BENCH_CONTEXT), [1.0])
+        out.append(Point("E3-T4 off bs1", "EAGLE-3 Table 4 (SGLang, batch 1, off arm)", 1.0, None, None,
+                         "decode tokens/s (off)", float(r["value_off"]), float(c.tokens_per_s_off[0])))
+    return out
+
+
 # ---------------------------------------------------------------------------------------- DSpark
 # DeepSeek-V4-Pro's config is not public; DeepSeek-V3 (MLA + 256-expert MoE, fp8) is its nearest
 # shipped architecture, used as a proxy. Workload: SPEED-Bench qualitative, outputs <= 2048
@@ -304,6 +321,7 @@ def main() -> None:
         "MagicDec per-step tables (tau published)": magicdec_points(),
         "MagicDec v1 table (8xA100; acceptance calibrated per pair)": magicdec_v1_points(),
         "EAGLE / EAGLE-3 batch tables": eagle_points(),
+        "EAGLE-3 batch-1 anchor (SGLang off arm, absolute only)": eagle_anchor_points(),
         "EAGLE-1 tree batch table (HF research code, tau published)": eagle1_points(),
         "DSpark fixed-k concurrency sweeps (DeepSeek-V3 proxy)": dspark_points(),
         "DSpark adaptive budget (acceptance from the k = 7 series)": adaptive_pts,
