@@ -1,0 +1,41 @@
+"""The crossover root found on the priced curve (analysis/curves.py find_crossings): the cubic through
+the 4 grid values around a bracket, and the bracket priced again where the values show a step."""
+
+import numpy as np
+import pytest
+
+import crossover
+from crossover.analysis.curves import crossing_grid, find_crossings, speedup, _smooth
+
+
+def test_a_cubic_in_log_batch_is_located_exactly_on_the_grid():
+    """speedup(b) = 1 - (ln b / ln 100)^3 is a cubic in ln b: the cubic through any 4 grid values is
+    the function itself, so its root, b = 100, comes out to rounding (hand-computed: 1 - 1^3 = 0)."""
+    sc = crossover.scenario()
+    xs = crossing_grid(512.0)
+    f = 1.0 - (np.log(xs) / np.log(100.0)) ** 3
+    (c,) = find_crossings(sc, 512.0, on_grid=(xs, 1.0 + f))
+    assert c.batch == pytest.approx(100.0, rel=1e-9) and c.direction == "down"
+
+
+def test_a_step_is_not_taken_for_a_smooth_root():
+    """Values that jump across a bracket (third difference as large as the first) are a step; a
+    straight line in log batch is smooth."""
+    line = np.linspace(0.5, -0.5, 10)
+    assert _smooth(line, 4)
+    step = np.array([0.30, 0.25, 0.20, -0.40, -0.45, -0.50])
+    assert not _smooth(step, 2)
+
+
+def test_a_step_in_the_priced_curve_is_located_by_pricing_its_bracket():
+    """Llama-3.1-8B on an H100 under SGLang with the prefill share steps across 1.0 near batch 158
+    (its speedup jumps from +0.003 to -0.001 within one batch): the root lies at the step, as a
+    bisection on the priced curve finds it, to 0.2% (the step lies between two of the 32 points)."""
+    sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, method="eagle", k=3,
+                            acceptance=0.7, engine="sglang", prompt_len=1000, output_len=200)
+    roots = [c.batch for c in find_crossings(sc, 512.0)]
+    lo, hi = 140.0, 180.0
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if speedup(sc, [mid])[0] > 1.0 else (lo, mid)
+    assert any(abs(r / lo - 1.0) < 2e-3 for r in roots), (roots, lo)
