@@ -567,3 +567,25 @@ def test_bad_engine_metrics_are_one_line_with_exit_2(metrics, needle, tmp_path, 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_the_scheduler_limits_default_to_the_engines_own_on_each_gpu():
+    """vLLM V1's API server (vllm/engine/arg_utils.py get_batch_defaults, 0.10.1.1 and 0.14.1 wheels):
+    1024 running sequences and 8192 tokens per step on a GPU of >= 70 GiB whose name has no 'a100',
+    else 256 and 2048; V0 (0.6.3.post1): 256, and without chunked prefill a budget of max(the model's
+    length, 2048); a given value replaces the default, and the running sequences never exceed the budget."""
+    from crossover.serving.engine import EngineLimits, default_limits
+
+    def dep(hw, engine="vllm", model="llama-3.1-8b", tp=1):
+        return Deployment(model=load_model(model), hardware=load_hardware(hw), tp=tp, engine=load_engine(engine))
+
+    assert default_limits(dep("h100-sxm")) == (1024, 8192)  # 80 GB = 74.5 GiB >= 70
+    assert default_limits(dep("h200")) == (1024, 8192)
+    assert default_limits(dep("a100-80gb-sxm")) == (256, 2048)  # an A100: the small pair at any memory
+    assert default_limits(dep("l40s")) == (256, 2048)  # 48 GB < 70 GiB
+    assert default_limits(dep("h100-sxm", "vllm-0.10")) == (1024, 8192)
+    assert default_limits(dep("h100-sxm", "vllm-v0", "llama-3-70b", 4)) == (256, 8192)  # max(8192, 2048)
+    assert default_limits(dep("h100-sxm", "sglang")) == (256, 8192)  # the stand-in
+    assert default_limits(dep("h100-sxm"), 512) == (512, 512)  # running sequences <= the budget
+    lim = EngineLimits.of(dep("h100-sxm"), 64)
+    assert (lim.max_num_seqs, lim.max_num_batched_tokens) == (64, 8192)

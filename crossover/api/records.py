@@ -91,8 +91,8 @@ class Search(Record):
     tp: str | Sequence[int] = d.PLAN_TP
     weight_dtype: str | Sequence[str] | None = None  # None: the model's own
     kv_dtype: str | Sequence[str] = (d.DEFAULT_KV_DTYPE,)
-    max_num_seqs: str | Sequence[int] = (d.DEFAULT_MAX_NUM_SEQS,)
-    max_num_batched_tokens: int = d.DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: str | Sequence[int] | None = None  # None: each deployment's engine default on its GPU
+    max_num_batched_tokens: int | None = None  # None: likewise (serving/engine.py default_limits)
     expert_parallel: bool = False
     k_max: int | None = None
 
@@ -136,14 +136,14 @@ class Run(Record):
     """How `crossover.simulate` runs each level, as `vllm bench serve` would: `num_prompts` requests
     (a concurrency level runs at least 10 rounds of its clients after the warm-up), inter-arrivals of
     gamma shape `burstiness` (1: Poisson), `seed`, and the engine's limits: `max_num_seqs` running
-    sequences (None: 256, with the engine's own cap when speculating, SGLang's 48) and
-    `max_num_batched_tokens` per step."""
+    sequences (with the engine's own cap when speculating, SGLang's 48, unless given) and
+    `max_num_batched_tokens` per step (None: the engine's defaults on the GPU, serving/engine.py)."""
 
     num_prompts: int = d.DEFAULT_NUM_PROMPTS
     seed: int = d.DEFAULT_SEED
     burstiness: float = d.DEFAULT_BURSTINESS
     max_num_seqs: int | None = None
-    max_num_batched_tokens: int = d.DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_batched_tokens: int | None = None
 
     _what = "run"
 

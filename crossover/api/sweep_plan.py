@@ -32,7 +32,7 @@ class SweepRequest(Record):
     """What the plan is asked for: the load axis (None: the measured sweep's, else concurrency), the
     highest load (`peak`; None: the memory limit), the number of levels, the target half-width of each
     level's on/off throughput ratio interval, the requests a level may take, the seed, the engine
-    limits both servers are launched with (max_num_seqs None: 256, with the engine's own cap when
+    limits both servers are launched with (None: the engine's defaults on the GPU, with its own cap when
     speculating), the EAGLE head or draft id to write, the port, the folder the commands write their
     results under, and the client the text lists (--json lists all)."""
 
@@ -44,7 +44,7 @@ class SweepRequest(Record):
     max_requests: int = d.DEFAULT_SWEEP_PLAN_MAX_REQUESTS
     seed: int = d.DEFAULT_SEED
     max_num_seqs: int | None = None
-    max_num_batched_tokens: int = d.DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_batched_tokens: int | None = None
     draft_model_id: str | None = None
     port: int = d.DEFAULT_SWEEP_PLAN_PORT
     results_dir: str = d.DEFAULT_SWEEP_PLAN_RESULTS_DIR
@@ -76,7 +76,8 @@ class SweepRequest(Record):
         whole("min_requests", 2)
         whole("max_requests", 2)
         whole("seed", 0)
-        whole("max_num_batched_tokens", 1)
+        if self.max_num_batched_tokens is not None:
+            whole("max_num_batched_tokens", 1)
         whole("port", 1, 65535)
         if self.max_num_seqs is not None:
             whole("max_num_seqs", 1)

@@ -31,7 +31,6 @@ from ..defaults import (
     DEFAULT_CONFIDENCE_THRESHOLD,
     DEFAULT_K_MAX,
     DEFAULT_KV_DTYPE,
-    DEFAULT_MAX_NUM_SEQS,
     DEFAULT_METHOD,
     DEFAULT_NUM_PROMPTS,
     DEFAULT_WHATIF_POINTS,
@@ -92,7 +91,7 @@ def simulate(workload: str | Workload, concurrency: Sequence[int] | None = None,
     the best-k schedule; `routing=(low, high)` one that speculates until the running batch rises above
     `high` and resumes when it falls below `low`."""
     from ..analysis.policy import routing_policy
-    from ..serving.engine import EngineLimits
+    from ..serving.engine import EngineLimits, limits_note
     from ..serving.sweep import sweep
     from ..specs.workload import load_workload
     r = Run.of(run)
@@ -115,7 +114,7 @@ def simulate(workload: str | Workload, concurrency: Sequence[int] | None = None,
     resolved = inputs(sc)
     axis = "concurrency" if concurrency is not None else "request_rate"
     levels = list(concurrency if concurrency is not None else request_rate)  # type: ignore[arg-type]
-    # max_num_seqs None: 256, with the engine's own cap on speculating arms (SGLang's 48)
+    # a limit not given: the engine's default on the GPU, with its own cap on speculating arms (SGLang's 48)
     limits = EngineLimits.of(sc.deployment, max_num_seqs, max_num_batched_tokens)
     schedule: Any = None
     if hysteresis is not None:
@@ -132,7 +131,9 @@ def simulate(workload: str | Workload, concurrency: Sequence[int] | None = None,
     res = sweep(sc, wl, axis, levels, num_prompts=num_prompts, seed=seed, burstiness=burstiness, limits=limits,
                 base=base, schedule=schedule, progress=progress)
     resolved.update({"workload": wl.name, "num_prompts": num_prompts, "seed": seed, "burstiness": burstiness,
-                     "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens})
+                     "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens,
+                     "engine_limits": limits_note(sc.deployment, max_num_seqs is not None,
+                                                  max_num_batched_tokens is not None)})
     if limits.seats(True) != limits.max_num_seqs:
         resolved["max_num_seqs_speculating"] = limits.seats(True)
         resolved["max_num_seqs_note"] = (f"{sc.deployment.engine.display_name}'s own cap when speculating; "
@@ -234,11 +235,12 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
     tps = tuple(int(t) for t in _names(find.tp, PLAN_TP))
     wds = tuple(_names(find.weight_dtype, (None,)))
     kvds = tuple(_names(find.kv_dtype, (DEFAULT_KV_DTYPE,)))
-    mns = tuple(int(n) for n in _names(find.max_num_seqs, (DEFAULT_MAX_NUM_SEQS,)))
+    mns = tuple(None if n is None else int(n) for n in _names(find.max_num_seqs, (None,)))  # None: the engine's
     k_max = find.k_max
     res = _plan(target, hws, spec, wl, need, slo_.by_metric(), cost, prompt_len=p_len, output_len=o_len, tps=tps,
                 weight_dtypes=wds, kv_dtypes=kvds, max_num_seqs=mns, k_max=k_max,
-                max_num_batched_tokens=int(find.max_num_batched_tokens), expert_parallel=bool(find.expert_parallel),
+                max_num_batched_tokens=None if find.max_num_batched_tokens is None else int(find.max_num_batched_tokens),
+                expert_parallel=bool(find.expert_parallel),
                 verify=int(check.verify), num_prompts=int(check.num_prompts), burstiness=float(check.burstiness),
                 seed=int(check.seed), jobs=check.jobs, base=base, retry_replicas=check.retry_replicas,
                 fp8_where_native=find.weight_dtype is None, progress=progress)

@@ -85,8 +85,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               burstiness=parse_number(args.burstiness, "--burstiness"),
               max_num_seqs=None if args.max_num_seqs is None else int(parse_number(args.max_num_seqs, "--max-num-seqs",
                                                                                   integer=True)),
-              max_num_batched_tokens=int(parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
-                                                      integer=True)))
+              max_num_batched_tokens=None if args.max_num_batched_tokens is None else int(
+                  parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens", integer=True)))
     hysteresis = _hysteresis(args.hysteresis)
     if args.policy and hysteresis is not None:
         raise CrossoverError("route by the best-k schedule (policy) or by hysteresis, not both")
@@ -180,9 +180,10 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
     speculation = {k: v for k, v in speculation_kwargs(args).items() if v is not None}  # flags read in this order
     search = Search(hardware=hardware, tp=[int(x) for x in parse_list(args.tp, "--tp", integer=True)],
                     weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
-                    max_num_seqs=[int(x) for x in parse_list(args.max_num_seqs, "--max-num-seqs", integer=True)],
-                    max_num_batched_tokens=int(parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens",
-                                                       integer=True)),
+                    max_num_seqs=None if args.max_num_seqs is None else [
+                        int(x) for x in parse_list(args.max_num_seqs, "--max-num-seqs", integer=True)],
+                    max_num_batched_tokens=None if args.max_num_batched_tokens is None else int(
+                        parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens", integer=True)),
                     expert_parallel=bool(args.expert_parallel),
                     k_max=int(parse_number(args.k_max, "--k-max", integer=True)) if args.k_max is not None else None)
     demand = Demand(peak_rps=_opt(args.peak_rps, "--peak-rps"),

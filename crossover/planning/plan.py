@@ -19,8 +19,6 @@ from ..model.scenario import Scenario
 from ..defaults import (
     DEFAULT_BURSTINESS,
     DEFAULT_KV_DTYPE,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
     DEFAULT_RETRY_REPLICAS,
     DEFAULT_SEED,
     DEFAULT_SIM_PROMPTS,
@@ -31,7 +29,7 @@ from ..errors import CrossoverError
 from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, replicas_for, screen, slo_label
 from .ranking import FleetPlan, Option
 from .pricing import HOURS_PER_MONTH, Costs
-from ..serving.engine import MAX_NUM_SEQS, EngineLimits
+from ..serving.engine import MAX_NUM_SEQS, EngineLimits, default_limits
 from ..serving.simulator import load_compiled
 from ..serving.sweep import run_level
 from ..specs.deployment import Deployment, tp_problem
@@ -141,8 +139,8 @@ def _schedule(s: Screened, max_num_seqs: int) -> np.ndarray:
 def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload: Workload, demand: Traffic,
          slo: dict[str, float], costs: Costs, *, prompt_len: float, output_len: float,
          tps: Sequence[int] = PLAN_TP, weight_dtypes: Sequence[str | None] = (None,),
-         kv_dtypes: Sequence[str] = (DEFAULT_KV_DTYPE,), max_num_seqs: Sequence[int] = (DEFAULT_MAX_NUM_SEQS,),
-         k_max: int | None = None, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+         kv_dtypes: Sequence[str] = (DEFAULT_KV_DTYPE,), max_num_seqs: Sequence[int | None] = (None,),
+         k_max: int | None = None, max_num_batched_tokens: int | None = None,
          expert_parallel: bool = False, efficiency=None, verify: int = DEFAULT_VERIFY,
          num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = DEFAULT_BURSTINESS, seed: int = DEFAULT_SEED,
          jobs: int | None = None, base: Path | None = None,
@@ -160,8 +158,8 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
     k_max = int(k_max or spec.k)
     if not 1 <= k_max <= MAX_K:
         raise CrossoverError(f"--k-max must be in 1..{MAX_K} (got {k_max})")
-    for n in max_num_seqs:
-        if not 1 <= int(n) <= MAX_NUM_SEQS:
+    for n in max_num_seqs:  # (None: each deployment's engine default on its GPU, serving/engine.py)
+        if n is not None and not 1 <= int(n) <= MAX_NUM_SEQS:
             raise CrossoverError(f"--max-num-seqs must be in 1..{MAX_NUM_SEQS} (got {n})")
     if verify < 0:
         raise CrossoverError(f"--verify must be >= 0 (got {verify})")
@@ -194,7 +192,8 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
                     report(screened, deployments, "deployments screened")
                     dep = Deployment(model=model, hardware=hw, tp=tp, weight_dtype=wd, kv_dtype=kvd,
                                      expert_parallel=expert_parallel, **kw)
-                    for mns in max_num_seqs:
+                    for given in max_num_seqs:
+                        mns = EngineLimits.of(dep, given, max_num_batched_tokens).max_num_seqs
                         base_opt = dict(hardware=hw.name, tp=tp, weight_dtype=dep.wdtype, kv_dtype=kvd,
                                         max_num_seqs=int(mns))
                         if problem is not None:
@@ -216,7 +215,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
 
     def task(o: Option, replicas: int) -> tuple:
         sc, sched = scenarios[id(o)]
-        limits = EngineLimits(o.max_num_seqs, max_num_batched_tokens)
+        limits = EngineLimits(o.max_num_seqs, default_limits(sc.deployment, max_num_batched_tokens)[1])
         return (sc, sched, o.arm, workload, demand.peak_rps / replicas, capacities.get(id(o)), num_prompts, seed,
                 burstiness, limits)
 

@@ -228,6 +228,8 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
         f"{inputs['num_prompts']} requests per level (at least 10 rounds of the clients), seed {inputs['seed']}",
         f"speculation: {inputs['method']}, k={inputs['k']}, tau {inputs['tau']:.3f} tokens/step",
         engine_line(inputs),
+        *([f"engine limits: {inputs['max_num_seqs']} running requests, {inputs['max_num_batched_tokens']} tokens per "
+           f"step ({inputs['engine_limits']})"] if inputs.get("engine_limits") else []),
         *([f"running requests: at most {inputs['max_num_seqs']} off, {inputs['max_num_seqs_speculating']} on "
            f"({inputs['max_num_seqs_note']})"] if inputs.get("max_num_seqs_speculating") else []),
         "",

@@ -42,12 +42,55 @@ class EngineLimits:
 
     @staticmethod
     def of(dep: Deployment, max_num_seqs: int | None = None,
-           max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> "EngineLimits":
-        """The limits a server of this deployment runs with: `max_num_seqs` as given (both arms), or
-        vLLM's default 256 with the engine's own cap on speculating arms (SGLang: 48)."""
+           max_num_batched_tokens: int | None = None) -> "EngineLimits":
+        """The limits a server of this deployment runs with: each as given, else the engine's default
+        on this GPU (default_limits); `max_num_seqs` given sets both arms, else the engine's own cap
+        applies to speculating arms (SGLang: 48)."""
+        seqs, tokens = default_limits(dep, max_num_batched_tokens)
         if max_num_seqs is not None:
-            return EngineLimits(int(max_num_seqs), int(max_num_batched_tokens))
-        return EngineLimits(max_num_batched_tokens=int(max_num_batched_tokens), spec_max_num_seqs=dep.engine.spec_max_running)
+            return EngineLimits(int(max_num_seqs), tokens)
+        return EngineLimits(seqs, tokens, spec_max_num_seqs=dep.engine.spec_max_running)
+
+
+# vLLM's threshold for its large-GPU defaults (vllm/engine/arg_utils.py get_batch_defaults: device
+# memory >= 70 GiB and no 'a100' in the device name)
+LARGE_GPU_BYTES = 70 * 2**30
+
+
+def large_gpu(dep: Deployment) -> bool:
+    """Whether the deployment's GPU takes an engine's large-GPU scheduler defaults (>= 70 GiB, no A100)."""
+    hw = dep.hardware
+    return hw.memory_gb * 1e9 >= LARGE_GPU_BYTES and "a100" not in hw.name.lower()
+
+
+def default_limits(dep: Deployment, max_num_batched_tokens: int | None = None) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) the deployment's engine runs with when the user sets
+    neither (the token budget where only it is given): its profile's pair, or its large-GPU pair on a
+    GPU of >= 70 GiB that is no A100; without chunked prefill the budget holds a whole prompt (at
+    least the model's length: vLLM's rule), and the running sequences are at most the budget."""
+    eng = dep.engine
+    seqs, tokens = eng.large_gpu_limits if eng.large_gpu_limits is not None and large_gpu(dep) else (
+        eng.max_num_seqs, eng.max_num_batched_tokens)
+    if max_num_batched_tokens is not None:
+        return min(seqs, int(max_num_batched_tokens)), int(max_num_batched_tokens)
+    longest = dep.model.max_position_embeddings
+    if not eng.chunked_prefill and eng.framework == "vllm" and longest is not None:  # (SGLang chunks anyway)
+        tokens = max(tokens, int(longest))
+    return min(seqs, tokens), tokens
+
+
+def limits_note(dep: Deployment, given_seqs: bool, given_tokens: bool) -> str:
+    """Where a run's scheduler limits come from, for the outputs: given, or the engine's default and why."""
+    if given_seqs and given_tokens:
+        return "given"
+    eng = dep.engine
+    which = "large-GPU " if eng.large_gpu_limits is not None and large_gpu(dep) else ""
+    what = " and ".join(n for n, g in (("max_num_seqs", given_seqs), ("max_num_batched_tokens", given_tokens)) if not g)
+    extra = ("; without chunked prefill the budget holds the model's longest prompt"
+             if not eng.chunked_prefill and eng.framework == "vllm" else "")
+    return (f"{what}: {eng.display_name}'s {which}default on {dep.hardware.name} (engines/{eng.name}.yaml"
+            f"{' large_gpu_limits' if which else ' max_num_seqs, max_num_batched_tokens'}){extra}; "
+            f"--max-num-seqs / --max-num-batched-tokens set them")
 
 
 def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:

@@ -147,12 +147,16 @@ def _runs(sc: Scenario, arms: tuple[bool, ...], schedule: np.ndarray | tuple[int
     return runs
 
 
-def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, limits: EngineLimits = EngineLimits(),
+def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, limits: EngineLimits | None = None,
              warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
              schedule: np.ndarray | tuple[int, int] | None = None) -> dict[str, float]:
     """Per arm, the requests/s the server completes with its running batch at the engine's limit
     (max_num_seqs clients closed-loop, KV permitting): an offered rate above it saturates that arm."""
-    n = max(num_prompts, 4 * limits.max_num_seqs)
+    limits = EngineLimits.of(sc.deployment) if limits is None else limits  # the engine's defaults on this GPU
+    # four rounds of the batch the engine can run: its seats, or fewer where the KV cache holds fewer
+    # requests at their full length (the other clients wait in its queue)
+    running = min(limits.max_num_seqs, max(int(kv_capacity_tokens(sc.deployment) // max(sc.held_tokens, 1.0)), 1))
+    n = max(num_prompts, 4 * running)
     entropy = [int(seed), CAPACITY_CODE, limits.max_num_seqs, limits.max_num_batched_tokens]
     prompt, output = workload.sample(np.random.default_rng(entropy), n, base)
     warm = min(int(warmup_frac * n), n - 1)
@@ -168,7 +172,7 @@ def capacity(sc: Scenario, workload: Workload, *, num_prompts: int, seed: int, l
 
 
 def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num_prompts: int, seed: int,
-              burstiness: float = DEFAULT_BURSTINESS, limits: EngineLimits = EngineLimits(),
+              burstiness: float = DEFAULT_BURSTINESS, limits: EngineLimits | None = None,
               warmup_frac: float = 0.1, base: Path | None = None, arms: tuple[bool, ...] = (False, True),
               schedule: np.ndarray | tuple[int, int] | None = None, capacities: dict[str, float] | None = None) -> dict:
     """Both arms (and the scheduled arm, given a schedule) at one level, on the same requests.
@@ -177,6 +181,7 @@ def run_level(sc: Scenario, workload: Workload, axis: Axis, value: float, *, num
     from that and the arm, so a level is the same alone or inside any sweep. An open-loop level is marked `saturated` per arm against
     `capacities` (computed here when not given; see `capacity`).
     """
+    limits = EngineLimits.of(sc.deployment) if limits is None else limits  # the engine's defaults on this GPU
     entropy = level_entropy(seed, axis, value)
     rng = np.random.default_rng(entropy)
     prompt, output = workload.sample(rng, num_prompts, base)
@@ -210,12 +215,13 @@ def level_prompts(axis: Axis, value: float, num_prompts: int, warmup_frac: float
 
 
 def sweep(sc: Scenario, workload: Workload, axis: Axis, values: list[float], *,
-          num_prompts: int = DEFAULT_NUM_PROMPTS, seed: int = DEFAULT_SEED, burstiness: float = DEFAULT_BURSTINESS, limits: EngineLimits = EngineLimits(), warmup_frac: float = 0.1,
+          num_prompts: int = DEFAULT_NUM_PROMPTS, seed: int = DEFAULT_SEED, burstiness: float = DEFAULT_BURSTINESS, limits: EngineLimits | None = None, warmup_frac: float = 0.1,
           base: Path | None = None, schedule: np.ndarray | tuple[int, int] | None = None,
           progress: Callable[[int, int, float], None] | None = None) -> SweepResult:
     """Simulate every level for both arms (speculation off and on), and the routed arm if given a
     `schedule` (k per running batch) or a (low, high) hysteresis band;
     `progress(levels done, levels, load)` is called after each level."""
+    limits = EngineLimits.of(sc.deployment) if limits is None else limits  # the engine's defaults on this GPU
     if not values:
         raise CrossoverError(f"no {axis.replace('_', ' ')} levels given")
     if len(values) > MAX_LEVELS:

@@ -89,6 +89,13 @@ class EngineProfile(Spec):
     # The running-request cap the engine sets for itself when speculation is on and the user set
     # none (SGLang: 48); None: the same cap as without speculation.
     spec_max_running: int | None = Field(default=None, ge=1)
+    # The scheduler limits the engine picks when the user sets neither: running sequences and tokens
+    # per step, and (large_gpu_limits) the pair it picks instead on a GPU of at least 70 GiB that is no
+    # A100 (vLLM's get_batch_defaults for its API server). Without chunked prefill a step's budget is
+    # at least the model's length (a whole prompt). serving/engine.py default_limits applies them.
+    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    large_gpu_limits: tuple[int, int] | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
     # What the user set on the engine's command line (cuda_graphs, chunked_prefill), as given: the
