@@ -29,8 +29,7 @@ from ..errors import CrossoverError
 from .fleet import SLO_KEYS, Curve, Screened, autoscaled_replicas, check_slo, replicas_for, screen, slo_label
 from .ranking import FleetPlan, Option
 from .pricing import HOURS_PER_MONTH, Costs
-from ..serving.engine import MAX_NUM_SEQS, EngineLimits, default_limits
-from ..serving.simulator import load_compiled
+from ..serving.engine import MAX_NUM_SEQS, EngineLimits
 from ..serving.sweep import run_level
 from ..specs.deployment import Deployment, tp_problem
 from ..specs.hardware import Hardware
@@ -74,9 +73,8 @@ def _pool_map(tasks: list[tuple], jobs: int, tick: Callable[[int, int], None] | 
     ctx = get_context("fork") if "fork" in __import__("multiprocessing").get_all_start_methods() else None
     first: list[dict[str, float]] = []
     if ctx is not None:
-        # The first simulation runs here: forked workers inherit what it loaded (the compiled loop's
-        # machine code, the step models and token tables) instead of each loading it again.
-        load_compiled()
+        # The first simulation runs here: forked workers inherit what it loaded (numba and the compiled
+        # loop's machine code, the step models and token tables) instead of each loading it again.
         first.append(_simulate(tasks[0]))
         tick(1, len(tasks))
     rest = tasks[len(first):]
@@ -215,7 +213,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
 
     def task(o: Option, replicas: int) -> tuple:
         sc, sched = scenarios[id(o)]
-        limits = EngineLimits(o.max_num_seqs, default_limits(sc.deployment, max_num_batched_tokens)[1])
+        limits = EngineLimits.of(sc.deployment, o.max_num_seqs, max_num_batched_tokens)
         return (sc, sched, o.arm, workload, demand.peak_rps / replicas, capacities.get(id(o)), num_prompts, seed,
                 burstiness, limits)
 

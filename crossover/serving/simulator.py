@@ -309,12 +309,6 @@ class _Engine:
                       float(SF0[r.SF0_VERIFY]))
 
 
-def load_compiled() -> None:
-    """Load the compiled loop now (numba's import and its cached code, ~1 s): forked workers then
-    inherit it instead of each loading it again."""
-    from . import loop  # noqa: F401
-
-
 def _doubled(a: np.ndarray) -> np.ndarray:
     """A record array with twice the room along its last axis, its contents kept."""
     out = np.empty(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
