@@ -45,8 +45,8 @@ DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192
 DEFAULT_NUM_PROMPTS = 1000
 DEFAULT_SEED = 0
 DEFAULT_BURSTINESS = 1.0  # gamma shape of inter-arrival times: 1 = Poisson
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's on GPUs under 70 GiB and A100s (an engine profile's own default, engines/*.yaml)
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's for online serving on large GPUs
+DEFAULT_MAX_NUM_SEQS = 256  # an engine profile that names none (engines/*.yaml; vLLM's on GPUs under 70 GiB and A100s)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # likewise (vLLM V1's for online serving on large GPUs)
 # What the engine runs with when the user sets no limit (serving/engine.py default_limits), as help says it
 ENGINE_SEQS_TEXT = "the engine's on the GPU: vLLM V1 1024 on a GPU of >= 70 GiB other than an A100, else 256"
 ENGINE_TOKENS_TEXT = ("the engine's on the GPU: vLLM V1 8192 on a GPU of >= 70 GiB other than an A100, else 2048; "

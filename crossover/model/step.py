@@ -221,7 +221,7 @@ class StepModel:
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
         groups, drafts = (mix.draft_passes if any_draft else ()), []
-        if groups:  # every group's forward in one evaluation (stacked on a first axis when several)
+        if groups:  # every group's forward in one evaluation (joined along the last axis when several)
             if detail or len(groups) == 1:  # each group's per-op detail of its own
                 drafts = [run(self.draft, w) for _, w in groups]
                 seconds = [d.total for d in drafts]

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from ..defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from .frozen import Spec
 
 Framework = Literal["vllm", "sglang", "trtllm", "hf"]
@@ -93,8 +94,8 @@ class EngineProfile(Spec):
     # per step, and (large_gpu_limits) the pair it picks instead on a GPU of at least 70 GiB that is no
     # A100 (vLLM's get_batch_defaults for its API server). Without chunked prefill a step's budget is
     # at least the model's length (a whole prompt). serving/engine.py default_limits applies them.
-    max_num_seqs: int = Field(default=256, ge=1)
-    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    max_num_seqs: int = Field(default=DEFAULT_MAX_NUM_SEQS, ge=1)
+    max_num_batched_tokens: int = Field(default=DEFAULT_MAX_NUM_BATCHED_TOKENS, ge=1)
     large_gpu_limits: tuple[int, int] | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     notes: str = ""
