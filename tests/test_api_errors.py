@@ -64,3 +64,14 @@ def test_an_unknown_scenario_option_is_one_line_naming_it():
     assert info.value.parameter == "modle"
     with pytest.raises(InputError, match="unknown option 'kk'"):
         crossover.predict(kk=3)
+
+
+@pytest.mark.parametrize("batches", [["eight"], [[1, 2], [3, 4]], [], [0, 8], [float("nan")], [1e12]])
+def test_batches_that_are_no_load_are_one_line_errors(batches):
+    """`crossover.predict(batches=...)`: text, a nested list or an empty one is an InputError naming
+    `batches`; a number that is no load (<= 0, NaN, past what the KV cache could ever hold) one line."""
+    with pytest.raises(CrossoverError) as err:
+        crossover.predict(batches=batches)
+    assert "\n" not in str(err.value)
+    if not batches or not isinstance(batches[0], (int, float)):
+        assert isinstance(err.value, InputError) and err.value.parameter == "batches"

@@ -54,16 +54,31 @@ def test_measured_imports_only_what_it_needs(tmp_path):
             assert not {m for m in loaded if m.startswith(model_stack)}, sorted(m for m in loaded if m.startswith(model_stack))
 
 
+def _set_by_the_command(name: str, verb: list[str]) -> dict[str | None, str]:
+    """What environment variable `name` holds after the CLI ran `verb` in a fresh interpreter (and
+    numpy loaded), with it unset (key None) and with the user's own value '3' (key '3')."""
+    code = (f"import os, sys; from crossover.cli import main; main({verb!r}); import numpy; "
+            f"sys.stderr.write('VALUE=' + os.environ.get({name!r}, '-'))")
+    env = {k: v for k, v in os.environ.items() if k != name}
+    seen = {}
+    for given in (None, "3"):
+        if given:
+            env[name] = given
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        seen[given] = out.stderr.strip().rsplit("VALUE=", 1)[-1]
+    return seen
+
+
 def test_the_command_starts_one_blas_thread_unless_asked_for_more():
     """The CLI's entry sets OPENBLAS_NUM_THREADS=1 before numpy loads (its thread pool costs ~0.15 s
     of CPU per start and the command's linear algebra is a few parameters), and leaves a value the
     user set alone."""
-    code = ("import os, sys; from crossover.cli import main; main(['hardware', 'list']); import numpy; "
-            "sys.stderr.write('BLAS=' + os.environ.get('OPENBLAS_NUM_THREADS', '-'))")
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    for given, expect in ((None, "1"), ("3", "3")):
-        if given:
-            env["OPENBLAS_NUM_THREADS"] = given
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-        assert out.returncode == 0, out.stderr
-        assert out.stderr.strip().endswith(f"BLAS={expect}")
+    assert _set_by_the_command("OPENBLAS_NUM_THREADS", ["hardware", "list"]) == {None: "1", "3": "3"}
+
+
+def test_the_command_turns_off_pydantics_plugin_scan_unless_asked():
+    """The CLI's entry sets PYDANTIC_DISABLE_PLUGINS=__all__ before pydantic loads (its scan of every
+    installed distribution's entry points costs each start ~10 ms and a command's specs have no
+    observer), and leaves a value the user set alone."""
+    assert _set_by_the_command("PYDANTIC_DISABLE_PLUGINS", ["models"]) == {None: "__all__", "3": "3"}
