@@ -589,3 +589,55 @@ def test_the_scheduler_limits_default_to_the_engines_own_on_each_gpu():
     assert default_limits(dep("h100-sxm"), 512) == (512, 512)  # running sequences <= the budget
     lim = EngineLimits.of(dep("h100-sxm"), 64)
     assert (lim.max_num_seqs, lim.max_num_batched_tokens) == (64, 8192)
+
+
+# ------------------------------------------------------------------ CUDA-graph capture sizes (padding)
+def test_a_captured_step_replays_the_next_captured_size_by_hand():
+    """SGLang 0.4.4.post2 captures verify graphs for 1-8, odd 9-31, then 64 requests: EAGLE-3 (k = 3,
+    4 positions per request) at batch 32 replays the 64-request graph, so its linear layers and LM head
+    run 64 x 4 rows while attention reads the 32 real requests' caches; batch 31 is captured as it is.
+    Without speculation 32 is captured (multiples of 8), and SGLang 0.5 pads a 13-request decode to 16."""
+    dep = _dep("sglang-0.4")
+    spec = Speculation("eagle3", 3, Acceptance.rate(0.7))
+    model = StepModel.of(dep, spec)
+    ctx = 512.0
+    for batch, rows in ((32.0, 64.0), (31.0, 31.0), (40.0, 64.0), (64.0, 64.0)):
+        t, kv, qk = model.target.uniform_sums(batch, 4.0, ctx)
+        by_hand = model.target.evaluate(t * rows / batch, kv, qk, t * rows / batch).total
+        got = model.price(model.decode(np.array([batch]), ctx, spec)).term("target_forward")[0]
+        assert got == pytest.approx(float(np.asarray(by_hand).ravel()[0]), rel=1e-12), batch
+    t, kv, qk = model.target.uniform_sums(32.0, 1.0, ctx)
+    off = model.price(model.decode(np.array([32.0]), ctx)).term("target_forward")[0]
+    assert off == pytest.approx(float(np.asarray(model.target.evaluate(t, kv, qk).total).ravel()[0]), rel=1e-12)
+    # off and on priced together (the curves' layout): each element replays its own server's graphs
+    both = model.price(model.decode(np.array([32.0]), ctx, spec)).term("target_forward")[0]
+    assert both > off
+    m05 = StepModel.of(_dep("sglang"))
+    t, kv, qk = m05.target.uniform_sums(13.0, 1.0, ctx)
+    by_hand = m05.target.evaluate(t * 16 / 13, kv, qk, t * 16 / 13).total
+    got = m05.price(m05.decode(np.array([13.0]), ctx)).term("target_forward")[0]
+    assert got == pytest.approx(float(np.asarray(by_hand).ravel()[0]), rel=1e-12)
+
+
+def test_padding_keys_and_the_sizes_a_profile_may_list():
+    p = load_engine("sglang-0.4")
+    keys = np.array([1.0, 10.0, 31.0, 32.0, 63.0, 64.0, 65.0, 161.0])
+    assert p.padded_key(keys, True).tolist() == [1, 11, 31, 64, 64, 64, 96, 161]
+    assert p.padded_key(keys, False).tolist() == [1, 16, 32, 32, 64, 64, 72, 161]
+    assert load_engine("vllm").padded_key(keys, True).tolist() == keys.tolist()  # lists none: no padding
+    for bad in ([4, 2], [0, 1], [], [2, 2]):
+        with pytest.raises(ValueError):
+            p.model_copy(update={}).model_validate({**p.model_dump(), "capture_sizes": bad})
+
+
+def test_a_larger_batch_never_steps_faster_across_the_padding_gaps():
+    """Between two captured sizes the step costs what the larger one does; at the gap's end it stays
+    there, and beyond the capture limit it runs eagerly at its own size: never cheaper with more requests."""
+    for name in ("sglang-0.4", "sglang", "vllm-v0"):
+        dep = _dep(name)
+        spec = Speculation("eagle3", 3, Acceptance.rate(0.7))
+        model = StepModel.of(dep, spec)
+        b = np.arange(1.0, 300.0)
+        for s in (None, spec):
+            t = model.price(model.decode(b, 512.0, s)).total
+            assert (np.diff(t) >= -1e-15).all(), name

@@ -15,9 +15,10 @@ HERE = Path(__file__).resolve().parent
 # is about 512 tokens. An assumption (the paper does not state it), the same for both tables.
 MT_BENCH_CONTEXT = 512.0
 SETUPS = {"E3-T3": ("h100-sxm", 3), "E3-T5": ("rtx-3090", 2)}
-# The engine each table was measured on (its "batch size (...)" column): SGLang v0.4.4 on the H100,
+# The engine each table was measured on (its "batch size (...)" column): SGLang v0.4.4 on the H100
+# (the sglang-0.4 profile: EAGLE-3 needs the 0.4.4.post2 wheel or later),
 # vLLM on the RTX 3090; each series runs with that engine's profile (engines/*.yaml).
-ENGINES = {"E3-T3": "sglang", "E3-T5": "vllm"}
+ENGINES = {"E3-T3": "sglang-0.4", "E3-T5": "vllm"}
 
 
 @dataclass(frozen=True)

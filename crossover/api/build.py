@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # per step is already no serving engine, and 1e308 ms would overflow the simulator's clock.
 MAX_STEP_OVERHEAD_MS = 1000.0
 
-ENGINES = ("vllm", "vllm-0.10", "vllm-v0", "sglang", "trtllm", "hf")  # the shipped profiles (engines())
+ENGINES = ("vllm", "vllm-0.10", "vllm-v0", "sglang", "sglang-0.4", "trtllm", "hf")  # the shipped profiles (engines())
 
 
 def engines() -> tuple[str, ...]:
@@ -118,7 +118,7 @@ def scenario(model: str | Model = DEFAULT_MODEL, hardware: str | Hardware = DEFA
     or prompt + output / 2 with lengths) and efficiency overrides. With a workload, its mean prompt
     and output lengths (unless given) make the curves carry the prefill share. A separate draft must
     share the target's vocabulary unless `allow_vocab_mismatch`. `engine` names the engine profile
-    (engines/*.yaml: vllm = V1 0.11+, vllm-0.10, vllm-v0, sglang, trtllm, hf; None: DEFAULT_ENGINE, vllm) whose
+    (engines/*.yaml: vllm = V1 0.11+, vllm-0.10, vllm-v0, sglang, sglang-0.4, trtllm, hf; None: DEFAULT_ENGINE, vllm) whose
     overheads, verify layout and CUDA-graph limits the step model applies; `cost` how a forward is
     priced (roofline or kernels); `distilled` = False keeps the generic efficiency defaults instead
     of the GPU's parameters distilled from measured kernel tables (hardware YAML `distilled:`).

@@ -116,7 +116,7 @@ SCENARIO = (
       note="or prompt + output/2 when the lengths are known", group="scenario"),
     O("weight_dtype", "bf16, fp8, int8, int4, fp4 (NVFP4), mxfp4", default_text="the model's own", group="scenario"),
     O("kv_dtype", "KV-cache dtype", d.DEFAULT_KV_DTYPE, group="scenario"),
-    O("engine", "engine profile: vllm (V1 0.11+), vllm-0.10, vllm-v0, sglang, trtllm, hf, or a YAML path "
+    O("engine", "engine profile: vllm (V1 0.11+), vllm-0.10, vllm-v0, sglang, sglang-0.4, trtllm, hf, or a YAML path "
       "(engines/*.yaml: per-step overheads, verify layout, CUDA-graph limits, sources)", d.DEFAULT_ENGINE, passed=False,
       group="scenario"),
     O("cuda_graphs", "the engine's CUDA-graph mode: full (uniform steps replay a full graph), piecewise (vLLM V1: "
@@ -312,7 +312,7 @@ MEASURED = (
       default_text=f"the one SGLang files name, else {d.DEFAULT_METHOD}"),
     O("draft", "draft model for --method draft"),
     O("k", "draft tokens per step", default_text=f"the engine metrics' or {d.DEFAULT_K}"),
-    O("engine", "engine profile of the measurement: vllm (V1 0.11+), vllm-0.10, vllm-v0, sglang, trtllm, hf "
+    O("engine", "engine profile of the measurement: vllm (V1 0.11+), vllm-0.10, vllm-v0, sglang, sglang-0.4, trtllm, hf "
       "(engines/*.yaml)", default_text="vllm, sglang for SGLang bench_serving files"),
     O("engine_metrics", "the server's acceptance: a vLLM log with SpecDecoding metrics lines, or a /metrics scrape "
       "taken after the run (with a second scrape taken before it, subtracted); gives tau, k and, with n-gram, the "

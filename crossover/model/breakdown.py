@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .graphs import replayed
 from .speculation import Speculation
 from .step import StepBreakdown, StepModel
 
@@ -37,5 +38,10 @@ def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculati
                      "bound_on": "host", "priced_by": "engine profile"})
     terms = {t: {"off_ms": round(float(off.term(t)[0]) * 1e3, 6), "on_ms": round(float(on.term(t)[0]) * 1e3, 6)}
              for t in StepBreakdown.TERMS}
-    return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms,
+    engine = model.deployment.engine
+    mix_on = model.decode(b, context, spec)
+    graphs = {"off": replayed(b, 0.0, engine, False),
+              "on": replayed(mix_on.target.tokens, mix_on.verifying, engine.speculating, True)}
+    return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms, "graphs": graphs,
             "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}
+

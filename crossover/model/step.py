@@ -25,6 +25,7 @@ from .kernels.mode import cost_mode as kernel_cost_mode
 from .roofline import CompiledOps, StepCost, compiled_target
 from ..specs.deployment import Deployment
 from .forward import Forward, joined, prompts, ragged, uniform
+from .graphs import graph_key, padding
 from .speculation import Speculation, compiled_draft
 
 
@@ -191,6 +192,16 @@ class StepModel:
         work = mix.target
         if engine.verify_layout == "batch_expansion" and any_draft:
             work = work.expanded()
+        pad = padding(work.tokens, verifying, engine, any_draft)
+        if any_draft and not every:  # the off elements replay the graphs of a server not speculating
+            off_pad = padding(work.tokens, verifying, dep.engine, False)
+            pad = None if pad is None and off_pad is None else np.where(
+                drafting, 1.0 if pad is None else pad, 1.0 if off_pad is None else off_pad)
+        if pad is not None:  # the captured graph it replays: padding rows through the linear layers
+            # in the share of the steps that replay a graph: a step with prompt chunks runs outside it
+            pad = 1.0 + np.asarray(mix.uniform, float) * (pad - 1.0)
+            sampled_rows = work.tokens if work.sampled is None else work.sampled
+            work = Forward(work.tokens * pad, work.kv, work.qk, sampled_rows * pad, work.expansion)
         target = run(self.target, work)
         target_s = target.total
         eager = self._eager(work.tokens, verifying, engine)
@@ -283,20 +294,15 @@ class StepModel:
         return ragged * seqs * per_seq
 
     def _eager(self, tokens, verifying: np.ndarray, engine=None) -> np.ndarray | None:
-        """Where the target forward runs outside a captured CUDA graph (None: nowhere). The graph key
-        is the step's tokens (vLLM V1), its sequences after batch expansion (vLLM V0: one per
-        position, so also the tokens), or its requests (SGLang, TensorRT-LLM: the verifying
-        sequences of a speculative step, else one per token of a decode step)."""
+        """Where the target forward runs outside a captured CUDA graph (None: nowhere): its graph key
+        (graphs.graph_key) beyond the engine's capture limit."""
         engine = self.deployment.engine if engine is None else engine
         if self.deployment.eager_layer_s == 0.0:
             return None
         limit = engine.graph_capture_limit
         if limit == 0:
             return np.True_
-        key = np.asarray(tokens, float)
-        if engine.graph_capture_unit == "requests":
-            key = np.where(verifying > 0, verifying, key)
-        over = key > limit
+        over = graph_key(tokens, verifying, engine) > limit
         return over if over.any() else None
 
     # ------------------------------------------------------------------ common mixes

@@ -75,8 +75,10 @@ def engine_line(inputs: dict[str, Any]) -> str:
 def breakdown_table(bd: dict[str, Any]) -> str:
     """Per op of the target forward and per step term, off and on at one batch, with the bound and
     the cost mode that priced each op."""
-    lines = [f"breakdown at batch {bd['batch']:g}, context {bd['context']:g} (ms per step)",
-             f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by"]
+    lines = [f"breakdown at batch {bd['batch']:g}, context {bd['context']:g} (ms per step)"]
+    if "graphs" in bd:
+        lines.append("  CUDA graph: " + "; ".join(f"{arm} {_graph_said(g)}" for arm, g in bd["graphs"].items()))
+    lines.append(f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by")
     for r in bd["ops"]:
         off = "-" if r["off_ms"] is None else f"{r['off_ms']:.3f}"
         lines.append(f"  {r['op']:<24} {off:>9} {r['on_ms']:>9.3f}  {r['bound_on']:<10}  {r['priced_by']}")
@@ -85,6 +87,18 @@ def breakdown_table(bd: dict[str, Any]) -> str:
             lines.append(f"  {'+ ' + name:<24} {t['off_ms']:>9.3f} {t['on_ms']:>9.3f}")
     lines.append(f"  {'= step':<24} {bd['total_off_ms']:>9.3f} {bd['total_on_ms']:>9.3f}")
     return "\n".join(lines)
+
+
+def _graph_said(g: dict[str, Any]) -> str:
+    """One arm's CUDA graph in words: the captured size it replays (padded from its own), or eager."""
+    one = g["unit"].rstrip("s")  # a 64-request graph
+    if g["replayed"] is None:
+        why = "graphs off" if g["limit"] == 0 else f"beyond the {g['limit']:g}-{one} capture limit"
+        return f"eager ({g['key']:g} {g['unit']}, {why})"
+    if not g.get("sizes_listed", True):
+        return f"captured ({g['key']:g} {g['unit']}; padding to the captured sizes not priced)"
+    pad = f", padded from {g['key']:g}" if g["replayed"] > g["key"] else ""
+    return f"replays the {g['replayed']:g}-{one} graph{pad}"
 
 
 def acceptance_said(inputs: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr
+import numpy as np
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from ..defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from .frozen import Spec
@@ -70,6 +71,12 @@ class EngineProfile(Spec):
     # tokens of the step, (expanded) sequences, or requests. A step beyond it runs eagerly.
     graph_capture_limit: int = Field(ge=0)
     graph_capture_unit: GraphUnit = "tokens"
+    # The graph sizes the engine captures, ascending, in graph_capture_unit (None: every size up to the
+    # limit, so no step pads). A step whose key falls between two captured sizes replays the next larger
+    # graph: its padding rows run the linear layers and the LM head like real ones (their attention reads
+    # no cache). spec_capture_sizes: the speculating server's list where the engine captures another.
+    capture_sizes: tuple[int, ...] | None = None
+    spec_capture_sizes: tuple[int, ...] | None = None
     # Host launch time per layer of an eager forward: the step takes at least layers x this.
     eager_layer_us: float = Field(ge=0)
     # n-gram proposer: CPU lookup per sequence per step on the critical path, and what a sequence
@@ -106,6 +113,23 @@ class EngineProfile(Spec):
     # same): engines take the setting per server, and speculation is where it tends to differ.
     spec_cuda_graphs: CudaGraphs | None = None
     _speculating: "EngineProfile | None" = PrivateAttr(default=None)  # the speculating server's profile
+
+    @field_validator("capture_sizes", "spec_capture_sizes")
+    @classmethod
+    def _ascending(cls, v):
+        if v is not None and (not v or any(x < 1 for x in v) or list(v) != sorted(set(v))):
+            raise ValueError("capture sizes are distinct positive integers in ascending order")
+        return v
+
+    def padded_key(self, key: np.ndarray, speculating: bool) -> np.ndarray:
+        """The captured graph size a step of graph key `key` replays (the next captured size at or
+        above it; the key itself beyond the largest listed size or where the engine lists none)."""
+        sizes = self.spec_capture_sizes if speculating and self.spec_capture_sizes is not None else self.capture_sizes
+        if sizes is None:
+            return key
+        grid = np.asarray(sizes, float)
+        i = np.searchsorted(grid, key, side="left")
+        return np.where(i < grid.size, grid[np.minimum(i, grid.size - 1)], key)
 
     @property
     def speculating(self) -> "EngineProfile":

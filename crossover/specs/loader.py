@@ -232,5 +232,5 @@ def load_model(ref: str | Model) -> Model:
 
 
 def load_engine(ref: str | EngineProfile) -> EngineProfile:
-    """Engine profile by name (engines/*.yaml: vllm, vllm-0.10, vllm-v0, sglang, trtllm, hf), path or instance."""
+    """Engine profile by name (engines/*.yaml: vllm, vllm-0.10, vllm-v0, sglang, sglang-0.4, trtllm, hf), path or instance."""
     return ref if isinstance(ref, EngineProfile) else resolve(ref, "engines")  # type: ignore[return-value]

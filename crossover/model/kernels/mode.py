@@ -403,6 +403,6 @@ def _token_stacks(stacks: dict, axes: dict, collective_row: int) -> dict:
 
 @lru_cache(maxsize=64)
 def cost_mode(engine: str, hardware_name: str) -> Kernels:
-    """The kernels cost mode for an engine (vllm, vllm-0.10, vllm-v0, sglang, trtllm, hf) on a GPU (memoised).
+    """The kernels cost mode for an engine (vllm, vllm-0.10, vllm-v0, sglang, sglang-0.4, trtllm, hf) on a GPU (memoised).
     Raises CrossoverError with the install line when aiconfigurator-core or pyarrow is missing."""
     return Kernels(engine, hardware_name)

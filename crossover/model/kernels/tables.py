@@ -37,6 +37,7 @@ GPU_FOLDERS: dict[str, str] = {
 }
 # --engine -> the framework whose kernels the tables measured (None: no tables, e.g. Hugging Face).
 FRAMEWORKS: dict[str, str | None] = {"vllm": "vllm", "vllm-0.10": "vllm", "vllm-v0": "vllm", "sglang": "sglang",
+                                     "sglang-0.4": "sglang",
                                      "trtllm": "trtllm", "hf": None}
 # crossover dtypes -> the tables' names (GEMM, KV cache, MoE weights).
 GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
