@@ -15,8 +15,9 @@ def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculati
     """One batch's steps off and on, per op of the target forward (ms, the bound each op hit and
     which cost mode priced it) and per step term (ms): what `predict --breakdown` prints."""
     b = np.array([float(batch)])
+    mix_on = model.decode(b, context, spec)
     off = model.price(model.decode(b, context), detail=True)
-    on = model.price(model.decode(b, context, spec), detail=True)
+    on = model.price(mix_on, detail=True)
     marks_off = getattr(off.target, "priced_by", {})
     marks_on = getattr(on.target, "priced_by", {})
     ops_off, ops_on = off.ops, on.ops
@@ -39,9 +40,7 @@ def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculati
     terms = {t: {"off_ms": round(float(off.term(t)[0]) * 1e3, 6), "on_ms": round(float(on.term(t)[0]) * 1e3, 6)}
              for t in StepBreakdown.TERMS}
     engine = model.deployment.engine
-    mix_on = model.decode(b, context, spec)
     graphs = {"off": replayed(b, 0.0, engine, False),
               "on": replayed(mix_on.target.tokens, mix_on.verifying, engine.speculating, True)}
     return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms, "graphs": graphs,
             "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}
-

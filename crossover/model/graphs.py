@@ -20,7 +20,7 @@ def padding(tokens, verifying: np.ndarray, engine, speculating: bool) -> np.ndar
     """Rows of the replayed graph per row of the step (None: 1 everywhere): a captured step pads its key
     to the next size the engine captures, its rows growing in proportion; beyond the capture limit the
     step runs eagerly at its own size."""
-    if engine.graph_capture_limit == 0 or (engine.capture_sizes is None and engine.spec_capture_sizes is None):
+    if engine.graph_capture_limit == 0 or engine.captured(speculating) is None:
         return None
     key = graph_key(tokens, verifying, engine)
     padded = engine.padded_key(key, speculating)
@@ -35,6 +35,5 @@ def replayed(tokens, verifying, engine, speculating: bool) -> dict:
     key = float(np.ravel(graph_key(tokens, np.asarray(verifying, float), engine))[0])
     limit = engine.graph_capture_limit
     size = None if limit == 0 or key > limit else float(engine.padded_key(np.array([key]), speculating)[0])
-    sizes = engine.spec_capture_sizes if speculating and engine.spec_capture_sizes is not None else engine.capture_sizes
     return {"key": key, "unit": engine.graph_capture_unit, "replayed": size, "limit": float(limit),
-            "sizes_listed": sizes is not None}
+            "sizes_listed": engine.captured(speculating) is not None}

@@ -192,9 +192,10 @@ class StepModel:
         work = mix.target
         if engine.verify_layout == "batch_expansion" and any_draft:
             work = work.expanded()
-        pad = padding(work.tokens, verifying, engine, any_draft)
+        tokens = work.tokens  # the step's own positions: its graph key (padding and the eager limit)
+        pad = padding(tokens, verifying, engine, any_draft)
         if any_draft and not every:  # the off elements replay the graphs of a server not speculating
-            off_pad = padding(work.tokens, verifying, dep.engine, False)
+            off_pad = padding(tokens, verifying, dep.engine, False)
             pad = None if pad is None and off_pad is None else np.where(
                 drafting, 1.0 if pad is None else pad, 1.0 if off_pad is None else off_pad)
         if pad is not None:  # the captured graph it replays: padding rows through the linear layers
@@ -204,9 +205,9 @@ class StepModel:
             work = Forward(work.tokens * pad, work.kv, work.qk, sampled_rows * pad, work.expansion)
         target = run(self.target, work)
         target_s = target.total
-        eager = self._eager(work.tokens, verifying, engine)
+        eager = self._eager(tokens, verifying, engine)
         if split:
-            off_eager = self._eager(work.tokens, verifying, dep.engine)
+            off_eager = self._eager(tokens, verifying, dep.engine)
             eager = None if eager is None and off_eager is None else np.where(
                 drafting, False if eager is None else eager, False if off_eager is None else off_eager)
         if eager is not None:  # outside a captured graph: at least the layers' launch time

@@ -121,10 +121,14 @@ class EngineProfile(Spec):
             raise ValueError("capture sizes are distinct positive integers in ascending order")
         return v
 
+    def captured(self, speculating: bool) -> tuple[int, ...] | None:
+        """The graph sizes the (speculating) server captures (None: not listed, no padding priced)."""
+        return self.spec_capture_sizes if speculating and self.spec_capture_sizes is not None else self.capture_sizes
+
     def padded_key(self, key: np.ndarray, speculating: bool) -> np.ndarray:
         """The captured graph size a step of graph key `key` replays (the next captured size at or
         above it; the key itself beyond the largest listed size or where the engine lists none)."""
-        sizes = self.spec_capture_sizes if speculating and self.spec_capture_sizes is not None else self.capture_sizes
+        sizes = self.captured(speculating)
         if sizes is None:
             return key
         grid = np.asarray(sizes, float)
