@@ -86,13 +86,14 @@ def test_one_pricing_of_every_term_by_hand():
     st = model.price(model.decode(b, ctx, spec))
     eff = dep  # the overheads in effect (engine profile unless overridden)
     draft_dep = spec.draft_deployment(dep)
-    def sampler(d, plain, drafts):  # fp32 sampler traffic over the 128256-entry vocabulary
-        return (plain * d.sampler_bytes_per_vocab + drafts * d.verify_bytes_per_vocab) * 128256 / d.bandwidth
+    def sampler(d, plain, drafts, bonus=0):  # fp32 sampler traffic over the 128256-entry vocabulary
+        return (plain * d.sampler_bytes_per_vocab + drafts * d.verify_bytes_per_vocab
+                + bonus * d.bonus_bytes_per_vocab) * 128256 / d.bandwidth
 
     # a draft pass is a forward without the step and without the target's sampler
     one_draft = step_time(draft_dep, b, 1, ctx).total - eff.step_overhead_s - sampler(draft_dep, b, 0)
     # the verify forward samples b bonus positions plainly and verifies 3 b drafts
-    verify = step_time(dep, b, 4, ctx).total - sampler(dep, 4 * b, 0) + sampler(dep, b, 3 * b)
+    verify = step_time(dep, b, 4, ctx).total - sampler(dep, 4 * b, 0) + sampler(dep, b, 3 * b, b)
     want = (verify + 3 * (one_draft + eff.draft_step_overhead_s) + eff.spec_overhead_s
             + b * eff.spec_overhead_per_seq_s + 4 * b * eff.spec_per_position_s)
     np.testing.assert_allclose(st.total, want, rtol=1e-12)

@@ -71,10 +71,11 @@ def test_each_profile_prices_an_eagle_step_by_hand(name):
     launches = (4 if p.draft_catch_up == "extra_pass" else 3) * p.draft_pass_overhead_ms / 1e3
     outside = 0.0 if p.full_graphs else b * p.ragged_per_seq_us / 1e6  # attention outside the graph, every step
     # the sampler over Llama-3.1-8B's 128256-entry vocabulary at the achieved bandwidth: off, 8 sampled
-    # positions; on, 8 bonus positions at the plain sampler's bytes and 8 x 3 drafts at the verify bytes
+    # positions; on, 8 bonus positions at the plain sampler's bytes and their bonus rows' extra, and
+    # 8 x 3 drafts at the verify bytes
     vocab, bw = 128256, dep.bandwidth
     sampler_off = 8 * p.sampler_bytes_per_vocab * vocab / bw
-    sampler_on = (8 * p.sampler_bytes_per_vocab + 24 * p.verify_bytes_per_vocab) * vocab / bw
+    sampler_on = (8 * (p.sampler_bytes_per_vocab + p.bonus_bytes_per_vocab) + 24 * p.verify_bytes_per_vocab) * vocab / bw
     positions = 8 * 4 * p.spec_per_position_us / 1e6  # every verified position, bonus included
     want_on = (fwd_on + p.step_overhead_ms / 1e3 + passes + launches
                + p.spec_step_overhead_ms / 1e3 + b * p.spec_per_seq_us / 1e6 + outside + sampler_on + positions)
@@ -251,8 +252,8 @@ def test_vllm_0_10_runs_every_step_piecewise_so_both_arms_pay_attention_outside_
     off, on = m.price(m.decode(b, 2048.0)), m.price(m.decode(b, 2048.0, ngram))
     fwd_off = m.target.evaluate(*m.target.uniform_sums(b, 1.0, 2048.0)).total
     samp_off = 64 * 10 * 128256 / dep.bandwidth  # the V1 sampler: 10 B per vocabulary entry
-    w = ngram.verify_width  # drafts per sequence w - 1 at the rejection sampler's 30 B
-    samp_on = (64 * 10 + 64 * (w - 1) * 30) * 128256 / dep.bandwidth
+    w = ngram.verify_width  # drafts per sequence w - 1 at the rejection sampler's 30 B, and each bonus row's
+    samp_on = (64 * (10 + 10) + 64 * (w - 1) * 30) * 128256 / dep.bandwidth  # gather and copy (10 B)
     assert off.total[0] == pytest.approx(float(fwd_off[0]) + 1e-3 + 64 * 40e-6 + samp_off, rel=1e-12)
     assert off.term("ragged_attention")[0] == pytest.approx(64 * 40e-6)
     assert on.term("ragged_attention")[0] == pytest.approx(64 * 40e-6)

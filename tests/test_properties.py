@@ -114,11 +114,14 @@ _ENGINES = ENGINES  # every shipped profile
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(engine=st.sampled_from(_ENGINES), method=st.sampled_from(["ngram", "eagle", "draft"]),
        b1=st.floats(1, 800), extra=st.floats(0, 400), ctx=st.floats(0, 8000), spec_on=st.booleans(),
-       graphs=st.sampled_from([None, "full", "piecewise", "none"]), chunked=st.sampled_from([None, True, False]))
+       graphs=st.sampled_from([None, "full", "piecewise", "none"]), chunked=st.sampled_from([None, True, False]),
+       sampling=st.sampled_from([{}, {"temperature": 0.8}, {"temperature": 0.8, "top_k": 40},
+                                 {"temperature": 0.6, "top_p": 0.9}]))
 def test_a_larger_batch_never_steps_faster_under_any_engine_profile(engine, method, b1, extra, ctx, spec_on,
-                                                                     graphs, chunked):
+                                                                     graphs, chunked, sampling):
     """More sequences in a step never cost less under any engine profile and any configuration the user
-    can set (CUDA-graph mode, chunked prefill), across the CUDA-graph limit and the eager launch floor."""
+    can set (CUDA-graph mode, chunked prefill, the requests' sampling), across the CUDA-graph limit and
+    the eager launch floor."""
     import crossover
     from crossover.model.step import StepModel
     from crossover.specs.loader import load_engine
@@ -129,7 +132,7 @@ def test_a_larger_batch_never_steps_faster_under_any_engine_profile(engine, meth
     if graphs in ("full", "piecewise") and profile.graph_capture_limit == 0:
         graphs = None
     kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method=method, k=4, acceptance=0.6, engine=engine,
-              cuda_graphs=graphs, chunked_prefill=chunked)
+              cuda_graphs=graphs, chunked_prefill=chunked, **sampling)
     if method == "draft":
         kw["draft"] = "llama-3.2-1b"
     sc = crossover.scenario(**kw)

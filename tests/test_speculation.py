@@ -136,7 +136,8 @@ def test_spec_step_shows_its_parts():
     eff = d  # the overheads in effect
     assert float(st.total[0]) == pytest.approx(
         float(st.draft[0] + st.verify[0]) + eff.spec_overhead_s + 4 * eff.spec_overhead_per_seq_s
-        + (4 * eff.sampler_bytes_per_vocab + 12 * eff.verify_bytes_per_vocab) * 128256 / eff.bandwidth, rel=1e-12)
+        + (4 * (eff.sampler_bytes_per_vocab + eff.bonus_bytes_per_vocab) + 12 * eff.verify_bytes_per_vocab) * 128256
+        / eff.bandwidth, rel=1e-12)
     # by hand: target forward at q = 4, the step overhead, three draft passes with their launches
     # (step_time samples all 16 positions plainly: its sampler is not the verify forward's)
     plain = 16 * eff.sampler_bytes_per_vocab * 128256 / eff.bandwidth

@@ -32,6 +32,7 @@ from crossover.model.scenario import Scenario
 from crossover.analysis.curves import evaluate  # noqa: E402
 from crossover.specs import Deployment, load_hardware, load_model  # noqa: E402
 from crossover.specs.loader import load_engine  # noqa: E402
+from crossover.specs.engine import SamplingParams  # noqa: E402
 from crossover.model.acceptance import Acceptance
 from crossover.model.speculation import Speculation  # noqa: E402
 
@@ -125,10 +126,16 @@ def _published(prefix: str) -> list[dict]:
         return [r for r in csv.DictReader(fh) if r["id"].startswith(prefix)]
 
 
+# The source's requests sample at temperature 1.0 (no top-p or top-k stated): vLLM's random path,
+# whose rejection sampler copies, scales and softmaxes every verified row over the vocabulary.
+DSPARK_SAMPLING = SamplingParams(temperature=1.0)
+
+
 def _dspark_scenario(k: int, alpha: float) -> Scenario:
-    """The DSpark deployment (TP8 + expert parallel, FP8 KV cache, as the source says) at fixed k."""
+    """The DSpark deployment (TP8 + expert parallel, FP8 KV cache, temperature 1.0, as the source
+    says) at fixed k."""
     dep = Deployment(model=load_model("deepseek-v3"), hardware=load_hardware("b300"), tp=8, kv_dtype="fp8",
-                     expert_parallel=True)
+                     expert_parallel=True, engine=load_engine("vllm").configured(sampling=DSPARK_SAMPLING))
     return Scenario(dep, Speculation("medusa", k, Acceptance.rate(alpha)), DSPARK_PROMPT + DSPARK_OUTPUT / 2,
                     DSPARK_PROMPT, DSPARK_OUTPUT)
 

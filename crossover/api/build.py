@@ -226,7 +226,8 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
             raise InputError(f"chunked prefill (--chunked-prefill) is on or off (got {chunked!r})",
                              parameter="chunked_prefill")
         chunked = chunked == "on"
-    profile = profile.configured(o.cuda_graphs, chunked, o.cuda_graphs_speculating)
+    profile = profile.configured(o.cuda_graphs, chunked, o.cuda_graphs_speculating,
+                                 _sampling(o.temperature, o.top_p, o.top_k, target.vocab_size))
     util = o.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1):
         raise InputError(f"GPU memory utilisation (--gpu-memory-utilization) is a share in (0, 1] (got {util!r})",
@@ -268,6 +269,29 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None, defaults_used=used)
     _check_finite_steps(sc)
     return sc
+
+
+def _sampling(temperature, top_p, top_k, vocab: int):
+    """The requests' sampling parameters as given (None: none given, the greedy default), each
+    refused in one line where no engine takes it."""
+    from ..specs.engine import SamplingParams
+
+    if temperature is None and top_p is None and top_k is None:
+        return None
+    for name, flag, v in (("temperature", "--temperature", temperature), ("top_p", "--top-p", top_p)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            raise InputError(f"{name.replace('_', '-')} ({flag}) is a number (got {v!r})", parameter=name)
+    if temperature is not None and temperature < 0:
+        raise InputError(f"temperature (--temperature) is >= 0 (got {temperature:g}); 0 is greedy",
+                         parameter="temperature")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise InputError(f"top-p (--top-p) is in (0, 1] (got {top_p:g}); 1 is off", parameter="top_p")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < -1):
+        raise InputError(f"top-k (--top-k) is a whole number >= -1 (got {top_k!r}); -1 or 0 is off", parameter="top_k")
+    if top_k is not None and (top_k <= 0 or top_k >= vocab):  # off, as vLLM reads it (the whole vocabulary)
+        top_k = None
+    return SamplingParams(temperature=0.0 if temperature is None else float(temperature),
+                          top_p=None if top_p is None else float(top_p), top_k=top_k)
 
 
 def _check_positions(model: Model, context: float, peak: float, lengths: bool) -> None:
@@ -322,6 +346,7 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "cuda_graphs": dep.engine.cuda_graphs, "cuda_graphs_speculating": dep.engine.speculating.cuda_graphs,
         "chunked_prefill": dep.engine.chunked_prefill,
         "gpu_memory_utilization": dep.memory_utilization,
+        "sampling": dep.engine.settings.get("sampling", "greedy (temperature 0)"), "sampling_path": dep.engine.sampling,
         "engine_settings_given": sorted(dep.engine.settings),
         "cost": dep.cost, "cost_source": _cost_source(dep),
         "distilled_from": dep.hardware.distilled.source if dep.hardware.distilled and dep.efficiency.distilled else None,

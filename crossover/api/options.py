@@ -129,6 +129,10 @@ SCENARIO = (
       default_text="the engine profile's", choices=("off", "on"), group="scenario"),
     O("gpu_memory_utilization", "share of each GPU's memory the engine takes (weights, KV cache, activations)",
       d.DEFAULT_GPU_MEMORY_UTILIZATION, group="scenario"),
+    O("temperature", "the requests' sampling temperature (> 0: a random draw; acceptance is given apart)",
+      default_text="0, greedy", group="scenario"),
+    O("top_p", "the requests' top-p (< 1: vLLM sorts the vocabulary of each row)", default_text="1, off", group="scenario"),
+    O("top_k", "the requests' top-k (-1 or 0: off)", default_text="off", group="scenario"),
     O("cost", "how a forward is priced: roofline (analytical) or kernels (measured tables, pip install "
       "'crossover[kernels]')", d.DEFAULT_COST, passed=False, choices=("kernels", "roofline"), group="scenario"),
 )
@@ -336,6 +340,7 @@ MEASURED = (
             default_text="the launch configuration's (--server-args), else " + (o.default_text or shown(o.default)))
       for o in SCENARIO if o.name in ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating",
                                       "chunked_prefill", "gpu_memory_utilization")),
+    *(o.but(group=None) for o in SCENARIO if o.name in ("temperature", "top_p", "top_k")),
     JSON,
     O("force", "replace an existing --plot file", kind="switch", api=None),
     O("plot", "write a figure of the measured points (over the predicted curves with --model)", api=None),

@@ -189,6 +189,10 @@ class ScenarioOptions(Record):
     cuda_graphs_speculating: str | None = None  # the speculating server's, where it differs; None: the same
     chunked_prefill: bool | None = None  # None: the engine's default
     gpu_memory_utilization: float = d.DEFAULT_GPU_MEMORY_UTILIZATION
+    # the requests' sampling parameters (None: not set; temperature None is greedy, the clients' default)
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
     cost: str = d.DEFAULT_COST
     distilled: bool = True
 

@@ -125,7 +125,7 @@ def model_for_check(table: MeasuredTable, model: str | None,
 LAUNCH_KEYWORDS = ("draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "chunked_prefill",
                    "gpu_memory_utilization")
 MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
-                     "distilled", "prompt_len", "output_len", *LAUNCH_KEYWORDS)
+                     "distilled", "prompt_len", "output_len", "temperature", "top_p", "top_k", *LAUNCH_KEYWORDS)
 
 
 @api_boundary

@@ -11,7 +11,7 @@ import warnings
 from contextlib import contextmanager
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import CrossoverError
 
@@ -244,3 +244,19 @@ def warnings_as_lines() -> Iterator[None]:
                 print("crossover: warning: " + " ".join(str(w.message).split()), file=sys.stderr)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def number_flag(args: argparse.Namespace, name: str, flag: str, **kw: Any) -> float | None:
+    """A numeric flag as a number (None when not given)."""
+    text = getattr(args, name, None)
+    return None if text is None else parse_number(text, flag, **kw)
+
+
+def sampling_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The requests' sampling flags (--temperature, --top-p, --top-k) that were given."""
+    kw = {"temperature": number_flag(args, "temperature", "--temperature", positive=False),
+          "top_p": number_flag(args, "top_p", "--top-p"),
+          "top_k": number_flag(args, "top_k", "--top-k", integer=True, positive=False)}
+    if kw["top_k"] is not None:
+        kw["top_k"] = int(kw["top_k"])
+    return {k: v for k, v in kw.items() if v is not None}

@@ -7,7 +7,7 @@ import sys
 
 from ..errors import CrossoverError
 from ..api.sweeps import SKIPPED, measured
-from .common import engine_metrics_files, parse_lengths, parse_number, print_result
+from .common import engine_metrics_files, parse_lengths, parse_number, print_result, sampling_kwargs
 from .outputs import wrote
 
 
@@ -23,6 +23,7 @@ def _launch(args: argparse.Namespace) -> dict:
         out["draft_tp"] = int(parse_number(args.draft_tp, "--draft-tp", integer=True))
     if args.gpu_memory_utilization is not None:
         out["gpu_memory_utilization"] = parse_number(args.gpu_memory_utilization, "--gpu-memory-utilization")
+    out.update(sampling_kwargs(args))
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -9,13 +9,10 @@ from ..api.build_speculation import acceptance_of, speculation
 from ..api.build import inputs, scenario
 from ..errors import CrossoverError
 from ..model.speculation import parse_tree
-from .common import parse_number, parse_list, warnings_as_lines
+from .common import number_flag, parse_list, sampling_kwargs, warnings_as_lines
 
 
-def _opt(args: argparse.Namespace, name: str, flag: str, **kw: Any) -> float | None:
-    """A numeric flag as a number (None when not given)."""
-    text = getattr(args, name, None)
-    return None if text is None else parse_number(text, flag, **kw)
+_opt = number_flag
 
 
 def _int(args: argparse.Namespace, name: str, flag: str, positive: bool = True) -> int | None:
@@ -61,6 +58,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
               cuda_graphs=getattr(args, "cuda_graphs", None), chunked_prefill=getattr(args, "chunked_prefill", None),
               cuda_graphs_speculating=getattr(args, "cuda_graphs_speculating", None),
               gpu_memory_utilization=_opt(args, "gpu_memory_utilization", "--gpu-memory-utilization"),
+              **sampling_kwargs(args),
               distilled=False if getattr(args, "no_distilled", False) else None)
     return {k: v for k, v in kw.items() if v is not None or k in ("tp",)}
 

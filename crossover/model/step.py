@@ -226,7 +226,9 @@ class StepModel:
                  "spec_overhead_per_seq": gate(verifying * dep.spec_overhead_per_seq_s) if any_draft else 0.0,
                  "spec_overhead_per_position": (gate((verifying + positions) * dep.spec_per_position_s)
                                                 if any_draft else 0.0),
-                 "sampler": self._sampler(sampled, positions),
+                 # a step with drafts to verify runs the rejection sampler: every request's bonus row through it
+                 "sampler": self._sampler(sampled, positions,
+                                          np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
                  "ragged_attention": (np.where(drafting, self._ragged(mix, engine), self._ragged(mix, dep.engine))
                                       if split else self._ragged(mix, engine))}
@@ -269,16 +271,17 @@ class StepModel:
         seqs = np.asarray(sampled if mix.sequences is None else mix.sequences, float)
         return np.where(verifying > 0, np.maximum(sampled - seqs, 0.0), 0.0)
 
-    def _sampler(self, sampled: np.ndarray, positions) -> np.ndarray | float:
-        """The sampler's fp32 traffic over the target's vocabulary at one GPU's achieved bandwidth:
-        every sampled position, and the rejection sampler's passes over each verified draft position
-        in place of the plain sampler's (engines/*.yaml name the passes of each engine's code)."""
+    def _sampler(self, sampled: np.ndarray, positions, verifying) -> np.ndarray | float:
+        """The sampler's fp32 traffic over the target's vocabulary at one GPU's achieved bandwidth, on
+        the requests' sampling path: every sampled position, the rejection sampler's passes over each
+        verified draft position in place of the plain sampler's, and each verifying request's bonus
+        row beyond a plain sampled row (engines/*.yaml name the passes of each engine's code)."""
         dep = self.deployment
-        per_pos, per_draft = dep.sampler_bytes_per_vocab, dep.verify_bytes_per_vocab
-        if per_pos == 0.0 and per_draft == 0.0:
+        per_pos, per_draft, per_bonus = dep.sampler_bytes_per_vocab, dep.verify_bytes_per_vocab, dep.bonus_bytes_per_vocab
+        if per_pos == 0.0 and per_draft == 0.0 and per_bonus == 0.0:
             return 0.0
         positions = np.asarray(positions, float)
-        traffic = (sampled - positions) * per_pos + positions * per_draft
+        traffic = (sampled - positions) * per_pos + positions * per_draft + np.asarray(verifying, float) * per_bonus
         return traffic * dep.model.vocab_size / dep.bandwidth
 
     def _ragged(self, mix: Mix, engine) -> np.ndarray | float:

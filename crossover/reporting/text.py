@@ -65,6 +65,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
         given = set(inputs.get("engine_settings_given", ()))
         values = {"cuda_graphs": f"CUDA graphs {inputs['cuda_graphs']}",
                   "chunked_prefill": f"chunked prefill {'on' if inputs['chunked_prefill'] else 'off'}"}
+        if "sampling" in inputs:
+            values["sampling"] = f"sampling {inputs['sampling']}"
         if inputs.get("cuda_graphs_speculating", inputs["cuda_graphs"]) != inputs["cuda_graphs"] \
                 or "cuda_graphs_speculating" in given:
             values["cuda_graphs_speculating"] = f"the speculating server's {inputs['cuda_graphs_speculating']}"

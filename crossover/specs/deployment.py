@@ -40,7 +40,7 @@ MIN_FRACTION = 1e-3
 # same name giving the value in effect).
 ENGINE_OVERHEADS = ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "spec_per_position_s",
                     "draft_step_overhead_s", "eager_layer_s", "ngram_lookup_per_seq_s", "ragged_per_seq_s",
-                    "sampler_bytes_per_vocab", "verify_bytes_per_vocab")
+                    "sampler_bytes_per_vocab", "verify_bytes_per_vocab", "bonus_bytes_per_vocab")
 
 
 class Efficiency(Spec):
@@ -81,9 +81,11 @@ class Efficiency(Spec):
     spec_overhead_s: float | None = Field(default=None, ge=0)
     spec_overhead_per_seq_s: float | None = Field(default=None, ge=0)
     spec_per_position_s: float | None = Field(default=None, ge=0)  # host per verified position
-    # The sampler's fp32 traffic per vocabulary entry (per sampled position, per verified draft position)
+    # The sampler's fp32 traffic per vocabulary entry (per sampled position, per verified draft position,
+    # per verifying request's bonus row beyond a sampled one), on the sampling path in effect
     sampler_bytes_per_vocab: float | None = Field(default=None, ge=0)
     verify_bytes_per_vocab: float | None = Field(default=None, ge=0)
+    bonus_bytes_per_vocab: float | None = Field(default=None, ge=0)
     draft_step_overhead_s: float | None = Field(default=None, ge=0)
     eager_layer_s: float | None = Field(default=None, ge=0)  # launch floor per layer of an eager forward
     ngram_lookup_per_seq_s: float | None = Field(default=None, ge=0)  # n-gram proposer CPU per sequence
@@ -102,7 +104,7 @@ class Efficiency(Spec):
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, eager_layer_s=0.0, ngram_lookup_per_seq_s=0.0,
             ragged_per_seq_s=0.0, spec_per_position_s=0.0, sampler_bytes_per_vocab=0.0, verify_bytes_per_vocab=0.0,
-            transition="max",
+            bonus_bytes_per_vocab=0.0, transition="max",
         )
 
 
@@ -301,6 +303,11 @@ class Deployment(Spec):
     def verify_bytes_per_vocab(self) -> float:
         """The rejection sampler's traffic per vocabulary entry of each verified draft position."""
         return self._overhead("verify_bytes_per_vocab", self.engine.verify_bytes_per_vocab)
+
+    @property
+    def bonus_bytes_per_vocab(self) -> float:
+        """The traffic per vocabulary entry of each verifying request's bonus row beyond a sampled row's."""
+        return self._overhead("bonus_bytes_per_vocab", self.engine.bonus_bytes_per_vocab)
 
     @property
     def draft_step_overhead_s(self) -> float:

@@ -28,6 +28,12 @@ EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtl
               "hf": "(never captures)"}
 NgramMiss = Literal["bonus_only", "padded"]
 DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
+# The sampler's path, as the requests' sampling parameters select it (vLLM's names: temperature below
+# 1e-5 is greedy, top-p below 1 sorts the vocabulary, top-k alone takes a top-k, else a plain random
+# draw; vllm/v1/worker/gpu_input_batch.py add_request and sampling_params.py, 0.14.1).
+Sampling = Literal["greedy", "random", "top_k", "top_p"]
+SAMPLING_PATHS: tuple[str, ...] = ("greedy", "random", "top_k", "top_p")
+GREEDY_TEMPERATURE = 1e-5  # vllm/sampling_params.py _SAMPLING_EPS: below it a request is greedy
 
 
 
@@ -51,12 +57,16 @@ class EngineProfile(Spec):
     # position it scores, beyond the per-request bookkeeping (vLLM V0 builds one sequence's metadata
     # per position for batch expansion). Grows with batch x verify width.
     spec_per_position_us: float = Field(default=0.0, ge=0)
-    # The sampler's memory traffic over the vocabulary, in bytes per vocabulary entry: per sampled
-    # position of any step (logits cast to fp32, sampled), and per draft position a speculative step
-    # verifies (gathered, cast, copied, softmax, argmax / rejection: the rejection sampler's fp32
-    # passes). Priced at the achieved memory bandwidth of one GPU: it grows as batch x (k+1) x vocab.
-    sampler_bytes_per_vocab: float = Field(default=0.0, ge=0)
-    verify_bytes_per_vocab: float = Field(default=0.0, ge=0)
+    # The sampler's memory traffic over the vocabulary, in bytes per vocabulary entry, per sampling
+    # path (greedy, random, top_k, top_p): [per sampled position of any step (logits cast to fp32,
+    # sampled), per draft position a speculative step verifies (gathered, cast, copied, the path's
+    # masks, softmax, argmax / rejection), per verifying request beyond its sampled position (the bonus
+    # row's gather and copies)]. Priced at the achieved memory bandwidth of one GPU: it grows as
+    # batch x (k+1) x vocab, and a path that sorts the vocabulary (top-p) costs several times greedy's.
+    sampling_bytes_per_vocab: dict[Sampling, tuple[float, float, float]] = Field(
+        default_factory=lambda: {"greedy": (0.0, 0.0, 0.0)})
+    # The sampling path in effect (the requests' parameters: EngineProfile.configured).
+    sampling: Sampling = "greedy"
     # How a head-type draft (EAGLE, EAGLE-3, MTP: fed the target's hidden states) takes in the positions
     # the target just verified: in its first draft forward, which then runs over every verified position
     # with logits at one per request (vLLM V1), in an extra forward of its own (SGLang's draft extend),
@@ -114,6 +124,30 @@ class EngineProfile(Spec):
     spec_cuda_graphs: CudaGraphs | None = None
     _speculating: "EngineProfile | None" = PrivateAttr(default=None)  # the speculating server's profile
 
+    @field_validator("sampling_bytes_per_vocab")
+    @classmethod
+    def _sampling_table(cls, v):
+        if "greedy" not in v:
+            raise ValueError("sampling_bytes_per_vocab lists the greedy path at least")
+        if any(x < 0 for row in v.values() for x in row):
+            raise ValueError("sampling_bytes_per_vocab holds bytes >= 0")
+        return v
+
+    @property
+    def sampler_bytes_per_vocab(self) -> float:
+        """Sampler traffic per vocabulary entry of each sampled position, on the path in effect."""
+        return self.sampling_bytes_per_vocab[self.sampling][0]
+
+    @property
+    def verify_bytes_per_vocab(self) -> float:
+        """Rejection-sampler traffic per vocabulary entry of each verified draft position."""
+        return self.sampling_bytes_per_vocab[self.sampling][1]
+
+    @property
+    def bonus_bytes_per_vocab(self) -> float:
+        """Traffic per vocabulary entry of each verifying request's bonus row beyond a sampled row's."""
+        return self.sampling_bytes_per_vocab[self.sampling][2]
+
     @field_validator("capture_sizes", "spec_capture_sizes")
     @classmethod
     def _ascending(cls, v):
@@ -147,7 +181,8 @@ class EngineProfile(Spec):
         return spec
 
     def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None,
-                   spec_cuda_graphs: CudaGraphs | None = None) -> "EngineProfile":
+                   spec_cuda_graphs: CudaGraphs | None = None,
+                   sampling: "SamplingParams | None" = None) -> "EngineProfile":
         """This engine as the user configured it (None: the engine's default).
 
         cuda_graphs: 'full' (uniform decode and verify steps replay a full graph with attention
@@ -155,7 +190,9 @@ class EngineProfile(Spec):
         and pays ragged_per_seq_us per sequence), 'none' (--enforce-eager / --disable-cuda-graph: no
         step is captured, every forward takes at least its layers' launch time; vLLM V0 then scores
         drafts with its multi-query scorer, not batch expansion: vllm/spec_decode/spec_decode_worker.py,
-        0.6.3). chunked_prefill: whether prompt chunks ride along with decodes."""
+        0.6.3). chunked_prefill: whether prompt chunks ride along with decodes. sampling: the
+        requests' temperature, top-p and top-k, which pick the sampler's path (its bytes per
+        vocabulary entry: sampling_bytes_per_vocab)."""
         from ..errors import InputError
 
         update: dict = {}
@@ -180,6 +217,14 @@ class EngineProfile(Spec):
         if chunked_prefill is not None:
             update["chunked_prefill"] = bool(chunked_prefill)
             settings["chunked_prefill"] = "on" if chunked_prefill else "off"
+        if sampling is not None:
+            path = sampling.path
+            if path not in self.sampling_bytes_per_vocab:
+                raise InputError(f"the {self.label} profile gives no sampler figures for the {path} path "
+                                 f"({sampling.said}); its sampling_bytes_per_vocab lists "
+                                 f"{', '.join(self.sampling_bytes_per_vocab)}", parameter="temperature")
+            update["sampling"] = path
+            settings["sampling"] = sampling.said
         if spec_cuda_graphs is not None:
             self.model_copy(update=update).configured(spec_cuda_graphs)  # refused as for both servers
             update["spec_cuda_graphs"] = spec_cuda_graphs
@@ -231,3 +276,39 @@ class EngineProfile(Spec):
     def label(self) -> str:
         """How outputs name it: display name and version (the settings in effect are their own fields)."""
         return f"{self.display_name} {self.version}"
+
+
+class SamplingParams(Spec):
+    """The requests' sampling parameters, as the engines' APIs name them (None: not set). They pick
+    the sampler's path; acceptance is given on its own (a sampled request accepts fewer drafts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    temperature: float = Field(default=0.0, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None)
+
+    @property
+    def path(self) -> Sampling:
+        """vLLM's choice (0.14.1): greedy below temperature 1e-5, whatever top-p and top-k say
+        (sampling_params.py resets them); a sort where top-p < 1; a top-k where 0 < top-k; else a plain
+        random draw (gpu_input_batch.py add_request: top-k of -1, 0 or the vocabulary is none)."""
+        if self.temperature < GREEDY_TEMPERATURE:
+            return "greedy"
+        if self.top_p is not None and self.top_p < 1:
+            return "top_p"
+        if self.top_k is not None and self.top_k > 0:
+            return "top_k"
+        return "random"
+
+    @property
+    def said(self) -> str:
+        """The parameters in words, e.g. 'temperature 0.7, top-p 0.9'."""
+        if self.path == "greedy":
+            return "greedy (temperature 0)"
+        parts = [f"temperature {self.temperature:g}"]
+        if self.top_p is not None and self.top_p < 1:
+            parts.append(f"top-p {self.top_p:g}")
+        if self.top_k is not None and self.top_k > 0:
+            parts.append(f"top-k {self.top_k}")
+        return ", ".join(parts)
