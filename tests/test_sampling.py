@@ -124,3 +124,31 @@ def test_the_engine_line_names_the_sampling_and_whether_it_was_given():
     assert "sampling temperature 0.7, top-p 0.9 (given)" in given.stdout
     bad = _cli("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--top-p", "2")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_the_sweep_plans_clients_send_the_sampling_the_model_priced():
+    """Every client command pins the requests' sampling: temperature always (0 when greedy, which
+    vllm bench serve stopped sending by default after 0.14, and GuideLLM and AIPerf never send), top-p
+    and top-k where set; each flag is one the client takes (tests/test_sweep_plan.py checks them all)."""
+    import json
+    import shlex
+
+    from crossover.planning.sweep_commands import client_command, request_sampling
+
+    assert request_sampling(None) == {"temperature": 0}
+    assert request_sampling(SamplingParams(temperature=0.0, top_p=0.5)) == {"temperature": 0}
+    sp = SamplingParams(temperature=0.6, top_p=0.9, top_k=40)
+    assert request_sampling(sp) == {"temperature": 0.6, "top_p": 0.9, "top_k": 40}
+    level = {"load": 8, "requests": 100, "warmup": 10}
+    vllm, _ = client_command("vllm-bench", "concurrency", level, "on", "m", (1024, 128), 0, 8000, "r", sp)
+    words = shlex.split(vllm)
+    assert words[words.index("--temperature") + 1] == "0.6" and words[words.index("--top-p") + 1] == "0.9"
+    assert words[words.index("--top-k") + 1] == "40"
+    guide, _ = client_command("guidellm", "concurrency", level, "on", "m", (1024, 128), 0, 8000, "r", sp)
+    words = shlex.split(guide)
+    assert json.loads(words[words.index("--backend-kwargs") + 1]) == {
+        "extras": {"body": {"temperature": 0.6, "top_p": 0.9, "top_k": 40}}}
+    ai, _ = client_command("aiperf", "concurrency", level, "on", "m", (1024, 128), 0, 8000, "r", None)
+    words = shlex.split(ai)
+    i = words.index("--extra-inputs")
+    assert words[i + 1:i + 3] == ["ignore_eos:true", "temperature:0"]

@@ -12,6 +12,7 @@ each emitted flag against it. Nothing here runs anything.
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from ..analysis.engine_config import engine_configs
 from ..analysis.policy import Policy, ranges
 from ..model.scenario import Scenario
 from ..serving.engine import EngineLimits
+from ..specs.engine import SamplingParams
 
 CLIENTS = ("vllm-bench", "guidellm", "aiperf")
 # The releases whose documented flags the commands use (tests/data/client_args.yaml). GuideLLM 0.6 is
@@ -122,9 +124,24 @@ def _load(value: float, axis: str) -> str:
     return str(int(value)) if axis == "concurrency" else f"{value:g}"
 
 
+def request_sampling(sampling: SamplingParams | None) -> dict[str, Any]:
+    """The sampling fields every request carries: temperature always (0 for greedy), so that neither the
+    client's default (vllm bench serve stopped sending greedy ones after 0.14) nor the server's
+    generation_config.json decides; top-p and top-k where set."""
+    sp = SamplingParams() if sampling is None else sampling
+    body: dict[str, Any] = {"temperature": sp.temperature if sp.path != "greedy" else 0}
+    if sp.path != "greedy" and sp.top_p is not None and sp.top_p < 1:
+        body["top_p"] = sp.top_p
+    if sp.path != "greedy" and sp.top_k is not None and sp.top_k > 0:
+        body["top_k"] = sp.top_k
+    return body
+
+
 def client_command(client: str, axis: str, level: dict[str, Any], arm: str, model: str, lengths: tuple[int, int],
-                   seed: int, port: int, results_dir: str) -> tuple[str, str]:
-    """(command, the result file or folder it writes) of one client at one level and arm."""
+                   seed: int, port: int, results_dir: str, sampling: SamplingParams | None = None) -> tuple[str, str]:
+    """(command, the result file or folder it writes) of one client at one level and arm; every
+    request samples as `sampling` says (greedy when None)."""
+    body = request_sampling(sampling)
     p, o = lengths
     name, load = level_name(axis, level["load"]), _load(level["load"], axis)
     folder = f"{results_dir}/{client}/{arm}"
@@ -136,33 +153,35 @@ def client_command(client: str, axis: str, level: dict[str, Any], arm: str, mode
         words = ["vllm", "bench", "serve", "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
                  "--model", model, "--dataset-name", "random", "--random-input-len", p, "--random-output-len", o,
                  "--random-range-ratio", "0", "--ignore-eos", "--num-prompts", n - warm, "--num-warmups", warm,
-                 "--seed", seed, *rate, "--save-result", "--result-dir", folder, "--result-filename", f"{name}.json"]
+                 "--seed", seed, *rate, *[w for key, v in body.items() for w in (f"--{key.replace('_', '-')}", v)],
+                 "--save-result", "--result-dir", folder, "--result-filename", f"{name}.json"]
         return _line(words), f"{folder}/{name}.json"
     if client == "guidellm":
         profile = ["--profile", "concurrent"] if axis == "concurrency" else ["--profile", "poisson"]
         words = ["guidellm", "benchmark", "run", "--target", url, "--model", model, "--processor", model,
                  "--data", f"prompt_tokens={p},output_tokens={o}", *profile, "--rate", load, "--max-requests", n,
-                 "--warmup", warm, "--random-seed", seed, "--output-dir", folder, "--outputs", f"{name}.json",
-                 "--disable-console-interactive"]
+                 "--warmup", warm, "--random-seed", seed, "--backend-kwargs", json.dumps({"extras": {"body": body}}),
+                 "--output-dir", folder, "--outputs", f"{name}.json", "--disable-console-interactive"]
         return _line(words), f"{folder}/{name}.json"
     rate = ["--concurrency", load] if axis == "concurrency" else ["--request-rate", load,
                                                                    "--request-rate-mode", "poisson"]
     words = ["aiperf", "profile", "--model", model, "--url", url, "--endpoint-type", "completions", "--streaming",
              "--synthetic-input-tokens-mean", p, "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", o,
-             "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true", *rate, "--request-count", n - warm,
+             "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true", *(f"{k}:{v}" for k, v in body.items()),
+             *rate, "--request-count", n - warm,
              "--warmup-request-count", warm, "--random-seed", seed, "--artifact-dir", f"{folder}/{name}"]
     return _line(words), f"{folder}/{name}/profile_export_aiperf.json"
 
 
 def client_commands(axis: str, levels: list[dict[str, Any]], model: str, lengths: tuple[int, int], seed: int,
-                    port: int, results_dir: str) -> dict[str, list[dict[str, Any]]]:
+                    port: int, results_dir: str, sampling: SamplingParams | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every client's commands: the off arm's levels, then the on arm's (one server at a time)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for client in CLIENTS:
         rows = []
         for arm in ("off", "on"):
             for lv in levels:
-                cmd, result = client_command(client, axis, lv, arm, model, lengths, seed, port, results_dir)
+                cmd, result = client_command(client, axis, lv, arm, model, lengths, seed, port, results_dir, sampling)
                 rows.append({"arm": arm, "load": lv["load"], "command": cmd, "writes": result})
         out[client] = rows
     return out

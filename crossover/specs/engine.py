@@ -37,6 +37,42 @@ GREEDY_TEMPERATURE = 1e-5  # vllm/sampling_params.py _SAMPLING_EPS: below it a r
 
 
 
+class SamplingParams(Spec):
+    """The requests' sampling parameters, as the engines' APIs name them (None: not set). They pick
+    the sampler's path; acceptance is given on its own (a sampled request accepts fewer drafts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    temperature: float = Field(default=0.0, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None)
+
+    @property
+    def path(self) -> Sampling:
+        """vLLM's choice (0.14.1): greedy below temperature 1e-5, whatever top-p and top-k say
+        (sampling_params.py resets them); a sort where top-p < 1; a top-k where 0 < top-k; else a plain
+        random draw (gpu_input_batch.py add_request: top-k of -1, 0 or the vocabulary is none)."""
+        if self.temperature < GREEDY_TEMPERATURE:
+            return "greedy"
+        if self.top_p is not None and self.top_p < 1:
+            return "top_p"
+        if self.top_k is not None and self.top_k > 0:
+            return "top_k"
+        return "random"
+
+    @property
+    def said(self) -> str:
+        """The parameters in words, e.g. 'temperature 0.7, top-p 0.9'."""
+        if self.path == "greedy":
+            return "greedy (temperature 0)"
+        parts = [f"temperature {self.temperature:g}"]
+        if self.top_p is not None and self.top_p < 1:
+            parts.append(f"top-p {self.top_p:g}")
+        if self.top_k is not None and self.top_k > 0:
+            parts.append(f"top-k {self.top_k}")
+        return ", ".join(parts)
+
+
 class EngineProfile(Spec):
     """One engine at one version (engines/<name>.yaml)."""
 
@@ -65,8 +101,8 @@ class EngineProfile(Spec):
     # batch x (k+1) x vocab, and a path that sorts the vocabulary (top-p) costs several times greedy's.
     sampling_bytes_per_vocab: dict[Sampling, tuple[float, float, float]] = Field(
         default_factory=lambda: {"greedy": (0.0, 0.0, 0.0)})
-    # The sampling path in effect (the requests' parameters: EngineProfile.configured).
-    sampling: Sampling = "greedy"
+    # The requests' sampling parameters in effect (EngineProfile.configured); they pick the path.
+    sampling_params: SamplingParams = Field(default_factory=lambda: SamplingParams())
     # How a head-type draft (EAGLE, EAGLE-3, MTP: fed the target's hidden states) takes in the positions
     # the target just verified: in its first draft forward, which then runs over every verified position
     # with logits at one per request (vLLM V1), in an extra forward of its own (SGLang's draft extend),
@@ -134,6 +170,11 @@ class EngineProfile(Spec):
         return v
 
     @property
+    def sampling(self) -> Sampling:
+        """The sampler's path in effect (greedy, random, top_k, top_p)."""
+        return self.sampling_params.path
+
+    @property
     def sampler_bytes_per_vocab(self) -> float:
         """Sampler traffic per vocabulary entry of each sampled position, on the path in effect."""
         return self.sampling_bytes_per_vocab[self.sampling][0]
@@ -182,7 +223,7 @@ class EngineProfile(Spec):
 
     def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None,
                    spec_cuda_graphs: CudaGraphs | None = None,
-                   sampling: "SamplingParams | None" = None) -> "EngineProfile":
+                   sampling: SamplingParams | None = None) -> "EngineProfile":
         """This engine as the user configured it (None: the engine's default).
 
         cuda_graphs: 'full' (uniform decode and verify steps replay a full graph with attention
@@ -223,7 +264,7 @@ class EngineProfile(Spec):
                 raise InputError(f"the {self.label} profile gives no sampler figures for the {path} path "
                                  f"({sampling.said}); its sampling_bytes_per_vocab lists "
                                  f"{', '.join(self.sampling_bytes_per_vocab)}", parameter="temperature")
-            update["sampling"] = path
+            update["sampling_params"] = sampling
             settings["sampling"] = sampling.said
         if spec_cuda_graphs is not None:
             self.model_copy(update=update).configured(spec_cuda_graphs)  # refused as for both servers
@@ -277,38 +318,3 @@ class EngineProfile(Spec):
         """How outputs name it: display name and version (the settings in effect are their own fields)."""
         return f"{self.display_name} {self.version}"
 
-
-class SamplingParams(Spec):
-    """The requests' sampling parameters, as the engines' APIs name them (None: not set). They pick
-    the sampler's path; acceptance is given on its own (a sampled request accepts fewer drafts)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    temperature: float = Field(default=0.0, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None)
-
-    @property
-    def path(self) -> Sampling:
-        """vLLM's choice (0.14.1): greedy below temperature 1e-5, whatever top-p and top-k say
-        (sampling_params.py resets them); a sort where top-p < 1; a top-k where 0 < top-k; else a plain
-        random draw (gpu_input_batch.py add_request: top-k of -1, 0 or the vocabulary is none)."""
-        if self.temperature < GREEDY_TEMPERATURE:
-            return "greedy"
-        if self.top_p is not None and self.top_p < 1:
-            return "top_p"
-        if self.top_k is not None and self.top_k > 0:
-            return "top_k"
-        return "random"
-
-    @property
-    def said(self) -> str:
-        """The parameters in words, e.g. 'temperature 0.7, top-p 0.9'."""
-        if self.path == "greedy":
-            return "greedy (temperature 0)"
-        parts = [f"temperature {self.temperature:g}"]
-        if self.top_p is not None and self.top_p < 1:
-            parts.append(f"top-p {self.top_p:g}")
-        if self.top_k is not None and self.top_k > 0:
-            parts.append(f"top-k {self.top_k}")
-        return ", ".join(parts)
