@@ -117,7 +117,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_the_engine_line_names_the_sampling_and_whether_it_was_given():
     plain = _cli("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "8")
     assert plain.returncode == 0
-    assert "sampling greedy (temperature 0) (default)" in plain.stdout
+    assert "sampling greedy (default)" in plain.stdout
     given = _cli("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "8",
                  "--temperature", "0.7", "--top-p", "0.9")
     assert given.returncode == 0
@@ -152,3 +152,21 @@ def test_the_sweep_plans_clients_send_the_sampling_the_model_priced():
     words = shlex.split(ai)
     i = words.index("--extra-inputs")
     assert words[i + 1:i + 3] == ["ignore_eos:true", "temperature:0"]
+
+
+def test_a_profile_written_before_the_paths_reads_as_its_greedy_row(tmp_path):
+    """A user's YAML profile with the older sampler_bytes_per_vocab / verify_bytes_per_vocab pair is
+    the greedy row (no bonus bytes); it prices no other path (a one-line error names what it lists)."""
+    import yaml
+
+    from conftest import REPO
+
+    data = yaml.safe_load((REPO / "engines" / "vllm.yaml").read_text())
+    data.pop("sampling_bytes_per_vocab")
+    data.update(sampler_bytes_per_vocab=12, verify_bytes_per_vocab=33)
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(data))
+    p = load_engine(str(path))
+    assert p.sampling_bytes_per_vocab == {"greedy": (12.0, 33.0, 0.0)}
+    with pytest.raises(CrossoverError, match="no sampler figures for the top_p path"):
+        crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine=str(path), temperature=0.7, top_p=0.9)

@@ -346,7 +346,7 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "cuda_graphs": dep.engine.cuda_graphs, "cuda_graphs_speculating": dep.engine.speculating.cuda_graphs,
         "chunked_prefill": dep.engine.chunked_prefill,
         "gpu_memory_utilization": dep.memory_utilization,
-        "sampling": dep.engine.settings.get("sampling", "greedy (temperature 0)"), "sampling_path": dep.engine.sampling,
+        "sampling": dep.engine.settings.get("sampling", "greedy"), "sampling_path": dep.engine.sampling,
         "engine_settings_given": sorted(dep.engine.settings),
         "cost": dep.cost, "cost_source": _cost_source(dep),
         "distilled_from": dep.hardware.distilled.source if dep.hardware.distilled and dep.efficiency.distilled else None,

@@ -5,7 +5,8 @@ beyond the forward passes, each with its source: exposed host time per step, spe
 bookkeeping per step and per verifying sequence, the launch cost of each draft pass, how verify is
 scored (one multi-query pass, or vLLM V0's batch expansion into k+1 single-query sequences that each
 read the KV cache), the CUDA-graph capture limit beyond which a step runs eagerly, and the n-gram
-proposer's CPU lookup. `StepModel.price` applies them, in one place. YAML carries milliseconds and
+proposer's CPU lookup, and the sampler's bytes per vocabulary entry on each sampling path the requests'
+temperature, top-p and top-k select. `StepModel.price` applies them, in one place. YAML carries milliseconds and
 microseconds; the properties give seconds.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ..defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from .frozen import Spec
@@ -34,7 +35,6 @@ DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 Sampling = Literal["greedy", "random", "top_k", "top_p"]
 SAMPLING_PATHS: tuple[str, ...] = ("greedy", "random", "top_k", "top_p")
 GREEDY_TEMPERATURE = 1e-5  # vllm/sampling_params.py _SAMPLING_EPS: below it a request is greedy
-
 
 
 class SamplingParams(Spec):
@@ -64,7 +64,7 @@ class SamplingParams(Spec):
     def said(self) -> str:
         """The parameters in words, e.g. 'temperature 0.7, top-p 0.9'."""
         if self.path == "greedy":
-            return "greedy (temperature 0)"
+            return "greedy"
         parts = [f"temperature {self.temperature:g}"]
         if self.top_p is not None and self.top_p < 1:
             parts.append(f"top-p {self.top_p:g}")
@@ -159,6 +159,20 @@ class EngineProfile(Spec):
     # same): engines take the setting per server, and speculation is where it tends to differ.
     spec_cuda_graphs: CudaGraphs | None = None
     _speculating: "EngineProfile | None" = PrivateAttr(default=None)  # the speculating server's profile
+
+    @model_validator(mode="before")
+    @classmethod
+    def _greedy_pair(cls, data):
+        """A profile written before the sampling paths (sampler_bytes_per_vocab and
+        verify_bytes_per_vocab, the greedy path's figures) reads as that greedy row."""
+        if isinstance(data, dict) and ("sampler_bytes_per_vocab" in data or "verify_bytes_per_vocab" in data):
+            if "sampling_bytes_per_vocab" in data:
+                raise ValueError("give sampling_bytes_per_vocab or the older sampler_bytes_per_vocab / "
+                                 "verify_bytes_per_vocab pair, not both")
+            data = dict(data)
+            pair = (data.pop("sampler_bytes_per_vocab", 0.0), data.pop("verify_bytes_per_vocab", 0.0))
+            data["sampling_bytes_per_vocab"] = {"greedy": (*pair, 0.0)}
+        return data
 
     @field_validator("sampling_bytes_per_vocab")
     @classmethod
