@@ -25,8 +25,10 @@ LEVELS = [1, 8, 32, 64, 128, 256]
 KW = dict(model="llama-3.1-8b", hardware="h100-sxm", method="eagle3", k=3)
 
 
-def _sweep(tmp_path, name: str, engine: str = "vllm", on_scale=lambda c: 1.0, tau: float = 2.5, levels=LEVELS):
-    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1, engine=load_engine(engine))
+def _sweep(tmp_path, name: str, engine: str = "vllm", on_scale=lambda c: 1.0, tau: float = 2.5, levels=LEVELS,
+           sampling=None):
+    profile = load_engine(engine) if sampling is None else load_engine(engine).configured(sampling=sampling)
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1, engine=profile)
     sc = Scenario(dep, Speculation("eagle3", 3, Acceptance.mean_length(tau)), 2048)
     c = evaluate(sc, levels)
     rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
@@ -112,7 +114,8 @@ def test_only_causes_of_the_engine_that_ran_are_named(tmp_path):
     res = crossover.measured(files=[str(sg)], **KW)
     d = res.diagnosis
     assert d["engine"] == {"framework": "sglang", "label": "SGLang 0.5.x",
-                           "source": "the files (SGLang bench_serving server_info)"}
+                           "source": "the files (SGLang bench_serving server_info)",
+                           "sampling": "requests greedy (assumed: the files do not say; --temperature, --top-p)"}
     causes = {c["cause"] for c in d.get("causes", [])}
     assert not causes & {"batch_expansion", "piecewise_graphs", "ngram_async"}
     effects = json.dumps(res.engine_effects or {})

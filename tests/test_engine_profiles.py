@@ -129,10 +129,12 @@ def test_an_eager_step_takes_at_least_its_layers_launch_time():
     got = model.price(model.decode(np.array([1.0]), 100.0)).term("target_forward")[0]
     assert model.target_layers == 16
     assert float(got) == pytest.approx(max(float(fwd), 16 * 45e-6))
+    from crossover.model.graphs import eager_steps
+
     v1 = StepModel.of(_dep("vllm", model=small))
     b = np.array([400.0, 600.0])  # 400 tokens graphed, 600 eager
     mix = v1.decode(b, 100.0)
-    eager = v1._eager(mix.target.tokens, np.zeros(2))
+    eager = eager_steps(mix.target.tokens, np.zeros(2), v1.deployment.engine, v1.deployment.eager_layer_s)
     assert eager is not None and list(eager) == [False, True]
 
 
@@ -372,6 +374,13 @@ def test_measured_names_engine_effects_for_a_slowdown_deeper_than_the_model(caps
     assert "batch expansion" in v0["effect"] and float(v0["check"].split("predicts ")[1].split()[0]) < 1.0
     assert not any("SGLang" in c["effect"] or "48" in c["effect"] for c in e["causes"])  # a CSV on the vLLM profile
     assert e["direction"] == "below"
+    # priced greedy by default: requests that sampled with a top-p are named, with the model's speedup then
+    # (any top-p sorts the same), below the greedy prediction; told the sampling, the cause is gone
+    sort = next(c for c in e["causes"] if "sorts the vocabulary of every verified row" in c["effect"])
+    assert float(sort["check"].split("predicts ")[1].split()[0]) < e["predicted_speedup"]
+    told = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", temperature=0.7,
+                              top_p=0.9).engine_effects
+    assert not any("sorts the vocabulary" in c["effect"] for c in told["causes"])
     v0_effects = crossover.measured(files=[f], model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0").engine_effects
     assert v0_effects is None or v0_effects["direction"] == "above"  # V0 already predicts a slowdown that deep
     assert main(["measured", "--files", f, "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]) == 0

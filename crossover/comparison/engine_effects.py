@@ -52,10 +52,14 @@ def ran_engine(table: MeasuredTable, sc: Scenario) -> dict[str, str]:
     serve drives any OpenAI endpoint): the engine profile the sweep is priced with (--engine, default
     vllm). Only causes that can apply to this engine are named."""
     engine = sc.deployment.engine
+    # the files do not record the requests' sampling: as given, else the greedy default, said so
+    sampling = (f"requests {engine.settings['sampling']} (given)" if "sampling" in engine.settings
+                else "requests greedy (assumed: the files do not say; --temperature, --top-p)")
     if table.columns.formats == {"sglang"}:
         return {"framework": "sglang", "label": engine.label if engine.framework == "sglang" else "SGLang",
-                "source": "the files (SGLang bench_serving server_info)"}
-    return {"framework": engine.framework, "label": engine.label, "source": f"the engine profile {engine.name}"}
+                "source": "the files (SGLang bench_serving server_info)", "sampling": sampling}
+    return {"framework": engine.framework, "label": engine.label, "source": f"the engine profile {engine.name}",
+            "sampling": sampling}
 
 
 def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str, Any] | None:
@@ -66,6 +70,32 @@ def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str
 
     dep = sc.deployment.model_copy(update={"engine": load_engine(engine)})
     return predicted_at_levels(table, Scenario(dep, sc.speculation, sc.context, sc.prompt_len, sc.output_len))
+
+
+# What the model says of requests that sampled with a top-p it was not told of
+SORTING_SAID = ("requests that sample with a top-p, which the model was not told (--temperature, --top-p): vLLM's "
+                "rejection sampler then sorts the vocabulary of every verified row; clients that send no temperature "
+                "(GuideLLM, AIPerf, vllm bench serve after 0.14) get the server's defaults, the model's "
+                "generation_config.json")
+
+
+def sorting_applies(table: MeasuredTable, sc: Scenario) -> bool:
+    """Whether requests sampled with a top-p can be behind the sweep: vLLM ran it, the model priced it
+    greedy by default (no sampling given) and the profile prices the sort."""
+    engine = sc.deployment.engine
+    return (ran_engine(table, sc)["framework"] == "vllm" and engine.sampling == "greedy"
+            and "sampling" not in engine.settings and "top_p" in engine.sampling_bytes_per_vocab)
+
+
+def with_sorting(sc: Scenario) -> Scenario:
+    """The scenario with requests that sample with a top-p (vLLM's sort path: the bytes depend on
+    neither the top-p's value nor the temperature's)."""
+    from ..model.scenario import Scenario
+    from ..specs.engine import SamplingParams
+
+    engine = sc.deployment.engine.configured(sampling=SamplingParams(temperature=1.0, top_p=0.9))
+    return Scenario(sc.deployment.model_copy(update={"engine": engine}), sc.speculation, sc.context, sc.prompt_len,
+                    sc.output_len)
 
 
 def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None,
@@ -107,6 +137,12 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
         causes.append({"effect": "verify batch sizes that miss a captured CUDA-graph size run attention eagerly "
                                  "(capture sizes rounded to multiples of 1 + k, vllm PR #53407): check the captured "
                                  "sizes in the engine log", "check": ""})
+    if sorting_applies(table, sc):
+        from .compare import predicted_at_levels
+
+        pt = predicted_at_levels(table, with_sorting(sc))
+        causes.append({"effect": SORTING_SAID,
+                       "check": f"with a top-p (any value) the model predicts {pt['speedup'][i]:.3f} there" if pt else ""})
     if vllm and spec.method == "ngram":
         causes.append({"effect": "a CPU n-gram proposer turns vLLM V1's async scheduling off (host time on the "
                                  "critical path) and its ragged batches run PIECEWISE graphs", "check": ""})

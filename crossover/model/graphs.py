@@ -1,5 +1,6 @@
-"""Which CUDA graph an engine step replays: its graph key (what the engine's graphs are keyed by) and
-the captured size it pads to (EngineProfile.capture_sizes), for `StepModel.price` and the breakdown."""
+"""Which CUDA graph an engine step replays: its graph key (what the engine's graphs are keyed by), the
+captured size it pads to (EngineProfile.capture_sizes), where it runs eagerly beyond the capture limit,
+and the host time of attention outside a full graph; for `StepModel.price` and the breakdown."""
 
 from __future__ import annotations
 
@@ -37,3 +38,28 @@ def replayed(tokens, verifying, engine, speculating: bool) -> dict:
     size = None if limit == 0 or key > limit else float(engine.padded_key(np.array([key]), speculating)[0])
     return {"key": key, "unit": engine.graph_capture_unit, "replayed": size, "limit": float(limit),
             "sizes_listed": engine.captured(speculating) is not None}
+
+
+def eager_steps(tokens, verifying: np.ndarray, engine, eager_layer_s: float) -> np.ndarray | None:
+    """Where the target forward runs outside a captured CUDA graph (None: nowhere, or no launch floor
+    to price): its graph key beyond the engine's capture limit, everywhere where it captures none."""
+    if eager_layer_s == 0.0:
+        return None
+    limit = engine.graph_capture_limit
+    if limit == 0:
+        return np.True_
+    over = graph_key(tokens, verifying, engine) > limit
+    return over if over.any() else None
+
+
+def ragged_host(mix, engine, per_seq: float) -> np.ndarray | float:
+    """Host time of a step whose attention runs outside a full CUDA graph, `per_seq` per sequence: a
+    ragged step's, 0 for uniform steps where the engine replays those as full graphs (every step's
+    where it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: an
+    eager step builds the same per-sequence attention metadata (its launch floor is a separate cost)."""
+    # share of the steps whose attention runs outside the graph
+    ragged = 1.0 - np.asarray(mix.uniform, float) if engine.full_graphs else np.float64(1.0)
+    if per_seq == 0.0 or not ragged.any():
+        return 0.0
+    seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
+    return ragged * seqs * per_seq

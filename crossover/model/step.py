@@ -25,7 +25,7 @@ from .kernels.mode import cost_mode as kernel_cost_mode
 from .roofline import CompiledOps, StepCost, compiled_target
 from ..specs.deployment import Deployment
 from .forward import Forward, joined, prompts, ragged, uniform
-from .graphs import graph_key, padding
+from .graphs import eager_steps, padding, ragged_host
 from .speculation import Speculation, compiled_draft
 
 
@@ -171,7 +171,12 @@ class StepModel:
     @cached_property
     def target_layers(self) -> float:
         """Layers of the target forward (each launches its kernels when the step runs eagerly)."""
-        return float(sum(op.count for op in self.target.source_ops if op.kind == "attention"))
+        return _layers(self.target)
+
+    @cached_property
+    def draft_layers(self) -> float:
+        """Layers of one draft forward (0 without one)."""
+        return _layers(self.draft)
 
     # ------------------------------------------------------------------ the one price
 
@@ -205,9 +210,9 @@ class StepModel:
             work = Forward(work.tokens * pad, work.kv, work.qk, sampled_rows * pad, work.expansion)
         target = run(self.target, work)
         target_s = target.total
-        eager = self._eager(tokens, verifying, engine)
+        eager = eager_steps(tokens, verifying, engine, dep.eager_layer_s)
         if split:
-            off_eager = self._eager(tokens, verifying, dep.engine)
+            off_eager = eager_steps(tokens, verifying, dep.engine, dep.eager_layer_s)
             eager = None if eager is None and off_eager is None else np.where(
                 drafting, False if eager is None else eager, False if off_eager is None else off_eager)
         if eager is not None:  # outside a captured graph: at least the layers' launch time
@@ -230,8 +235,9 @@ class StepModel:
                  "sampler": self._sampler(sampled, positions,
                                           np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
-                 "ragged_attention": (np.where(drafting, self._ragged(mix, engine), self._ragged(mix, dep.engine))
-                                      if split else self._ragged(mix, engine))}
+                 "ragged_attention": (np.where(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
+                                               ragged_host(mix, dep.engine, dep.ragged_per_seq_s))
+                                      if split else ragged_host(mix, engine, dep.ragged_per_seq_s))}
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
         groups, drafts = (mix.draft_passes if any_draft else ()), []
@@ -243,6 +249,9 @@ class StepModel:
                 work, shape = joined([w for _, w in groups])
                 both, n = run(self.draft, work).total, shape[-1] if shape else 1
                 seconds = [both[..., g * n:(g + 1) * n].reshape(shape) for g in range(len(groups))]
+            if engine.graph_capture_limit == 0 and dep.eager_layer_s > 0.0:  # the drafter runs eagerly too:
+                floor = self.draft_layers * dep.eager_layer_s  # each pass at least its layers' launch time
+                seconds = [np.maximum(one, floor) for one in seconds]
             passes = 0.0
             for (count, _), one in zip(groups, seconds):
                 terms["draft_forwards"] = terms["draft_forwards"] + count * one
@@ -272,42 +281,16 @@ class StepModel:
         return np.where(verifying > 0, np.maximum(sampled - seqs, 0.0), 0.0)
 
     def _sampler(self, sampled: np.ndarray, positions, verifying) -> np.ndarray | float:
-        """The sampler's fp32 traffic over the target's vocabulary at one GPU's achieved bandwidth, on
-        the requests' sampling path: every sampled position, the rejection sampler's passes over each
-        verified draft position in place of the plain sampler's, and each verifying request's bonus
-        row beyond a plain sampled row (engines/*.yaml name the passes of each engine's code)."""
+        """The sampler's fp32 traffic over the target's vocabulary at one GPU's achieved bandwidth, on the
+        requests' sampling path: each sampled position, the rejection sampler's over each verified draft
+        in place of the plain sampler's, each verifying request's bonus row beyond a sampled row's."""
         dep = self.deployment
         per_pos, per_draft, per_bonus = dep.sampler_bytes_per_vocab, dep.verify_bytes_per_vocab, dep.bonus_bytes_per_vocab
-        if per_pos == 0.0 and per_draft == 0.0 and per_bonus == 0.0:
+        if not (per_pos or per_draft or per_bonus):
             return 0.0
         positions = np.asarray(positions, float)
         traffic = (sampled - positions) * per_pos + positions * per_draft + np.asarray(verifying, float) * per_bonus
         return traffic * dep.model.vocab_size / dep.bandwidth
-
-    def _ragged(self, mix: Mix, engine) -> np.ndarray | float:
-        """Host time of a step whose attention runs outside a full CUDA graph, per sequence: a ragged
-        step's, 0 for uniform steps where the engine replays those as full graphs (every step's where
-        it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: an eager
-        step builds the same per-sequence attention metadata (its launch floor is a separate cost)."""
-        per_seq = self.deployment.ragged_per_seq_s
-        # share of the steps whose attention runs outside the graph
-        ragged = 1.0 - np.asarray(mix.uniform, float) if engine.full_graphs else np.float64(1.0)
-        if per_seq == 0.0 or not ragged.any():
-            return 0.0
-        seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
-        return ragged * seqs * per_seq
-
-    def _eager(self, tokens, verifying: np.ndarray, engine=None) -> np.ndarray | None:
-        """Where the target forward runs outside a captured CUDA graph (None: nowhere): its graph key
-        (graphs.graph_key) beyond the engine's capture limit."""
-        engine = self.deployment.engine if engine is None else engine
-        if self.deployment.eager_layer_s == 0.0:
-            return None
-        limit = engine.graph_capture_limit
-        if limit == 0:
-            return np.True_
-        over = graph_key(tokens, verifying, engine) > limit
-        return over if over.any() else None
 
     # ------------------------------------------------------------------ common mixes
 
@@ -402,6 +385,10 @@ class StepModel:
             pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
         return Mix(target, np.asarray(decoding, float), passes, pre, uniform=flat * self.uniform_verify(spec),
                    sequences=seqs)
+
+
+def _layers(ops: CompiledOps | None) -> float:
+    return 0.0 if ops is None else float(sum(op.count for op in ops.source_ops if op.kind == "attention"))
 
 
 @lru_cache(maxsize=256)

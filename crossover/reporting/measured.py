@@ -330,7 +330,8 @@ def diagnosis_lines(d: dict[str, Any], axis: str) -> list[str]:
     """The verdict, the expectation it rests on, each level against it, the settings re-priced, the load
     fit of a rate sweep and, for an engine verdict, what to report."""
     e = d["engine"]
-    lines = [f"diagnosis (judged on {d['judged_on']}; engine {e['label']}, from {e['source']}):",
+    sampling = f", {e['sampling']}" if e.get("sampling") else ""
+    lines = [f"diagnosis (judged on {d['judged_on']}; engine {e['label']}, from {e['source']}{sampling}):",
              f"  verdict: {d['message']}"]
     x = d.get("expectation") or {}
     if x.get("basis") == "off_arm_fit":
