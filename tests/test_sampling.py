@@ -170,3 +170,41 @@ def test_a_profile_written_before_the_paths_reads_as_its_greedy_row(tmp_path):
     assert p.sampling_bytes_per_vocab == {"greedy": (12.0, 33.0, 0.0)}
     with pytest.raises(CrossoverError, match="no sampler figures for the top_p path"):
         crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine=str(path), temperature=0.7, top_p=0.9)
+
+
+def test_penalties_add_their_passes_to_every_row_by_hand():
+    """A repetition penalty (any of the three: vLLM runs them together) adds 85 B per vocabulary entry to
+    each sampled row and, in vLLM 0.14.1's rejection sampler, to each verified draft row; 0.10.1.1's
+    rejection sampler applies none to the drafts. Greedy requests pay it too (it moves the argmax)."""
+    b = np.array([8.0])
+    for engine, draft_pen in (("vllm", 85), ("vllm-0.10", 0)):
+        sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=3, engine=engine,
+                                repetition_penalty=1.05)
+        dep, m = sc.deployment, StepModel.of(sc.deployment, sc.speculation)
+        assert dep.engine.sampling == "greedy" and dep.engine.sampling_params.penalized
+        off = m.price(m.decode(b, 1024.0)).term("sampler")[0]
+        on = m.price(m.decode(b, 1024.0, sc.speculation)).term("sampler")[0]
+        assert off == pytest.approx(8 * (10 + 85) * VOCAB / dep.bandwidth, rel=1e-12)
+        assert on == pytest.approx((8 * (10 + 85 + 10) + 24 * (30 + draft_pen)) * VOCAB / dep.bandwidth, rel=1e-12)
+    said = SamplingParams(temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.05).said
+    assert said == "temperature 0.7, top-p 0.8, top-k 20, repetition penalty 1.05"  # Qwen2.5's generation config
+    assert not SamplingParams(temperature=0.7).penalized and SamplingParams(presence_penalty=0.5).penalized
+
+
+@pytest.mark.parametrize("kw, said", [
+    (dict(repetition_penalty=0.0), "repetition penalty (--repetition-penalty) is a number > 0"),
+    (dict(frequency_penalty=2.5), "frequency penalty (--frequency-penalty) is a number in [-2, 2]"),
+    (dict(presence_penalty=float("inf")), "presence penalty (--presence-penalty) is a number in [-2, 2]"),
+])
+def test_bad_penalties_are_one_line(kw, said):
+    import re
+
+    with pytest.raises(CrossoverError, match=re.escape(said)):
+        crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", **kw)
+
+
+def test_the_sweep_plans_clients_send_the_penalties_too():
+    from crossover.planning.sweep_commands import request_sampling
+
+    assert request_sampling(SamplingParams(temperature=0.7, repetition_penalty=1.05, presence_penalty=0.0)) == {
+        "temperature": 0.7, "repetition_penalty": 1.05}

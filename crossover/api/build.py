@@ -227,7 +227,8 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
                              parameter="chunked_prefill")
         chunked = chunked == "on"
     profile = profile.configured(o.cuda_graphs, chunked, o.cuda_graphs_speculating,
-                                 _sampling(o.temperature, o.top_p, o.top_k, target.vocab_size))
+                                 _sampling(o.temperature, o.top_p, o.top_k, target.vocab_size,
+                                           (o.repetition_penalty, o.frequency_penalty, o.presence_penalty)))
     util = o.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1):
         raise InputError(f"GPU memory utilisation (--gpu-memory-utilization) is a share in (0, 1] (got {util!r})",
@@ -271,13 +272,24 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     return sc
 
 
-def _sampling(temperature, top_p, top_k, vocab: int):
+def _sampling(temperature, top_p, top_k, vocab: int, penalties=(None, None, None)):
     """The requests' sampling parameters as given (None: none given, the greedy default), each
-    refused in one line where no engine takes it."""
+    refused in one line where no engine takes it (vLLM's bounds: sampling_params.py, 0.14.1)."""
     from ..specs.engine import SamplingParams
 
-    if temperature is None and top_p is None and top_k is None:
+    if temperature is None and top_p is None and top_k is None and all(v is None for v in penalties):
         return None
+    pen = {}
+    for (name, low, high), v in zip((("repetition_penalty", 0.0, math.inf), ("frequency_penalty", -2.0, 2.0),
+                                     ("presence_penalty", -2.0, 2.0)), penalties):
+        if v is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if not ok or not (low < v if name == "repetition_penalty" else low <= v) or v > high:
+            raise InputError(f"{name.replace('_', ' ')} ({flag}) is " + ("a number > 0 (1 is off)" if name ==
+                             "repetition_penalty" else "a number in [-2, 2] (0 is off)") + f" (got {v!r})", parameter=name)
+        pen[name] = float(v)
     for name, flag, v in (("temperature", "--temperature", temperature), ("top_p", "--top-p", top_p)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
             raise InputError(f"{name.replace('_', '-')} ({flag}) is a number (got {v!r})", parameter=name)
@@ -291,7 +303,7 @@ def _sampling(temperature, top_p, top_k, vocab: int):
     if top_k is not None and (top_k <= 0 or top_k >= vocab):  # off, as vLLM reads it (the whole vocabulary)
         top_k = None
     return SamplingParams(temperature=0.0 if temperature is None else float(temperature),
-                          top_p=None if top_p is None else float(top_p), top_k=top_k)
+                          top_p=None if top_p is None else float(top_p), top_k=top_k, **pen)
 
 
 def _check_positions(model: Model, context: float, peak: float, lengths: bool) -> None:

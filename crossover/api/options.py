@@ -95,8 +95,7 @@ SPECULATION = (
     O("k", "draft tokens per step", d.DEFAULT_K, passed=False, group="speculation"),
     O("acceptance", "i.i.d. per-token acceptance rate in [0, 1)", d.DEFAULT_ACCEPTANCE, passed=False,
       note="else a calibration's or the workload's, when given", group="speculation", exclusive="acceptance"),
-    O("tau", "mean tokens per step, bonus included, as engines report it", group="speculation",
-      exclusive="acceptance"),
+    O("tau", "mean tokens per step, bonus included, as engines report it", group="speculation", exclusive="acceptance"),
     O("acceptance_per_position", "per-position acceptance rates as engines print them, e.g. 0.8,0.6,0.45",
       group="speculation", exclusive="acceptance", api="per_position"),
     O("match_rate", "ngram: share of steps whose context holds a match", d.DEFAULT_NGRAM_MATCH_RATE, passed=False,
@@ -106,6 +105,7 @@ SPECULATION = (
       "sets k = depth", group="speculation"),
 )
 
+SAMPLING_OPTIONS = ("temperature", "top_p", "top_k", "repetition_penalty", "frequency_penalty", "presence_penalty")
 # --- a scenario: model, hardware, deployment, engine, cost mode
 SCENARIO = (
     O("model", f"target model {SPEC_LIBRARY}", d.DEFAULT_MODEL, group="scenario"),
@@ -133,6 +133,9 @@ SCENARIO = (
       default_text="0, greedy", group="scenario"),
     O("top_p", "the requests' top-p (< 1: vLLM sorts the vocabulary of each row)", default_text="1, off", group="scenario"),
     O("top_k", "the requests' top-k (-1 or 0: off)", default_text="off", group="scenario"),
+    *(O(f"{n}_penalty", f"the requests' {n} penalty (any penalty: bin counts over the vocabulary on each row)",
+        default_text=off, group="scenario") for n, off in (("repetition", "1, off"), ("frequency", "0, off"),
+                                                           ("presence", "0, off"))),
     O("cost", "how a forward is priced: roofline (analytical) or kernels (measured tables, pip install "
       "'crossover[kernels]')", d.DEFAULT_COST, passed=False, choices=("kernels", "roofline"), group="scenario"),
 )
@@ -249,8 +252,7 @@ PLAN = (
       group=DEPLOY_GROUP),
     O("tp", "TP degrees", d.PLAN_TP, metavar="LIST", group=DEPLOY_GROUP),
     O("weight_dtype", "weight dtypes, e.g. bf16,fp8", default_text="the model's own, and fp8 on GPUs with fp8 "
-      "tensor cores", metavar="LIST",
-      group=DEPLOY_GROUP),
+      "tensor cores", metavar="LIST", group=DEPLOY_GROUP),
     O("kv_dtype", "KV-cache dtypes, e.g. bf16,fp8", (d.DEFAULT_KV_DTYPE,), metavar="LIST", group=DEPLOY_GROUP),
     O("max_num_seqs", "max running sequences per replica", default_text=d.ENGINE_SEQS_TEXT,
       metavar="LIST", group=DEPLOY_GROUP),
@@ -270,8 +272,7 @@ PLAN_COSTS = (
       group=COST_GROUP),
     O("pue", "power usage effectiveness (1: the board alone)", d.DEFAULT_PUE, metavar="X", group=COST_GROUP),
     O("years", "amortisation period of a purchase (an assumption)", d.DEFAULT_YEARS, metavar="Y", group=COST_GROUP),
-    O("verify", "finalists simulated at the planned load (0: none)", d.DEFAULT_VERIFY, metavar="N",
-      group=VERIFY_GROUP),
+    O("verify", "finalists simulated at the planned load (0: none)", d.DEFAULT_VERIFY, metavar="N", group=VERIFY_GROUP),
     O("retry_replicas", "a finalist whose simulated latencies miss an SLO is simulated again with 1, 2, ... more "
       "replicas, up to this many, before it is demoted (0: demote at once)", d.DEFAULT_RETRY_REPLICAS, metavar="N",
       group=VERIFY_GROUP),
@@ -340,7 +341,7 @@ MEASURED = (
             default_text="the launch configuration's (--server-args), else " + (o.default_text or shown(o.default)))
       for o in SCENARIO if o.name in ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating",
                                       "chunked_prefill", "gpu_memory_utilization")),
-    *(o.but(group=None) for o in SCENARIO if o.name in ("temperature", "top_p", "top_k")),
+    *(o.but(group=None) for o in SCENARIO if o.name in SAMPLING_OPTIONS),
     JSON,
     O("force", "replace an existing --plot file", kind="switch", api=None),
     O("plot", "write a figure of the measured points (over the predicted curves with --model)", api=None),
@@ -381,8 +382,7 @@ SWEEP_PLAN = (
     O("max_requests", "the most requests a level is planned with", d.DEFAULT_SWEEP_PLAN_MAX_REQUESTS),
     *(opt for opt in SIMULATE if opt.name in ("seed", "max_num_seqs", "max_num_batched_tokens")),
     *(opt for opt in POLICY if opt.name == "draft_model_id"),
-    O("port", "port each server listens on, one after the other, and the clients send to",
-      d.DEFAULT_SWEEP_PLAN_PORT),
+    O("port", "port each server listens on, one after the other, and the clients send to", d.DEFAULT_SWEEP_PLAN_PORT),
     O("results_dir", "where the client commands write their results, one subfolder per client and arm (this "
       "command writes nothing)", d.DEFAULT_SWEEP_PLAN_RESULTS_DIR),
     O("client", "the client whose commands the text lists (--json lists all three)", d.DEFAULT_SWEEP_PLAN_CLIENT,

@@ -193,6 +193,9 @@ class ScenarioOptions(Record):
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
+    repetition_penalty: float | None = None  # None: off (1), as the penalties below (0)
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
     cost: str = d.DEFAULT_COST
     distilled: bool = True
 

@@ -14,6 +14,7 @@ from ..defaults import DEFAULT_BOOTSTRAP, DEFAULT_K, DEFAULT_METHOD
 from ..comparison.engine_effects import engine_effects
 from ..errors import CrossoverError, InputError, api_boundary
 from .diagnostics import Diagnostic
+from .options import SAMPLING_OPTIONS
 from .results import CalibrateResult, MeasuredResult
 from ..measurements import Columns, MeasuredTable, read_columns
 from ..analysis.bounds import files_model
@@ -125,7 +126,7 @@ def model_for_check(table: MeasuredTable, model: str | None,
 LAUNCH_KEYWORDS = ("draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "chunked_prefill",
                    "gpu_memory_utilization")
 # the requests' sampling the sweep ran with (the files do not record it)
-SAMPLING_KEYWORDS = ("temperature", "top_p", "top_k")
+SAMPLING_KEYWORDS = SAMPLING_OPTIONS
 MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
                      "distilled", "prompt_len", "output_len", *SAMPLING_KEYWORDS, *LAUNCH_KEYWORDS)
 

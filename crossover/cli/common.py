@@ -256,7 +256,9 @@ def sampling_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The requests' sampling flags (--temperature, --top-p, --top-k) that were given."""
     kw = {"temperature": number_flag(args, "temperature", "--temperature", positive=False),
           "top_p": number_flag(args, "top_p", "--top-p"),
-          "top_k": number_flag(args, "top_k", "--top-k", integer=True, positive=False)}
+          "top_k": number_flag(args, "top_k", "--top-k", integer=True, positive=False),
+          **{f"{n}_penalty": number_flag(args, f"{n}_penalty", f"--{n}-penalty", positive=False)
+             for n in ("repetition", "frequency", "presence")}}
     if kw["top_k"] is not None:
         kw["top_k"] = int(kw["top_k"])
     return {k: v for k, v in kw.items() if v is not None}

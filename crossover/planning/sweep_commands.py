@@ -134,6 +134,9 @@ def request_sampling(sampling: SamplingParams | None) -> dict[str, Any]:
         body["top_p"] = sp.top_p
     if sp.path != "greedy" and sp.top_k is not None and sp.top_k > 0:
         body["top_k"] = sp.top_k
+    for name, off in (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0)):
+        if getattr(sp, name) != off:
+            body[name] = getattr(sp, name)
     return body
 
 

@@ -46,6 +46,15 @@ class SamplingParams(Spec):
     temperature: float = Field(default=0.0, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None)
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2)
+
+    @property
+    def penalized(self) -> bool:
+        """Whether any penalty applies (vLLM runs all three together when one is set: InputBatch
+        no_penalties, gpu_input_batch.py 0.14.1), greedy requests too (penalties move the argmax)."""
+        return self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
 
     @property
     def path(self) -> Sampling:
@@ -63,13 +72,15 @@ class SamplingParams(Spec):
     @property
     def said(self) -> str:
         """The parameters in words, e.g. 'temperature 0.7, top-p 0.9'."""
-        if self.path == "greedy":
-            return "greedy"
-        parts = [f"temperature {self.temperature:g}"]
-        if self.top_p is not None and self.top_p < 1:
+        parts = ["greedy"] if self.path == "greedy" else [f"temperature {self.temperature:g}"]
+        if self.path != "greedy" and self.top_p is not None and self.top_p < 1:
             parts.append(f"top-p {self.top_p:g}")
-        if self.top_k is not None and self.top_k > 0:
+        if self.path != "greedy" and self.top_k is not None and self.top_k > 0:
             parts.append(f"top-k {self.top_k}")
+        for name, v, off in (("repetition", self.repetition_penalty, 1.0), ("frequency", self.frequency_penalty, 0.0),
+                             ("presence", self.presence_penalty, 0.0)):
+            if v != off:
+                parts.append(f"{name} penalty {v:g}")
         return ", ".join(parts)
 
 
@@ -101,6 +112,10 @@ class EngineProfile(Spec):
     # batch x (k+1) x vocab, and a path that sorts the vocabulary (top-p) costs several times greedy's.
     sampling_bytes_per_vocab: dict[Sampling, tuple[float, float, float]] = Field(
         default_factory=lambda: {"greedy": (0.0, 0.0, 0.0)})
+    # The penalties' traffic per vocabulary entry [per sampled row, per verified draft row], added to
+    # the path's where a request sets a repetition, frequency or presence penalty (bin counts of the
+    # prompt and output tokens over the vocabulary, masks, the logits rewritten).
+    penalty_bytes_per_vocab: tuple[float, float] = (0.0, 0.0)
     # The requests' sampling parameters in effect (EngineProfile.configured); they pick the path.
     sampling_params: SamplingParams = Field(default_factory=lambda: SamplingParams())
     # How a head-type draft (EAGLE, EAGLE-3, MTP: fed the target's hidden states) takes in the positions
@@ -191,12 +206,15 @@ class EngineProfile(Spec):
     @property
     def sampler_bytes_per_vocab(self) -> float:
         """Sampler traffic per vocabulary entry of each sampled position, on the path in effect."""
-        return self.sampling_bytes_per_vocab[self.sampling][0]
+        return self.sampling_bytes_per_vocab[self.sampling][0] + self._penalties(0)
 
     @property
     def verify_bytes_per_vocab(self) -> float:
         """Rejection-sampler traffic per vocabulary entry of each verified draft position."""
-        return self.sampling_bytes_per_vocab[self.sampling][1]
+        return self.sampling_bytes_per_vocab[self.sampling][1] + self._penalties(1)
+
+    def _penalties(self, row: int) -> float:
+        return self.penalty_bytes_per_vocab[row] if self.sampling_params.penalized else 0.0
 
     @property
     def bonus_bytes_per_vocab(self) -> float:
