@@ -280,15 +280,15 @@ def _sampling(temperature, top_p, top_k, vocab: int, penalties=(None, None, None
     if temperature is None and top_p is None and top_k is None and all(v is None for v in penalties):
         return None
     pen = {}
-    for (name, low, high), v in zip((("repetition_penalty", 0.0, math.inf), ("frequency_penalty", -2.0, 2.0),
-                                     ("presence_penalty", -2.0, 2.0)), penalties):
+    for name, v in zip(("repetition_penalty", "frequency_penalty", "presence_penalty"), penalties):
         if v is None:
             continue
-        flag = "--" + name.replace("_", "-")
-        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-        if not ok or not (low < v if name == "repetition_penalty" else low <= v) or v > high:
-            raise InputError(f"{name.replace('_', ' ')} ({flag}) is " + ("a number > 0 (1 is off)" if name ==
-                             "repetition_penalty" else "a number in [-2, 2] (0 is off)") + f" (got {v!r})", parameter=name)
+        rep = name == "repetition_penalty"  # a factor > 0 (1 is off); the others lie in [-2, 2] (0 is off)
+        finite = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if not finite or (v <= 0 if rep else abs(v) > 2):
+            raise InputError(f"{name.replace('_', ' ')} (--{name.replace('_', '-')}) is "
+                             f"{'a number > 0 (1 is off)' if rep else 'a number in [-2, 2] (0 is off)'} (got {v!r})",
+                             parameter=name)
         pen[name] = float(v)
     for name, flag, v in (("temperature", "--temperature", temperature), ("top_p", "--top-p", top_p)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
