@@ -178,7 +178,8 @@ def test_penalties_add_their_passes_to_every_row_by_hand():
     rejection sampler applies none to the drafts; SGLang 0.5.5 subtracts its cumulated penalties (24 B)
     and adds one row per request to the k+1 verify rows (16 B). Greedy requests pay it too."""
     b = np.array([8.0])
-    for engine, pen, draft_pen, bonus in (("vllm", 85, 85, 10), ("vllm-0.10", 85, 0, 10), ("sglang", 24, 16, 0)):
+    for engine, pen, draft_pen, bonus, verify in (("vllm", 85, 85, 10, 30), ("vllm-0.10", 85, 0, 10, 30),
+                                                  ("sglang", 24, 16, 0, 10)):
         sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", method="eagle", k=3, engine=engine,
                                 repetition_penalty=1.05)
         dep, m = sc.deployment, StepModel.of(sc.deployment, sc.speculation)
@@ -186,7 +187,8 @@ def test_penalties_add_their_passes_to_every_row_by_hand():
         off = m.price(m.decode(b, 1024.0)).term("sampler")[0]
         on = m.price(m.decode(b, 1024.0, sc.speculation)).term("sampler")[0]
         assert off == pytest.approx(8 * (10 + pen) * VOCAB / dep.bandwidth, rel=1e-12)
-        assert on == pytest.approx((8 * (10 + pen + bonus) + 24 * (30 + draft_pen)) * VOCAB / dep.bandwidth, rel=1e-12)
+        assert on == pytest.approx((8 * (10 + pen + bonus) + 24 * (verify + draft_pen)) * VOCAB / dep.bandwidth,
+                                   rel=1e-12)
     said = SamplingParams(temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.05).said
     assert said == "temperature 0.7, top-p 0.8, top-k 20, repetition penalty 1.05"
     assert not SamplingParams(temperature=0.7).penalized and SamplingParams(presence_penalty=0.5).penalized
