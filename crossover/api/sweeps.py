@@ -125,10 +125,9 @@ def model_for_check(table: MeasuredTable, model: str | None,
 # the deployment's settings a launch configuration (or the user) gives
 LAUNCH_KEYWORDS = ("draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "chunked_prefill",
                    "gpu_memory_utilization")
-# the requests' sampling the sweep ran with (the files do not record it)
-SAMPLING_KEYWORDS = SAMPLING_OPTIONS
 MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
-                     "distilled", "prompt_len", "output_len", *SAMPLING_KEYWORDS, *LAUNCH_KEYWORDS)
+                     "distilled", "prompt_len", "output_len", *SAMPLING_OPTIONS,  # sampling: no file records it
+                     *LAUNCH_KEYWORDS)
 
 
 @api_boundary
@@ -214,7 +213,7 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     sc = scenario(model, hardware, tp=tp, method=method, draft=draft, k=k, tau=tau, match_rate=match,
                   calibration=calibration, prompt_len=p_len, output_len=o_len, force_calibration=force,
                   distilled=distilled, **({} if engine is None else {"engine": engine}),
-                  **{n: scenario_kwargs[n] for n in (*LAUNCH_KEYWORDS, *SAMPLING_KEYWORDS)
+                  **{n: scenario_kwargs[n] for n in (*LAUNCH_KEYWORDS, *SAMPLING_OPTIONS)
                      if scenario_kwargs.get(n) is not None})
     from ..comparison.diagnosis import diagnose
 

@@ -253,12 +253,12 @@ def number_flag(args: argparse.Namespace, name: str, flag: str, **kw: Any) -> fl
 
 
 def sampling_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The requests' sampling flags (--temperature, --top-p, --top-k) that were given."""
-    kw = {"temperature": number_flag(args, "temperature", "--temperature", positive=False),
-          "top_p": number_flag(args, "top_p", "--top-p"),
-          "top_k": number_flag(args, "top_k", "--top-k", integer=True, positive=False),
-          **{f"{n}_penalty": number_flag(args, f"{n}_penalty", f"--{n}-penalty", positive=False)
-             for n in ("repetition", "frequency", "presence")}}
+    """The requests' sampling flags that were given (api.options.SAMPLING_OPTIONS: --temperature,
+    --top-p, --top-k, the penalties); a top-p is > 0, a top-k a whole number."""
+    from ..api.options import SAMPLING_OPTIONS
+
+    kw = {name: number_flag(args, name, "--" + name.replace("_", "-"), integer=name == "top_k",
+                            positive=name == "top_p") for name in SAMPLING_OPTIONS}
     if kw["top_k"] is not None:
         kw["top_k"] = int(kw["top_k"])
     return {k: v for k, v in kw.items() if v is not None}

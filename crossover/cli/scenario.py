@@ -12,11 +12,8 @@ from ..model.speculation import parse_tree
 from .common import number_flag, parse_list, sampling_kwargs, warnings_as_lines
 
 
-_opt = number_flag
-
-
 def _int(args: argparse.Namespace, name: str, flag: str, positive: bool = True) -> int | None:
-    v = _opt(args, name, flag, integer=True, positive=positive)
+    v = number_flag(args, name, flag, integer=True, positive=positive)
     return None if v is None else int(v)
 
 
@@ -34,30 +31,31 @@ def speculation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         method=args.method, k=_int(args, "k", "--k"), tree=tree, draft=args.draft,
         draft_tp=_int(args, "draft_tp", "--draft-tp"), draft_vocab=_int(args, "draft_vocab", "--draft-vocab"),
         draft_kv_budget=_int(args, "draft_kv_budget", "--draft-kv-budget"),
-        acceptance=_opt(args, "acceptance", "--acceptance", positive=False), tau=_opt(args, "tau", "--tau"),
+        acceptance=number_flag(args, "acceptance", "--acceptance", positive=False),
+        tau=number_flag(args, "tau", "--tau"),
         per_position=parse_list(per_position, "--acceptance-per-position") if per_position is not None else None,
-        match_rate=_opt(args, "match_rate", "--match-rate", positive=False),
+        match_rate=number_flag(args, "match_rate", "--match-rate", positive=False),
         allow_vocab_mismatch=True if getattr(args, "allow_vocab_mismatch", False) else None)
 
 
 def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Every scenario flag as a keyword argument of `crossover.scenario`."""
     kw = speculation_kwargs(args)
-    context = _opt(args, "context", "--context", integer=True, positive=False)
+    context = number_flag(args, "context", "--context", integer=True, positive=False)
     if context is not None and context < 0:
         raise CrossoverError(f"--context must be >= 0 tokens (got {args.context})")
     kw.update(model=args.model, hardware=args.hardware, tp=_int(args, "tp", "--tp"), context=context,
               weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
               expert_parallel=bool(getattr(args, "expert_parallel", False)),
-              bandwidth_fraction=_opt(args, "bandwidth_fraction", "--bandwidth-fraction"),
-              flops_fraction=_opt(args, "flops_fraction", "--flops-fraction"),
-              step_overhead_ms=_opt(args, "step_overhead_ms", "--step-overhead-ms", positive=False),
+              bandwidth_fraction=number_flag(args, "bandwidth_fraction", "--bandwidth-fraction"),
+              flops_fraction=number_flag(args, "flops_fraction", "--flops-fraction"),
+              step_overhead_ms=number_flag(args, "step_overhead_ms", "--step-overhead-ms", positive=False),
               transition=getattr(args, "transition", None), calibration=getattr(args, "calibration", None),
               force_calibration=bool(getattr(args, "force_calibration", False)),
               engine=getattr(args, "engine", None), cost=getattr(args, "cost", None),
               cuda_graphs=getattr(args, "cuda_graphs", None), chunked_prefill=getattr(args, "chunked_prefill", None),
               cuda_graphs_speculating=getattr(args, "cuda_graphs_speculating", None),
-              gpu_memory_utilization=_opt(args, "gpu_memory_utilization", "--gpu-memory-utilization"),
+              gpu_memory_utilization=number_flag(args, "gpu_memory_utilization", "--gpu-memory-utilization"),
               **sampling_kwargs(args),
               distilled=False if getattr(args, "no_distilled", False) else None)
     return {k: v for k, v in kw.items() if v is not None or k in ("tp",)}

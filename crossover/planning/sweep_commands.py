@@ -127,17 +127,8 @@ def _load(value: float, axis: str) -> str:
 def request_sampling(sampling: SamplingParams | None) -> dict[str, Any]:
     """The sampling fields every request carries: temperature always (0 for greedy), so that neither the
     client's default (vllm bench serve stopped sending greedy ones after 0.14) nor the server's
-    generation_config.json decides; top-p and top-k where set."""
-    sp = SamplingParams() if sampling is None else sampling
-    body: dict[str, Any] = {"temperature": sp.temperature if sp.path != "greedy" else 0}
-    if sp.path != "greedy" and sp.top_p is not None and sp.top_p < 1:
-        body["top_p"] = sp.top_p
-    if sp.path != "greedy" and sp.top_k is not None and sp.top_k > 0:
-        body["top_k"] = sp.top_k
-    for name, off in (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0)):
-        if getattr(sp, name) != off:
-            body[name] = getattr(sp, name)
-    return body
+    generation_config.json decides; top-p, top-k and the penalties where set (SamplingParams.in_effect)."""
+    return (SamplingParams() if sampling is None else sampling).in_effect()
 
 
 def client_command(client: str, axis: str, level: dict[str, Any], arm: str, model: str, lengths: tuple[int, int],

@@ -12,7 +12,7 @@ microseconds; the properties give seconds.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -33,8 +33,9 @@ DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 # 1e-5 is greedy, top-p below 1 sorts the vocabulary, top-k alone takes a top-k, else a plain random
 # draw; vllm/v1/worker/gpu_input_batch.py add_request and sampling_params.py, 0.14.1).
 Sampling = Literal["greedy", "random", "top_k", "top_p"]
-SAMPLING_PATHS: tuple[str, ...] = ("greedy", "random", "top_k", "top_p")
+SAMPLING_PATHS: tuple[str, ...] = get_args(Sampling)
 GREEDY_TEMPERATURE = 1e-5  # vllm/sampling_params.py _SAMPLING_EPS: below it a request is greedy
+_SAID = {"top_p": "top-p", "top_k": "top-k"}  # the sampling fields' names in words, where not the name itself
 
 
 class SamplingParams(Spec):
@@ -50,11 +51,25 @@ class SamplingParams(Spec):
     frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
     presence_penalty: float = Field(default=0.0, ge=-2, le=2)
 
+    def in_effect(self) -> dict[str, Any]:
+        """The fields a request carries to sample this way, by the engines' names: the temperature
+        (0 when greedy), top-p and top-k where the path uses them, each penalty that is not off."""
+        greedy = self.path == "greedy"
+        out: dict[str, Any] = {"temperature": 0 if greedy else self.temperature}
+        if not greedy and self.top_p is not None and self.top_p < 1:
+            out["top_p"] = self.top_p
+        if not greedy and self.top_k is not None and self.top_k > 0:
+            out["top_k"] = self.top_k
+        for name, off in (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0)):
+            if getattr(self, name) != off:
+                out[name] = getattr(self, name)
+        return out
+
     @property
     def penalized(self) -> bool:
         """Whether any penalty applies (vLLM runs all three together when one is set: InputBatch
         no_penalties, gpu_input_batch.py 0.14.1), greedy requests too (penalties move the argmax)."""
-        return self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
+        return any(name.endswith("_penalty") for name in self.in_effect())
 
     @property
     def path(self) -> Sampling:
@@ -72,15 +87,10 @@ class SamplingParams(Spec):
     @property
     def said(self) -> str:
         """The parameters in words, e.g. 'temperature 0.7, top-p 0.9'."""
-        parts = ["greedy"] if self.path == "greedy" else [f"temperature {self.temperature:g}"]
-        if self.path != "greedy" and self.top_p is not None and self.top_p < 1:
-            parts.append(f"top-p {self.top_p:g}")
-        if self.path != "greedy" and self.top_k is not None and self.top_k > 0:
-            parts.append(f"top-k {self.top_k}")
-        for name, v, off in (("repetition", self.repetition_penalty, 1.0), ("frequency", self.frequency_penalty, 0.0),
-                             ("presence", self.presence_penalty, 0.0)):
-            if v != off:
-                parts.append(f"{name} penalty {v:g}")
+        fields = self.in_effect()
+        temperature = fields.pop("temperature")
+        parts = ["greedy" if self.path == "greedy" else f"temperature {temperature:g}"]
+        parts += [f"{_SAID.get(name, name.replace('_', ' '))} {v:g}" for name, v in fields.items()]
         return ", ".join(parts)
 
 
