@@ -78,6 +78,27 @@ def test_an_on_arm_short_of_every_setting_is_the_engine_with_what_to_report(tmp_
     assert below == [32, 64, 128, 256]  # ln(1 / 0.7) = 0.357 there, ~0 below
 
 
+def test_a_method_that_turns_async_scheduling_off_is_named_on_vllm_v1_only():
+    # vllm/config/vllm.py (0.14.1): async scheduling stays on with eagle, eagle3 and MTP drafts only
+    from crossover.comparison.engine_effects import async_lost
+
+    v1, v010, v0, sg = (load_engine(n) for n in ("vllm", "vllm-0.10", "vllm-v0", "sglang"))
+    assert [m for m in ("draft", "eagle", "eagle3", "medusa", "ngram", "mtp") if async_lost(v1, m)] == \
+        ["draft", "medusa", "ngram"]
+    # 0.10 leaves it off in both arms (opt-in), V0 and SGLang have none
+    assert not any(async_lost(e, m) for e in (v010, v0, sg) for m in ("draft", "ngram", "medusa"))
+
+
+def test_a_draft_model_sweep_short_on_vllm_v1_names_the_async_scheduling_it_lost(tmp_path):
+    f = _sweep(tmp_path, "reg", on_scale=lambda c: 0.7 if c >= 32 else 1.0)
+    kw = dict(KW, method="draft", draft="llama-3.2-1b")
+    d = crossover.measured(files=[f], **kw).diagnosis
+    cause = next(c for c in d["causes"] if c["cause"] == "async_scheduling_off")
+    assert cause["checked"] is False and cause["setting"].startswith("the draft proposer turns vLLM V1's async")
+    d = crossover.measured(files=[f], **KW).diagnosis  # EAGLE-3 keeps it
+    assert "async_scheduling_off" not in {c["cause"] for c in d["causes"]}
+
+
 def test_an_impossible_point_is_the_verdict_and_no_level_with_one_is_diagnosed(tmp_path):
     f = tmp_path / "bad.csv"
     base = _sweep(tmp_path, "ok", tau=1.6)
@@ -117,7 +138,7 @@ def test_only_causes_of_the_engine_that_ran_are_named(tmp_path):
                            "source": "the files (SGLang bench_serving server_info)",
                            "sampling": "requests greedy (assumed: the files do not say; --temperature, --top-p)"}
     causes = {c["cause"] for c in d.get("causes", [])}
-    assert not causes & {"batch_expansion", "piecewise_graphs", "ngram_async"}
+    assert not causes & {"batch_expansion", "piecewise_graphs", "async_scheduling_off"}
     effects = json.dumps(res.engine_effects or {})
     assert "V0" not in effects and "vllm PR" not in effects and "PIECEWISE" not in effects
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .compare import measured_crossover
-from .engine_effects import ran_engine
+from .engine_effects import ASYNC_OFF_SAID, async_lost, ran_engine
 
 if TYPE_CHECKING:
     from ..measurements import MeasuredTable
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 # the same for "deeper than the model allows")
 TOLERANCE = 0.15
 # The causes, in the order they are tried: (name, what applies, the setting a user changes)
-CAUSES = ("spec_running_cap", "piecewise_graphs", "cuda_graphs_none", "batch_expansion", "ngram_async")
+CAUSES = ("spec_running_cap", "piecewise_graphs", "cuda_graphs_none", "batch_expansion", "async_scheduling_off")
 
 
 def _pct(ln: float, above: bool = False) -> str:
@@ -233,9 +233,9 @@ def _causes(table, sc: Scenario, usable, worst: dict[str, Any]) -> list[dict[str
     if ran == "vllm" and engine.verify_layout == "multi_query":
         priced("batch_expansion", "vLLM V0's batch-expansion scorer (vLLM before 0.10, or VLLM_USE_V1=0): k + 1 "
                "single-query sequences per request, each re-reading its KV cache", _with_engine(sc, load_engine("vllm-v0")))
-    if ran == "vllm" and spec.method == "ngram":
-        priced("ngram_async", "the CPU n-gram proposer turns vLLM V1's async scheduling off: host time on the "
-               "critical path of every step", why="its host time is no setting the model re-prices")
+    if ran == "vllm" and async_lost(engine, spec.method):
+        priced("async_scheduling_off", ASYNC_OFF_SAID.format(spec.method),
+               why="its host time is no setting the model re-prices")
     return out
 
 
@@ -356,7 +356,8 @@ def _rate_causes(table, sc: Scenario, worst: dict[str, Any]) -> list[dict[str, A
         out.append({"cause": "spec_running_cap", "checked": False, "explains": None, "setting": f"SGLang's cap of "
                     f"{cap} running requests with speculation on (--max-running-requests): {in_flight:.0f} in flight",
                     "why": "the queue beyond it is no step cost"})
-    if ran == "vllm" and sc.speculation.method == "ngram":
-        out.append({"cause": "ngram_async", "checked": False, "explains": None, "setting": "the CPU n-gram proposer "
-                    "turns vLLM V1's async scheduling off", "why": "its host time is no setting the model re-prices"})
+    if ran == "vllm" and async_lost(engine, sc.speculation.method):
+        out.append({"cause": "async_scheduling_off", "checked": False, "explains": None,
+                    "setting": ASYNC_OFF_SAID.format(sc.speculation.method),
+                    "why": "its host time is no setting the model re-prices"})
     return out

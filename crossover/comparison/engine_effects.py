@@ -79,6 +79,19 @@ SORTING_SAID = ("requests that sample with a top-p, which the model was not told
                 "generation_config.json")
 
 
+ASYNC_OFF_SAID = ("the {} proposer turns vLLM V1's async scheduling off (the default from 0.14; vllm/config/vllm.py "
+                  "keeps it for EAGLE, EAGLE-3 and MTP drafts only): the scheduler's host time is on the critical "
+                  "path of every speculative step and hidden under the GPU without speculation")
+
+
+def async_lost(engine, method: str) -> bool:
+    """Whether the speculative arm runs without the async scheduling the other arm has: a profile that
+    schedules asynchronously (vLLM V1 from 0.14) and a method outside specs.engine.ASYNC_SCHEDULING_METHODS."""
+    from ..specs.engine import ASYNC_SCHEDULING_METHODS
+
+    return engine.async_scheduling and method not in ASYNC_SCHEDULING_METHODS
+
+
 def sorting_applies(table: MeasuredTable, sc: Scenario) -> bool:
     """Whether requests sampled with a top-p can be behind the sweep: vLLM ran it, the model priced it
     greedy by default (no sampling given) and the profile prices the sort."""
@@ -143,9 +156,11 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
         pt = predicted_at_levels(table, with_sorting(sc))
         causes.append({"effect": SORTING_SAID,
                        "check": f"with a top-p (any value) the model predicts {pt['speedup'][i]:.3f} there" if pt else ""})
-    if vllm and spec.method == "ngram":
-        causes.append({"effect": "a CPU n-gram proposer turns vLLM V1's async scheduling off (host time on the "
-                                 "critical path) and its ragged batches run PIECEWISE graphs", "check": ""})
+    if vllm and async_lost(engine, spec.method):
+        causes.append({"effect": ASYNC_OFF_SAID.format(spec.method), "check": ""})
+    if vllm and spec.method == "ngram" and engine.verify_layout == "multi_query":
+        causes.append({"effect": "a CPU n-gram proposer's ragged batches (matches beside misses) run PIECEWISE "
+                                 "graphs", "check": ""})
     cap = engine.spec_max_running
     if ran_engine(table, sc)["framework"] == "sglang" and cap and load > cap:
         causes.append({"effect": f"SGLang caps running requests at {cap} when speculation is on (server_args.py): "

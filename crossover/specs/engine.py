@@ -27,6 +27,11 @@ CudaGraphs = Literal["full", "piecewise", "none"]
 # Each engine's name for running without CUDA graphs, for the error and the config lines.
 EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtllm": "cuda_graph_config: null",
               "hf": "(never captures)"}
+# The methods with which vLLM V1 keeps its async scheduling (on by default from 0.14): VllmConfig.__post_init__
+# turns it off for any speculative method outside EagleModelTypes (eagle, eagle3 and the MTP types), so the
+# CPU n-gram, suffix, Medusa and draft-model proposers run the scheduler on the critical path
+# (vllm/config/vllm.py and config/speculative.py, 0.14.1 wheel).
+ASYNC_SCHEDULING_METHODS = ("eagle", "eagle3", "mtp")
 NgramMiss = Literal["bonus_only", "padded"]
 DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 # The sampler's path, as the requests' sampling parameters select it (vLLM's names: temperature below
@@ -165,6 +170,10 @@ class EngineProfile(Spec):
     # Whether a step prefills prompt chunks beside decodes (chunked prefill). Without it a step with
     # prompts to prefill is a prefill-only step: running sequences wait and nothing speculates.
     chunked_prefill: bool = True
+    # Whether the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling,
+    # the default from 0.14): a speculative method outside ASYNC_SCHEDULING_METHODS turns it off. Not
+    # priced apart (no per-step host figure); measured's diagnosis names it.
+    async_scheduling: bool = False
     # The running-request cap the engine sets for itself when speculation is on and the user set
     # none (SGLang: 48); None: the same cap as without speculation.
     spec_max_running: int | None = Field(default=None, ge=1)
