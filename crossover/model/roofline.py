@@ -371,16 +371,11 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
     # call's latency (base + per hop).
     ar_per_token = ar_count * 2.0 * (tp - 1) / tp * ar_width * act / dep.link_bandwidth if tp > 1 else 0.0
     ar_calls = ar_count
-    experts = [op for op in rows if op.kind == "experts"]
-    if dep.expert_parallel and experts and tp > 1 and ar_count > 0:
-        # Expert parallelism replaces each MoE layer's all-reduce by a dispatch and a combine
-        # all-to-all of the routed tokens (each GPU sends (tp-1)/tp of its top_k copies), which
-        # pay the collective latency twice.
-        moe_layers = sum(op.count for op in experts)
-        top_k = experts[0].top_k
-        ar_per_token -= moe_layers * 2.0 * (tp - 1) / tp * ar_width * act / dep.link_bandwidth
-        ar_per_token += 2.0 * moe_layers * (tp - 1) / tp * top_k * ar_width * act / dep.link_bandwidth
-        ar_calls = ar_count + moe_layers
+    # Expert parallelism under tensor-parallel attention keeps the all-reduce: every GPU holds the whole
+    # batch's hidden states, runs its own experts on the tokens routed to them and the partial outputs
+    # are summed as under TP (vLLM 0.14.1 fused_moe/config.py use_all2all_kernels = dp_size > 1 and
+    # use_ep, layer.py reduce_output; SGLang 0.5.5 token_dispatcher/standard.py with moe_a2a_backend
+    # "none", the default). Dispatch and combine all-to-alls need data-parallel attention (not modelled).
     host = pcie_host_fraction(dep)
     if host is not None and tp > 2:
         # Past 2 PCIe GPUs there is no peer-to-peer all-reduce (vLLM's custom all-reduce stops at 2):

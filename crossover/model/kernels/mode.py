@@ -345,7 +345,7 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
     allreduce_row = len(rows)  # the collectives ride along as one more row
     ar_ops = [op for op in ops.source_ops if op.kind == "allreduce"]
     table = mode.table("allreduce") if ops.has_allreduce and ar_ops else None
-    if table is not None and not (dep.expert_parallel and "experts" in has):  # EP: all-to-alls, not tabled
+    if table is not None:  # under EP as well: the experts' partial outputs are all-reduced (roofline.compile_ops)
         grid = table.grid((tp,))
         if grid is not None:  # message bytes -> tokens: one axis with the GEMM rows
             calls, width = sum(op.count for op in ar_ops), max(op.width for op in ar_ops)
