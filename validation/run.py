@@ -28,6 +28,7 @@ from magicdec import predict_off, predict_row, predict_v1_group, rows, step_rows
 from step_times import report_lines as step_time_lines  # noqa: E402
 from step_times import step_points  # noqa: E402
 
+from crossover.defaults import DEFAULT_NUM_PROMPTS  # noqa: E402
 from crossover.model.scenario import Scenario
 from crossover.analysis.curves import evaluate  # noqa: E402
 from crossover.specs import Deployment, load_hardware, load_model  # noqa: E402
@@ -186,7 +187,11 @@ def dspark_adaptive_points() -> tuple[list[Point], list[tuple[float, float, floa
 
 
 # ------------------------------------------------------------------------------------ vLLM blog
-def vllm_blog_points(num_prompts: int = 300) -> list[Point]:
+def vllm_blog_points(num_prompts: int = DEFAULT_NUM_PROMPTS) -> list[Point]:
+    """The blog's two QPS sweeps through the serving simulator. The blog gives no request count: vLLM's
+    benchmarks/benchmark_serving.py of the time sends 1000 prompts unless told otherwise (--num-prompts,
+    0.6.3.post1 sdist), as `crossover simulate` does; near a saturating arm a shorter run has not built
+    its queue (QPS 10 on ShareGPT: 1.04 with 300 requests, 0.88 with 1000)."""
     from crossover.serving.sweep import run_level
     from crossover.specs.workload import load_workload
 
