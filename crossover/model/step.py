@@ -145,6 +145,15 @@ class KernelTables:
 COST_MODES: dict[str, CostMode] = {"roofline": Roofline(), "kernels": KernelTables()}
 
 
+def _per_arm(drafting, on, off, neutral):
+    """Both servers priced in one array, each element its own server's value: `on` where sequences
+    verify (`drafting`), `off` elsewhere; None (the server has no such term) reads as `neutral`, and
+    None comes back where neither has one."""
+    if on is None and off is None:
+        return None
+    return np.where(drafting, neutral if on is None else on, neutral if off is None else off)
+
+
 @dataclass(frozen=True, eq=False)
 class StepModel:
     """A deployment's compiled target (and draft) forwards and the one pricing of an engine step."""
@@ -201,8 +210,7 @@ class StepModel:
         pad = padding(tokens, verifying, engine, any_draft)
         if any_draft and not every:  # the off elements replay the graphs of a server not speculating
             off_pad = padding(tokens, verifying, dep.engine, False)
-            pad = None if pad is None and off_pad is None else np.where(
-                drafting, 1.0 if pad is None else pad, 1.0 if off_pad is None else off_pad)
+            pad = _per_arm(drafting, pad, off_pad, 1.0)
         if pad is not None:  # the captured graph it replays: padding rows through the linear layers
             # in the share of the steps that replay a graph: a step with prompt chunks runs outside it
             pad = 1.0 + np.asarray(mix.uniform, float) * (pad - 1.0)
@@ -213,8 +221,7 @@ class StepModel:
         eager = eager_steps(tokens, verifying, engine, dep.eager_layer_s)
         if split:
             off_eager = eager_steps(tokens, verifying, dep.engine, dep.eager_layer_s)
-            eager = None if eager is None and off_eager is None else np.where(
-                drafting, False if eager is None else eager, False if off_eager is None else off_eager)
+            eager = _per_arm(drafting, eager, off_eager, False)
         if eager is not None:  # outside a captured graph: at least the layers' launch time
             target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)
 
@@ -235,8 +242,8 @@ class StepModel:
                  "sampler": self._sampler(sampled, positions,
                                           np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
-                 "ragged_attention": (np.where(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
-                                               ragged_host(mix, dep.engine, dep.ragged_per_seq_s))
+                 "ragged_attention": (_per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
+                                               ragged_host(mix, dep.engine, dep.ragged_per_seq_s), 0.0)
                                       if split else ragged_host(mix, engine, dep.ragged_per_seq_s))}
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
