@@ -140,3 +140,20 @@ def test_a_larger_batch_never_steps_faster_under_any_engine_profile(engine, meth
     spec = sc.speculation if spec_on else None
     t = m.price(m.decode(np.array([b1, b1 + extra]), ctx, spec)).total
     assert t[1] >= t[0] * (1 - 1e-12)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(engine=st.sampled_from(["vllm", "vllm-0.10", "sglang"]), hardware=st.sampled_from(["h200", "b200"]),
+       b1=st.floats(1, 400), extra=st.floats(0, 200), ctx=st.floats(0, 16000), k=st.integers(1, 4))
+def test_a_larger_batch_never_steps_faster_with_mla_verify_through_the_prefill_path(engine, hardware, b1, extra,
+                                                                                    ctx, k):
+    """DeepSeek-V3 with MTP where its verify positions take MLA's prefill path (vLLM 0.10, vLLM 0.14 on
+    Blackwell) and where they do not: more sequences never cost less."""
+    import crossover
+    from crossover.model.step import StepModel
+
+    sc = crossover.scenario(model="deepseek-v3", hardware=hardware, tp=8, method="mtp", k=k, acceptance=0.7,
+                            engine=engine)
+    m = StepModel.of(sc.deployment, sc.speculation)
+    t = m.price(m.decode(np.array([b1, b1 + extra]), ctx, sc.speculation)).total
+    assert t[1] >= t[0] * (1 - 1e-12)

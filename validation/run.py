@@ -135,8 +135,13 @@ DSPARK_SAMPLING = SamplingParams(temperature=1.0)
 def _dspark_scenario(k: int, alpha: float) -> Scenario:
     """The DSpark deployment (TP8 + expert parallel, FP8 KV cache, temperature 1.0, as the source
     says) at fixed k."""
+    # DeepSeek-V4's sparse MLA runs a backend that scores the verify tokens as a decode (vllm 0.34.0
+    # v1/attention/backends/mla/flashmla_sparse.py: _init_reorder_batch_threshold(1, supports_spec_as_decode=True);
+    # dense MLA takes FLASHINFER_MLA, VARLEN, first on 10.x there): not the 0.14 CUTLASS MLA prefill path
+    # the dense proxy would take on a B300 by default
+    engine = load_engine("vllm").configured(sampling=DSPARK_SAMPLING, mla_verify_prefill="never")
     dep = Deployment(model=load_model("deepseek-v3"), hardware=load_hardware("b300"), tp=8, kv_dtype="fp8",
-                     expert_parallel=True, engine=load_engine("vllm").configured(sampling=DSPARK_SAMPLING))
+                     expert_parallel=True, engine=engine)
     return Scenario(dep, Speculation("medusa", k, Acceptance.rate(alpha)), DSPARK_PROMPT + DSPARK_OUTPUT / 2,
                     DSPARK_PROMPT, DSPARK_OUTPUT)
 

@@ -92,6 +92,21 @@ def async_lost(engine, method: str) -> bool:
     return engine.async_scheduling and method not in ASYNC_SCHEDULING_METHODS
 
 
+MLA_PREFILL_SAID = ("an MLA attention backend that takes one query token per request (every MLA backend of vLLM 0.10; "
+                    "0.14's CUTLASS MLA, its default on B200 and B300): each verify request's context gathered from "
+                    "the latent cache and up-projected by kv_b_proj at every layer, with PIECEWISE graphs "
+                    "(--attention-backend FLASHINFER_MLA or FLASHMLA scores the verify tokens as a decode)")
+
+
+def _with_mla_prefill(sc: Scenario) -> Scenario:
+    """The scenario with an MLA model's verify tokens through the backend's prefill path on every GPU."""
+    from ..model.scenario import Scenario
+
+    engine = sc.deployment.engine.configured(mla_verify_prefill="always")
+    return Scenario(sc.deployment.model_copy(update={"engine": engine}), sc.speculation, sc.context, sc.prompt_len,
+                    sc.output_len)
+
+
 def sorting_applies(table: MeasuredTable, sc: Scenario) -> bool:
     """Whether requests sampled with a top-p can be behind the sweep: vLLM ran it, the model priced it
     greedy by default (no sampling given) and the profile prices the sort."""
@@ -158,6 +173,12 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
                        "check": f"with a top-p (any value) the model predicts {pt['speedup'][i]:.3f} there" if pt else ""})
     if vllm and async_lost(engine, spec.method):
         causes.append({"effect": ASYNC_OFF_SAID.format(spec.method), "check": ""})
+    if vllm and sc.deployment.model.mla is not None and not sc.deployment.mla_verify_prefill:
+        from .compare import predicted_at_levels
+
+        pm = predicted_at_levels(table, _with_mla_prefill(sc))
+        causes.append({"effect": MLA_PREFILL_SAID,
+                       "check": f"with it the model predicts {pm['speedup'][i]:.3f} there" if pm else ""})
     if vllm and spec.method == "ngram" and engine.verify_layout == "multi_query":
         causes.append({"effect": "a CPU n-gram proposer's ragged batches (matches beside misses) run PIECEWISE "
                                  "graphs", "check": ""})

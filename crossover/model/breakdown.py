@@ -41,6 +41,6 @@ def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculati
              for t in StepBreakdown.TERMS}
     engine = model.deployment.engine
     graphs = {"off": replayed(b, 0.0, engine, False),
-              "on": replayed(mix_on.target.tokens, mix_on.verifying, engine.speculating, True)}
+              "on": replayed(mix_on.target.tokens, mix_on.verifying, model.deployment.speculating_engine, True)}
     return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms, "graphs": graphs,
             "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}

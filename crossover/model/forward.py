@@ -24,18 +24,21 @@ class Forward:
     # KV tokens (per window) that the verifying sequences would read on top of `kv` if each of
     # their positions were scored as its own single-query sequence (vLLM V0's batch expansion).
     expansion: np.ndarray | float = 0.0
+    # KV tokens (per window) the verifying sequences hold: what MLA's prefill path up-projects for them
+    # (EngineProfile.mla_verify_prefill).
+    verify_kv: np.ndarray | float = 0.0
 
     def __add__(self, other: "Forward") -> "Forward":
         """Two groups of sequences in one forward."""
         s1 = self.tokens if self.sampled is None else self.sampled
         s2 = other.tokens if other.sampled is None else other.sampled
         return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2,
-                       self.expansion + other.expansion)
+                       self.expansion + other.expansion, self.verify_kv + other.verify_kv)
 
     def expanded(self) -> "Forward":
         """The same positions scored by batch expansion: position j of a verifying sequence is a
         sequence of its own over context + j tokens, so each reads the KV history (k+1 reads in all)."""
-        return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled)
+        return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled, 0.0, self.verify_kv)
 
 
 def joined(works: list[Forward]) -> tuple[Forward, tuple]:
@@ -64,7 +67,7 @@ def uniform(ops: CompiledOps, batch, q, context) -> Forward:
     Scored one position per sequence, query j would read context + j + 1 tokens: the causal
     query-key sum, so the expansion is qk - kv (0 where q = 1)."""
     tokens, kv, qk = ops.uniform_sums(batch, q, context)
-    return Forward(tokens, kv, qk, None, qk - kv)
+    return Forward(tokens, kv, qk, None, qk - kv, np.where(np.asarray(q) > 1, kv, 0.0))
 
 
 def prompts(ops: CompiledOps, count, length: float, attended: float) -> Forward:
@@ -79,11 +82,13 @@ def ragged(ops: CompiledOps, q: np.ndarray, context: np.ndarray, tokens=None, sa
            verifying: np.ndarray | None = None) -> Forward:
     """Sequences along the last axis with `q` new positions over `context` cached tokens each (q = 0:
     the sequence sits out); `tokens` (default: q summed) as integers for the tabulated path. With a
-    `verifying` mask, the batch-expansion reads of those sequences (see `uniform`) are kept too."""
+    `verifying` mask, the batch-expansion reads of those sequences (see `uniform`) and the KV they hold
+    are kept too."""
     kv, qk = ops.window_sums(q, context)
     t = q.sum(axis=-1).astype(np.int64) if tokens is None else tokens
     expansion: np.ndarray | float = 0.0
+    verify_kv: np.ndarray | float = 0.0
     if verifying is not None:
         kv_v, qk_v = ops.window_sums(np.where(verifying, q, 0.0), np.where(verifying, context, 0.0))
-        expansion = qk_v - kv_v
-    return Forward(t, kv, qk, sampled, expansion)
+        expansion, verify_kv = qk_v - kv_v, kv_v
+    return Forward(t, kv, qk, sampled, expansion, verify_kv)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import CrossoverError
 from .kernels.mode import cost_mode as kernel_cost_mode
-from .roofline import CompiledOps, StepCost, compiled_target
+from .roofline import CompiledOps, StepCost, combine, compiled_target
 from ..specs.deployment import Deployment
 from .forward import Forward, joined, prompts, ragged, uniform
 from .graphs import eager_steps, padding, ragged_host
@@ -70,7 +70,7 @@ class StepBreakdown:
 
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
              "spec_overhead", "spec_overhead_per_seq", "spec_overhead_per_position", "sampler", "proposer_lookup",
-             "ragged_attention")
+             "ragged_attention", "mla_verify_prefill")
 
     def term(self, name: str) -> np.ndarray:
         """One term's seconds, broadcast to the shape of `total`."""
@@ -200,7 +200,7 @@ class StepModel:
         drafting = verifying > 0
         every = bool(drafting.all())
         any_draft = bool(drafting.any())
-        engine = dep.engine.speculating if any_draft else dep.engine  # the speculating server's settings
+        engine = dep.speculating_engine if any_draft else dep.engine  # the speculating server's settings
         # both servers in one array (the curves price off and on together): each element its own server's
         split = engine is not dep.engine and not every
         work = mix.target
@@ -215,7 +215,7 @@ class StepModel:
             # in the share of the steps that replay a graph: a step with prompt chunks runs outside it
             pad = 1.0 + np.asarray(mix.uniform, float) * (pad - 1.0)
             sampled_rows = work.tokens if work.sampled is None else work.sampled
-            work = Forward(work.tokens * pad, work.kv, work.qk, sampled_rows * pad, work.expansion)
+            work = Forward(work.tokens * pad, work.kv, work.qk, sampled_rows * pad, work.expansion, work.verify_kv)
         target = run(self.target, work)
         target_s = target.total
         eager = eager_steps(tokens, verifying, engine, dep.eager_layer_s)
@@ -244,7 +244,9 @@ class StepModel:
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
                  "ragged_attention": (_per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
                                                ragged_host(mix, dep.engine, dep.ragged_per_seq_s), 0.0)
-                                      if split else ragged_host(mix, engine, dep.ragged_per_seq_s))}
+                                      if split else ragged_host(mix, engine, dep.ragged_per_seq_s)),
+                 "mla_verify_prefill": (gate(self._mla_prefill(mix.target.verify_kv))
+                                        if any_draft and dep.mla_verify_prefill else 0.0)}
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
         groups, drafts = (mix.draft_passes if any_draft else ()), []
@@ -280,6 +282,27 @@ class StepModel:
         total = np.asarray(total)
         return StepBreakdown(terms, total, target if detail else None, drafts if detail else [])
 
+    def _mla_prefill(self, verify_kv) -> np.ndarray | float:
+        """MLA's prefill path over the verifying requests' KV (Deployment.mla_verify_prefill), at every
+        layer: per token the latent cache gathered and dequantised into a workspace, the kv_b_proj
+        up-projection to every local head's no-rope key and value (2 x rank x heads x (nope + v) FLOPs),
+        the keys joined with their rope part, and the attention reading the decompressed keys and values
+        (vllm/v1/attention/backends/mla/common.py _compute_prefill_context, 0.14.1)."""
+        tokens = np.asarray(verify_kv, float)
+        if tokens.ndim:
+            tokens = tokens[-1]  # the whole-context window (MLA layers have none of their own)
+        if not np.any(tokens):
+            return 0.0
+        dep = self.deployment
+        mla, heads = dep.model.mla, dep.model.num_attention_heads / dep.tp
+        nope, rope, v, a = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, dep.act_bytes
+        per_token = ((mla.kv_lora_rank + rope) * (dep.kv_bytes + 2.0 * a)  # gathered, written, read back
+                     + heads * a * (4.0 * nope + 2.0 * v + 2.0 * rope))  # up-projected, joined, attended
+        flops = 2.0 * mla.kv_lora_rank * heads * (nope + v)
+        layers = self.target_layers
+        return combine(layers * tokens * per_token / dep.bandwidth, layers * tokens * flops / dep.flops,
+                       self.target.transition, self.target.p)
+
     @staticmethod
     def _draft_positions(mix: Mix, verifying: np.ndarray, sampled: np.ndarray) -> np.ndarray:
         """Draft positions the step verifies: its `sampled` positions beyond one per sequence (each
@@ -305,8 +328,10 @@ class StepModel:
                       verifying: np.ndarray | None = None) -> Forward:
         """The target forward of sequences with `q` new positions each over `context` (last axis;
         see `ragged`); `verifying` marks the sequences that verify drafts, whose positions the
-        engine scores as separate sequences when it batch-expands (vLLM V0)."""
-        if self.deployment.engine.speculating.verify_layout != "batch_expansion":
+        engine scores as separate sequences when it batch-expands (vLLM V0) and whose context MLA's
+        prefill path up-projects (Deployment.mla_verify_prefill)."""
+        dep = self.deployment
+        if dep.speculating_engine.verify_layout != "batch_expansion" and not dep.mla_verify_prefill:
             verifying = None
         return ragged(self.target, q, context, sampled=sampled, verifying=verifying)
 
@@ -352,7 +377,7 @@ class StepModel:
         for width, count, sampled in self.draft_groups(spec, pass_widths, verify_width):
             f = uniform(self.draft, decoding, width, ctx)
             if sampled is not None:
-                f = Forward(f.tokens, f.kv, f.qk, np.asarray(decoding, float) * sampled, f.expansion)
+                f = Forward(f.tokens, f.kv, f.qk, np.asarray(decoding, float) * sampled, f.expansion, f.verify_kv)
             out.append((count, f))
         return tuple(out)
 

@@ -59,7 +59,7 @@ XI_RID, XI_LAST, XI_LEN = range(3)
 # Params: what a run reads (U, the random stream, is drawn ahead and replaced by the driver)
 Params = namedtuple("Params", "U IP FP R L schedule k2m MI MF MS MW tw dw")
 # IP, integer parameters: seats, the first measured request, most steps per block, the draft reads
-# prompts, batch expansion, the routed k, the hysteresis band (low, high), closed-loop, chunked prefill
+# prompts, the verifying sequences' sums kept (batch expansion, MLA's prefill path), the routed k, the hysteresis band (low, high), closed-loop, chunked prefill
 (IP_MAX_SEQS, IP_MEASURE_FROM, IP_SEGMENT, IP_DRAFT_PREFILL, IP_EXPANSION, IP_ROUTE_K, IP_LOW, IP_HIGH, IP_CLOSED,
  IP_CHUNKED, IP_LEN) = range(11)
 # FP, float parameters: tokens per step, KV cache tokens, the draft's KV budget (inf: none)
@@ -68,10 +68,11 @@ FP_MAX_TOKENS, FP_KV_CAP, FP_DRAFT_BUDGET, FP_LEN = range(4)
 # (inf: a closed-loop client's next request, sent when its last one finishes)
 R_PROMPT, R_OUTPUT, R_NEED, R_ARR, R_LEN = range(5)
 # L: where the per-window blocks start in the rows of Records.SF and SI, and the block sizes: the
-# target's KV tokens read, query x key pairs and batch expansion's re-reads (W windows each), the draft
+# target's KV tokens read, query x key pairs, batch expansion's re-reads and the KV the verifying
+# sequences hold (MLA's prefill path; W windows each), the draft
 # prefill's (Wd each), the draft passes' per group of one width (G x Wd each), the draft tokens per
 # group (SI); windows W, draft windows Wd, groups G
-L_KV, L_QK, L_EXP, L_PKV, L_PQK, L_DKV, L_DQK, L_DTOK, L_W, L_WD, L_G, L_LEN = range(12)
+L_KV, L_QK, L_EXP, L_VKV, L_PKV, L_PQK, L_DKV, L_DQK, L_DTOK, L_W, L_WD, L_G, L_LEN = range(13)
 # modes (rows of MI, MF, MS, MW; k2m[k]: the mode of a k): MI, speculates, k, survival probabilities,
 # groups of draft passes; MF, verify width, n-gram match rate, positions an n-gram miss verifies;
 # MS: survival probabilities, ascending (padded); MW: the draft passes' width per group
@@ -265,7 +266,7 @@ def record_steps(state, params, rec, scratch, s0, steps, m, mi, on, nd, npre, nf
         SI[SI_SMP, s] = np.int64(psum(bs, ns) + nfirst) if mixed_pre else np.int64(psum(bq, m))
         SF[SF_EMIT, s] = psum(bt, m)
         SF[SF_PRE, s] = csum if i == 0 else 0.0
-        for w in range(W):  # the target forward's attention sums (and batch expansion's re-reads)
+        for w in range(W):  # the target forward's attention sums (and the verifying sequences')
             for j in range(m):
                 qv = Q[i, j]
                 live = qv > 0
@@ -278,6 +279,7 @@ def record_steps(state, params, rec, scratch, s0, steps, m, mi, on, nd, npre, nf
             SF[L[L_KV] + w, s] = psum(bt, m)
             SF[L[L_QK] + w, s] = psum(bu, m)
             SF[L[L_EXP] + w, s] = psum(bs, m) - psum(bq, m) if expand else 0.0
+            SF[L[L_VKV] + w, s] = psum(bq, m) if expand else 0.0
         ndec = float(nd) if i == 0 else float(m)
         SF[SF_NDEC, s] = ndec if on else 0.0
         if on:  # drafts proposed and accepted, draft passes

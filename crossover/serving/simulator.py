@@ -146,7 +146,8 @@ class _Engine:
         self.modes = {k: _mode(self.dep, self.spec, k) for k in ks}
         self.order = list(self.modes.values())  # mode index -> mode
         self.draft_prefill = arm.speculate and self.spec.draft_reads_prompts and self.base.draft is not None
-        self.expansion = self.dep.engine.speculating.verify_layout == "batch_expansion" and arm.speculate
+        self.expansion = self.dep.speculating_engine.verify_layout == "batch_expansion" and arm.speculate
+        self.mla_prefill = self.dep.mla_verify_prefill and arm.speculate  # the verifying sequences' KV priced
         groups = [self._groups(md) for md in self.order]
         tw = np.asarray(self.base.target.windows, float)
         dw = np.asarray(self.base.draft.windows if self.base.draft else (), float)
@@ -156,7 +157,8 @@ class _Engine:
         L[r.L_KV] = r.SF_LEN
         L[r.L_QK] = L[r.L_KV] + W
         L[r.L_EXP] = L[r.L_QK] + W
-        L[r.L_PKV] = L[r.L_EXP] + W
+        L[r.L_VKV] = L[r.L_EXP] + W
+        L[r.L_PKV] = L[r.L_VKV] + W
         L[r.L_PQK] = L[r.L_PKV] + Wd
         L[r.L_DKV] = L[r.L_PQK] + Wd
         L[r.L_DQK] = L[r.L_DKV] + G * Wd
@@ -180,7 +182,7 @@ class _Engine:
         seats = limits.seats(arm.speculate)
         IP = np.zeros(r.IP_LEN, np.int64)
         IP[r.IP_MAX_SEQS], IP[r.IP_MEASURE_FROM], IP[r.IP_SEGMENT] = seats, measure_from, seg
-        IP[r.IP_DRAFT_PREFILL], IP[r.IP_EXPANSION] = self.draft_prefill, self.expansion
+        IP[r.IP_DRAFT_PREFILL], IP[r.IP_EXPANSION] = self.draft_prefill, self.expansion or self.mla_prefill
         IP[r.IP_ROUTE_K], IP[r.IP_LOW], IP[r.IP_HIGH] = self.route.k, self.route.low, self.route.high
         IP[r.IP_CLOSED], IP[r.IP_CHUNKED] = closed, self.dep.engine.chunked_prefill
         FP = np.zeros(r.FP_LEN)
@@ -267,7 +269,7 @@ class _Engine:
         ST, L = self.state.ST, self.params.L
         lo, hi = int(ST[r.ST_NPRICED]), int(ST[r.ST_NSTEPS])
         SF, SI, W, Wd = self.records.SF, self.records.SI, L[r.L_W], L[r.L_WD]
-        kv, qk, ex, pkv, pqk = L[r.L_KV], L[r.L_QK], L[r.L_EXP], L[r.L_PKV], L[r.L_PQK]
+        kv, qk, ex, vkv, pkv, pqk = L[r.L_KV], L[r.L_QK], L[r.L_EXP], L[r.L_VKV], L[r.L_PKV], L[r.L_PQK]
         dkv, dqk, dtok = L[r.L_DKV], L[r.L_DQK], L[r.L_DTOK]
         modes = SI[r.SI_MODE, lo:hi]
         for i, md in enumerate(self.order):
@@ -276,7 +278,8 @@ class _Engine:
             if not len(tokens):
                 continue
             target = Forward(tokens, SF[kv:kv + W, sel], SF[qk:qk + W, sel], SI[r.SI_SMP, sel],
-                             SF[ex:ex + W, sel] if self.expansion and md.on else 0.0)
+                             SF[ex:ex + W, sel] if self.expansion and md.on else 0.0,
+                             SF[vkv:vkv + W, sel] if self.mla_prefill and md.on else 0.0)
             passes = tuple((count, Forward(SI[dtok + g, sel], SF[dkv + g * Wd:dkv + (g + 1) * Wd, sel],
                                            SF[dqk + g * Wd:dqk + (g + 1) * Wd, sel],
                                            None if s is None else np.rint(SI[dtok + g, sel] * (s / w)).astype(np.int64)))

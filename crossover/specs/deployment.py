@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Literal
 
-from pydantic import ConfigDict, Field, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, PrivateAttr, model_validator
 
 from ..errors import CrossoverError
 from ..units import COMPUTE_DTYPE, DTYPE_BYTES
@@ -183,6 +183,28 @@ class Deployment(Spec):
     # are found: "roofline" (analytical) or "kernels" (measured tables, crossover[kernels]).
     engine: EngineProfile = Field(default_factory=lambda: default_engine())
     cost: str = "roofline"
+    # speculating_engine, derived once per engine (keyed by it: a copy with another engine derives its own)
+    _spec_engine: tuple | None = PrivateAttr(default=None)
+
+    @property
+    def mla_verify_prefill(self) -> bool:
+        """Whether the verify positions take MLA's prefill path here: an MLA model on a GPU where the
+        engine's default MLA backend takes one query token per request (EngineProfile.mla_verify_prefill)."""
+        return self.model.mla is not None and self.engine.mla_prefills_on(self.hardware)
+
+    @property
+    def speculating_engine(self) -> EngineProfile:
+        """The engine as the speculating server runs it on this deployment: its own CUDA-graph mode, and
+        PIECEWISE graphs where MLA verify takes the prefill path (vLLM 0.14.1 gpu_model_runner.py: a
+        backend that captures single-token decodes only sets cudagraph_mode=PIECEWISE under spec decode)."""
+        cached = self._spec_engine
+        if cached is not None and cached[0] is self.engine and cached[1] is self.hardware and cached[2] is self.model:
+            return cached[3]
+        eng = self.engine.speculating
+        if self.mla_verify_prefill and eng.full_graphs and eng.graph_capture_limit:
+            eng = eng.model_copy(update={"full_graphs": False})
+        self._spec_engine = (self.engine, self.hardware, self.model, eng)
+        return eng
 
     @model_validator(mode="after")
     def _distilled(self) -> "Deployment":

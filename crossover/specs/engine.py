@@ -33,6 +33,8 @@ EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtl
 # (vllm/config/vllm.py and config/speculative.py, 0.14.1 wheel).
 ASYNC_SCHEDULING_METHODS = ("eagle", "eagle3", "mtp")
 NgramMiss = Literal["bonus_only", "padded"]
+# Where an MLA model's verify positions take the attention backend's prefill path (EngineProfile.mla_verify_prefill).
+MlaVerifyPrefill = Literal["never", "always", "blackwell"]
 DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 # The sampler's path, as the requests' sampling parameters select it (vLLM's names: temperature below
 # 1e-5 is greedy, top-p below 1 sorts the vocabulary, top-k alone takes a top-k, else a plain random
@@ -170,6 +172,12 @@ class EngineProfile(Spec):
     # Whether a step prefills prompt chunks beside decodes (chunked prefill). Without it a step with
     # prompts to prefill is a prefill-only step: running sequences wait and nothing speculates.
     chunked_prefill: bool = True
+    # Where the engine's default MLA attention backend takes one query token per request, so that an MLA
+    # model's (DeepSeek's) verify positions run MLA's prefill path: every verifying request's context
+    # gathered from the latent cache and up-projected by kv_b_proj at every layer of every step, and the
+    # speculating server downgraded to PIECEWISE graphs. "always", "blackwell" (compute capability
+    # 10.x) or "never" (the backend scores k+1 query tokens per request as a decode).
+    mla_verify_prefill: MlaVerifyPrefill = "never"
     # Whether the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling,
     # the default from 0.14): a speculative method outside ASYNC_SCHEDULING_METHODS turns it off. Not
     # priced apart (no per-step host figure); measured's diagnosis names it.
@@ -274,7 +282,8 @@ class EngineProfile(Spec):
 
     def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None,
                    spec_cuda_graphs: CudaGraphs | None = None,
-                   sampling: SamplingParams | None = None) -> "EngineProfile":
+                   sampling: SamplingParams | None = None,
+                   mla_verify_prefill: MlaVerifyPrefill | None = None) -> "EngineProfile":
         """This engine as the user configured it (None: the engine's default).
 
         cuda_graphs: 'full' (uniform decode and verify steps replay a full graph with attention
@@ -284,7 +293,9 @@ class EngineProfile(Spec):
         drafts with its multi-query scorer, not batch expansion: vllm/spec_decode/spec_decode_worker.py,
         0.6.3). chunked_prefill: whether prompt chunks ride along with decodes. sampling: the
         requests' temperature, top-p and top-k, which pick the sampler's path (its bytes per
-        vocabulary entry: sampling_bytes_per_vocab)."""
+        vocabulary entry: sampling_bytes_per_vocab). mla_verify_prefill: where an MLA model's verify
+        positions take the attention backend's prefill path, as the backend the server runs (vLLM's
+        --attention-backend) decides it."""
         from ..errors import InputError
 
         update: dict = {}
@@ -317,6 +328,12 @@ class EngineProfile(Spec):
                                  f"{', '.join(self.sampling_bytes_per_vocab)}", parameter="temperature")
             update["sampling_params"] = sampling
             settings["sampling"] = sampling.said
+        if mla_verify_prefill is not None:
+            if mla_verify_prefill not in get_args(MlaVerifyPrefill):
+                raise InputError(f"mla_verify_prefill is never, always or blackwell (got {mla_verify_prefill!r})",
+                                 parameter="mla_verify_prefill")
+            update["mla_verify_prefill"] = mla_verify_prefill
+            settings["mla_verify_prefill"] = mla_verify_prefill
         if spec_cuda_graphs is not None:
             self.model_copy(update=update).configured(spec_cuda_graphs)  # refused as for both servers
             update["spec_cuda_graphs"] = spec_cuda_graphs
@@ -324,6 +341,12 @@ class EngineProfile(Spec):
         if not update and settings == self.settings:
             return self
         return self.model_copy(update={**update, "settings": settings})
+
+    def mla_prefills_on(self, hardware) -> bool:
+        """Whether an MLA model's verify positions take the prefill path on this GPU (mla_verify_prefill)."""
+        if self.mla_verify_prefill == "blackwell":
+            return hardware.capability_major == 10
+        return self.mla_verify_prefill == "always"
 
     @property
     def cuda_graphs(self) -> str:

@@ -124,6 +124,9 @@ class Hardware(Spec):
     name: str
     display_name: str
     vendor: str
+    # NVIDIA's compute capability (major.minor): engines pick kernels by it (vLLM's default MLA attention
+    # backend on 10.x, EngineProfile.mla_verify_prefill). None: not an NVIDIA GPU.
+    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
     memory_gb: PositiveFloat
     memory_bandwidth_gb_s: PositiveFloat
     bf16_dense_tflops: PositiveFloat
@@ -164,6 +167,11 @@ class Hardware(Spec):
         if self.purchase_usd_per_gpu is not None and self.purchase_usd_per_node is not None:
             raise ValueError("give purchase_usd_per_gpu or purchase_usd_per_node, not both")
         return self
+
+    @property
+    def capability_major(self) -> int | None:
+        """The compute capability's major version (9 for Hopper, 10 for datacenter Blackwell), None off NVIDIA."""
+        return None if self.compute_capability is None else int(self.compute_capability.split(".")[0])
 
     @property
     def purchase_price_per_gpu_usd(self) -> float | None:

@@ -1,0 +1,118 @@
+"""Issue 21: an MLA model's verify positions through the attention backend's prefill path, where the
+engine's default MLA backend takes one query token per request (vLLM 0.10.1.1 on every GPU; vLLM 0.14.1's
+CUTLASS MLA, its default on compute capability 10.x). Each verifying request's context is gathered from
+the latent cache and up-projected by kv_b_proj at every layer of every step, and the speculating server
+runs PIECEWISE graphs. Computed by hand."""
+
+import numpy as np
+import pytest
+
+import crossover
+from crossover.errors import InputError
+from crossover.model.acceptance import Acceptance
+from crossover.model.scenario import Scenario
+from crossover.model.speculation import Speculation
+from crossover.model.step import StepModel
+from crossover.serving.sweep import run_level
+from crossover.specs import Deployment, load_hardware, load_model
+from crossover.specs.loader import load_engine
+from crossover.specs.workload import load_workload
+
+from conftest import run_cli
+
+DSV3 = load_model("deepseek-v3")
+MTP = Speculation("mtp", 1, Acceptance.rate(0.8))
+
+
+def _dep(hardware: str, engine: str = "vllm", **configured) -> Deployment:
+    eng = load_engine(engine)
+    if configured:
+        eng = eng.configured(**configured)
+    return Deployment(model=DSV3, hardware=load_hardware(hardware), tp=8, engine=eng)
+
+
+def test_the_prefill_path_up_projects_every_verifying_requests_context_by_hand():
+    """DeepSeek-V3 on 8 x B200 under vLLM 0.14 (CUTLASS MLA), MTP k = 1, batch 64 at context 2048: the
+    64 requests hold 64 x 2050 KV tokens. Per token and layer: the 576-wide latent read at 2 B (bf16 KV),
+    written to the workspace and read back at 2 B each (576 x 6 = 3456 B); 16 local heads' no-rope keys
+    and values written by kv_b_proj (16 x 256 x 2), the no-rope keys read and the joined 192-wide keys
+    written (16 x (128 + 192) x 2), the attention reading keys and values (16 x (192 + 128) x 2):
+    3456 + 28672 = 32128 B, and 2 x 512 x 16 x 256 = 4,194,304 FLOPs, at 61 layers."""
+    dep = _dep("b200")
+    assert dep.mla_verify_prefill
+    m = StepModel.of(dep, MTP)
+    b = np.array([64.0])
+    on, off = m.price(m.decode(b, 2048.0, MTP)), m.price(m.decode(b, 2048.0))
+    tokens = 64 * 2050 * 61
+    mem, comp = tokens * 32128 / dep.bandwidth, tokens * 4194304 / dep.flops
+    want = (mem ** 1.5 + comp ** 1.5) ** (2 / 3)  # the roofline's smooth transition, p = 1.5
+    assert on.term("mla_verify_prefill")[0] == pytest.approx(want, rel=1e-9)
+    assert 30e-3 < want < 60e-3  # ~263 GB through 8 TB/s at the B200's fraction: tens of ms
+    assert off.term("mla_verify_prefill")[0] == 0.0
+    # the speculating server runs PIECEWISE graphs: 40 us of host time per sequence on each verify step
+    assert dep.engine.cuda_graphs == "full" and dep.speculating_engine.cuda_graphs == "piecewise"
+    assert on.term("ragged_attention")[0] == pytest.approx(64 * 40e-6, rel=1e-12)
+    assert off.term("ragged_attention")[0] == 0.0
+
+
+def test_where_the_prefill_path_applies():
+    # vLLM 0.14 on Hopper runs FLASH_ATTN_MLA first (VARLEN: the verify tokens as a decode)
+    for dep in (_dep("h200"), _dep("b200", "sglang"), _dep("b200", mla_verify_prefill="never")):
+        assert not dep.mla_verify_prefill and dep.speculating_engine.cuda_graphs == dep.engine.cuda_graphs
+        m = StepModel.of(dep, MTP)
+        assert m.price(m.decode(np.array([64.0]), 2048.0, MTP)).term("mla_verify_prefill")[0] == 0.0
+    # vLLM 0.10: every MLA backend keeps reorder_batch_threshold 1, Hopper included
+    assert _dep("h200", "vllm-0.10").mla_verify_prefill and _dep("h100-sxm", "vllm-0.10").mla_verify_prefill
+    assert _dep("h200", mla_verify_prefill="always").mla_verify_prefill
+    # a model without MLA never takes it
+    llama = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("b200"), engine=load_engine("vllm"))
+    assert not llama.mla_verify_prefill
+
+
+def test_the_engine_line_and_inputs_say_so_and_a_bad_value_is_one_line():
+    sc = crossover.scenario(model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1, acceptance=0.8)
+    said = crossover.inputs(sc)
+    assert said["mla_verify_prefill"] is True and said["cuda_graphs_speculating"] == "piecewise"
+    r = run_cli("predict", "--model", "deepseek-v3", "--hardware", "b200", "--tp", "8", "--method", "mtp",
+                "--k", "1", "--batch", "64")
+    assert r.returncode == 0
+    assert "MLA verify through the attention backend's prefill path (default)" in r.stdout
+    assert "the speculating server's piecewise (default)" in r.stdout
+    with pytest.raises(InputError, match="never, always or blackwell"):
+        load_engine("vllm").configured(mla_verify_prefill="sometimes")
+
+
+def test_the_serving_simulator_prices_the_verifying_requests_kv():
+    """The simulator's records carry the KV its verifying sequences hold: the speculating arm is slower
+    with the prefill path, the other arm the same step for step."""
+    w, base = load_workload("random-1024-128")
+    p, o = w.means(base=base)
+    out = {}
+    for mode in ("never", "always"):
+        sc = Scenario(_dep("h200", mla_verify_prefill=mode), MTP, p + o / 2, p, o)
+        out[mode] = run_level(sc, w, "concurrency", 32, num_prompts=64, seed=0, base=base)
+    assert out["always"]["off"]["mean_tpot_ms"] == pytest.approx(out["never"]["off"]["mean_tpot_ms"], rel=1e-12)
+    assert out["always"]["on"]["mean_tpot_ms"] > 1.5 * out["never"]["on"]["mean_tpot_ms"]
+
+
+def test_measured_names_the_prefill_path_where_a_deepseek_sweep_slowed_beyond_the_model(tmp_path):
+    """A DeepSeek-V3 MTP sweep on 8 x H200 written by the model with the verify tokens through the prefill
+    path (what vLLM 0.10 runs), read with the default profile (0.14 on Hopper: a decode): the engine
+    effects name the prefill path, and the model with it gives the measured speedup back."""
+    from crossover.analysis.curves import evaluate
+
+    levels = [1, 16, 64, 128]
+    sc = Scenario(_dep("h200", mla_verify_prefill="always"), Speculation("mtp", 1, Acceptance.mean_length(1.8)), 2048)
+    c = evaluate(sc, levels)
+    rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
+    for i, b in enumerate(levels):
+        rows += [f"off,{b},{c.tokens_per_s_off[i]:.3f},{c.step_off[i] * 1e3:.5f},",
+                 f"on,{b},{c.tokens_per_s_on[i]:.3f},{c.step_on[i] * 1e3 / 1.8:.5f},1.8"]
+    f = tmp_path / "dsv3.csv"
+    f.write_text("\n".join(rows) + "\n")
+    res = crossover.measured(files=[str(f)], model="deepseek-v3", hardware="h200", tp=8, method="mtp", k=1)
+    effects = res.engine_effects
+    assert effects and effects["direction"] == "below"
+    cause = next(e for e in effects["causes"] if e["effect"].startswith("an MLA attention backend"))
+    at = levels.index(int(effects["level"]))
+    assert cause["check"] == f"with it the model predicts {c.speedup[at]:.3f} there"
