@@ -63,3 +63,12 @@ def ragged_host(mix, engine, per_seq: float) -> np.ndarray | float:
         return 0.0
     seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
     return ragged * seqs * per_seq
+
+
+def per_arm(drafting, on, off, neutral):
+    """Both servers priced in one array, each element its own server's value: `on` where sequences
+    verify (`drafting`), `off` elsewhere; None (the server has no such term) reads as `neutral`, and
+    None comes back where neither has one."""
+    if on is None and off is None:
+        return None
+    return np.where(drafting, neutral if on is None else on, neutral if off is None else off)

@@ -196,3 +196,16 @@ def balanced_distinct_experts(tokens, num_experts, top_k) -> np.ndarray:
     are busy, min(E, tokens x top_k). Uniform random routing touches fewer at small token counts
     (expected_distinct_experts: collisions)."""
     return np.minimum(np.asarray(num_experts, float), np.asarray(tokens, float) * top_k)
+
+
+def mla_prefill_per_token(model, tp: int, kv_bytes: float, act_bytes: float) -> tuple[float, float]:
+    """(bytes, FLOPs) per KV token and layer of MLA's prefill path over a cached context (a verify request
+    where the attention backend takes one query token per request): the latent cache gathered and
+    dequantised into a workspace, written and read back; kv_b_proj's up-projection to every local head's
+    no-rope key and value (2 x rank x heads x (nope + v) FLOPs); the no-rope keys read and joined with their
+    rope part; the attention reading the keys and values (vllm/v1/attention/backends/mla/common.py
+    _compute_prefill_context, 0.14.1)."""
+    mla, heads = model.mla, model.num_attention_heads / tp
+    nope, rope, v, a = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, act_bytes
+    nbytes = (mla.kv_lora_rank + rope) * (kv_bytes + 2.0 * a) + heads * a * (4.0 * nope + 2.0 * v + 2.0 * rope)
+    return nbytes, 2.0 * mla.kv_lora_rank * heads * (nope + v)

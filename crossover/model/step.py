@@ -25,7 +25,8 @@ from .kernels.mode import cost_mode as kernel_cost_mode
 from .roofline import CompiledOps, StepCost, combine, compiled_target
 from ..specs.deployment import Deployment
 from .forward import Forward, joined, prompts, ragged, uniform
-from .graphs import eager_steps, padding, ragged_host
+from .graphs import eager_steps, padding, per_arm, ragged_host
+from .ops import mla_prefill_per_token
 from .speculation import Speculation, compiled_draft
 
 
@@ -145,15 +146,6 @@ class KernelTables:
 COST_MODES: dict[str, CostMode] = {"roofline": Roofline(), "kernels": KernelTables()}
 
 
-def _per_arm(drafting, on, off, neutral):
-    """Both servers priced in one array, each element its own server's value: `on` where sequences
-    verify (`drafting`), `off` elsewhere; None (the server has no such term) reads as `neutral`, and
-    None comes back where neither has one."""
-    if on is None and off is None:
-        return None
-    return np.where(drafting, neutral if on is None else on, neutral if off is None else off)
-
-
 @dataclass(frozen=True, eq=False)
 class StepModel:
     """A deployment's compiled target (and draft) forwards and the one pricing of an engine step."""
@@ -210,7 +202,7 @@ class StepModel:
         pad = padding(tokens, verifying, engine, any_draft)
         if any_draft and not every:  # the off elements replay the graphs of a server not speculating
             off_pad = padding(tokens, verifying, dep.engine, False)
-            pad = _per_arm(drafting, pad, off_pad, 1.0)
+            pad = per_arm(drafting, pad, off_pad, 1.0)
         if pad is not None:  # the captured graph it replays: padding rows through the linear layers
             # in the share of the steps that replay a graph: a step with prompt chunks runs outside it
             pad = 1.0 + np.asarray(mix.uniform, float) * (pad - 1.0)
@@ -221,7 +213,7 @@ class StepModel:
         eager = eager_steps(tokens, verifying, engine, dep.eager_layer_s)
         if split:
             off_eager = eager_steps(tokens, verifying, dep.engine, dep.eager_layer_s)
-            eager = _per_arm(drafting, eager, off_eager, False)
+            eager = per_arm(drafting, eager, off_eager, False)
         if eager is not None:  # outside a captured graph: at least the layers' launch time
             target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)
 
@@ -242,7 +234,7 @@ class StepModel:
                  "sampler": self._sampler(sampled, positions,
                                           np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
                  "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
-                 "ragged_attention": (_per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
+                 "ragged_attention": (per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
                                                ragged_host(mix, dep.engine, dep.ragged_per_seq_s), 0.0)
                                       if split else ragged_host(mix, engine, dep.ragged_per_seq_s)),
                  "mla_verify_prefill": (gate(self._mla_prefill(mix.target.verify_kv))
@@ -283,25 +275,16 @@ class StepModel:
         return StepBreakdown(terms, total, target if detail else None, drafts if detail else [])
 
     def _mla_prefill(self, verify_kv) -> np.ndarray | float:
-        """MLA's prefill path over the verifying requests' KV (Deployment.mla_verify_prefill), at every
-        layer: per token the latent cache gathered and dequantised into a workspace, the kv_b_proj
-        up-projection to every local head's no-rope key and value (2 x rank x heads x (nope + v) FLOPs),
-        the keys joined with their rope part, and the attention reading the decompressed keys and values
-        (vllm/v1/attention/backends/mla/common.py _compute_prefill_context, 0.14.1)."""
+        """MLA's prefill path over the KV the verifying requests hold (Deployment.mla_verify_prefill), at
+        every layer: bytes and FLOPs per token from ops.mla_prefill_per_token."""
         tokens = np.asarray(verify_kv, float)
-        if tokens.ndim:
-            tokens = tokens[-1]  # the whole-context window (MLA layers have none of their own)
+        tokens = tokens[-1] if tokens.ndim else tokens  # the whole-context window (MLA layers have none)
         if not np.any(tokens):
             return 0.0
         dep = self.deployment
-        mla, heads = dep.model.mla, dep.model.num_attention_heads / dep.tp
-        nope, rope, v, a = mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim, dep.act_bytes
-        per_token = ((mla.kv_lora_rank + rope) * (dep.kv_bytes + 2.0 * a)  # gathered, written, read back
-                     + heads * a * (4.0 * nope + 2.0 * v + 2.0 * rope))  # up-projected, joined, attended
-        flops = 2.0 * mla.kv_lora_rank * heads * (nope + v)
-        layers = self.target_layers
-        return combine(layers * tokens * per_token / dep.bandwidth, layers * tokens * flops / dep.flops,
-                       self.target.transition, self.target.p)
+        nbytes, flops = mla_prefill_per_token(dep.model, dep.tp, dep.kv_bytes, dep.act_bytes)
+        n = self.target_layers * tokens
+        return combine(n * nbytes / dep.bandwidth, n * flops / dep.flops, self.target.transition, self.target.p)
 
     @staticmethod
     def _draft_positions(mix: Mix, verifying: np.ndarray, sampled: np.ndarray) -> np.ndarray:
