@@ -116,3 +116,24 @@ def test_measured_names_the_prefill_path_where_a_deepseek_sweep_slowed_beyond_th
     cause = next(e for e in effects["causes"] if e["effect"].startswith("an MLA attention backend"))
     at = levels.index(int(effects["level"]))
     assert cause["check"] == f"with it the model predicts {c.speedup[at]:.3f} there"
+
+
+def test_the_diagnosis_names_the_mla_backend_as_the_setting_that_explains_the_sweep(tmp_path):
+    """The same synthetic vLLM-0.10-like DeepSeek sweep: the verdict is the configuration, and the MLA
+    prefill path is the cause that, re-priced, explains every level."""
+    from crossover.analysis.curves import evaluate
+
+    levels = [1, 16, 64, 128]
+    sc = Scenario(_dep("h200", mla_verify_prefill="always"), Speculation("mtp", 1, Acceptance.mean_length(1.8)), 2048)
+    c = evaluate(sc, levels)
+    rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
+    for i, b in enumerate(levels):
+        rows += [f"off,{b},{c.tokens_per_s_off[i]:.3f},{c.step_off[i] * 1e3:.5f},",
+                 f"on,{b},{c.tokens_per_s_on[i]:.3f},{c.step_on[i] * 1e3 / 1.8:.5f},1.8"]
+    f = tmp_path / "dsv3.csv"
+    f.write_text("\n".join(rows) + "\n")
+    d = crossover.measured(files=[str(f)], model="deepseek-v3", hardware="h200", tp=8, method="mtp", k=1).diagnosis
+    assert d["verdict"] == "configuration"
+    cause = next(c for c in d["causes"] if c["cause"] == "mla_verify_prefill")
+    assert cause["checked"] and cause["explains"] and abs(cause["ln_worst_after"]) < 0.02
+    assert "an MLA attention backend" in d["message"]

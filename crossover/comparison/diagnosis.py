@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .compare import measured_crossover
-from .engine_effects import ASYNC_OFF_SAID, async_lost, ran_engine
+from .engine_effects import ASYNC_OFF_SAID, MLA_PREFILL_SAID, async_lost, ran_engine
 
 if TYPE_CHECKING:
     from ..measurements import MeasuredTable
@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 # the same for "deeper than the model allows")
 TOLERANCE = 0.15
 # The causes, in the order they are tried: (name, what applies, the setting a user changes)
-CAUSES = ("spec_running_cap", "piecewise_graphs", "cuda_graphs_none", "batch_expansion", "async_scheduling_off")
+CAUSES = ("spec_running_cap", "piecewise_graphs", "cuda_graphs_none", "batch_expansion", "mla_verify_prefill",
+          "async_scheduling_off")
 
 
 def _pct(ln: float, above: bool = False) -> str:
@@ -233,6 +234,8 @@ def _causes(table, sc: Scenario, usable, worst: dict[str, Any]) -> list[dict[str
     if ran == "vllm" and engine.verify_layout == "multi_query":
         priced("batch_expansion", "vLLM V0's batch-expansion scorer (vLLM before 0.10, or VLLM_USE_V1=0): k + 1 "
                "single-query sequences per request, each re-reading its KV cache", _with_engine(sc, load_engine("vllm-v0")))
+    if ran == "vllm" and sc.deployment.model.mla is not None and not sc.deployment.mla_verify_prefill:
+        priced("mla_verify_prefill", MLA_PREFILL_SAID, _with_engine(sc, engine.configured(mla_verify_prefill="always")))
     if ran == "vllm" and async_lost(engine, spec.method):
         priced("async_scheduling_off", ASYNC_OFF_SAID.format(spec.method),
                why="its host time is no setting the model re-prices")
