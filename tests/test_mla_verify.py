@@ -137,3 +137,13 @@ def test_the_diagnosis_names_the_mla_backend_as_the_setting_that_explains_the_sw
     cause = next(c for c in d["causes"] if c["cause"] == "mla_verify_prefill")
     assert cause["checked"] and cause["explains"] and abs(cause["ln_worst_after"]) < 0.02
     assert "an MLA attention backend" in d["message"]
+
+
+def test_sweep_plan_says_which_mla_path_it_priced():
+    r = run_cli("sweep-plan", "--model", "deepseek-v3", "--hardware", "b200", "--tp", "8", "--method", "mtp",
+                "--k", "1", "--acceptance", "0.8")
+    assert r.returncode == 0
+    assert "note: vLLM: MLA verify priced through the attention backend's prefill path" in r.stdout
+    r = run_cli("sweep-plan", "--model", "deepseek-v3", "--hardware", "h200", "--tp", "8", "--method", "mtp",
+                "--k", "1", "--acceptance", "0.8")
+    assert r.returncode == 0 and "MLA verify" not in r.stdout
