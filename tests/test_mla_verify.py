@@ -64,6 +64,8 @@ def test_where_the_prefill_path_applies():
     # vLLM 0.10: every MLA backend keeps reorder_batch_threshold 1, Hopper included
     assert _dep("h200", "vllm-0.10").mla_verify_prefill and _dep("h100-sxm", "vllm-0.10").mla_verify_prefill
     assert _dep("h200", mla_verify_prefill="always").mla_verify_prefill
+    # vLLM 0.14 outside Hopper: Triton MLA below 9.x (and on ROCm by default) takes one token per request too
+    assert _dep("a100-80gb-sxm").mla_verify_prefill and _dep("mi300x").mla_verify_prefill
     # a model without MLA never takes it
     llama = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("b200"), engine=load_engine("vllm"))
     assert not llama.mla_verify_prefill
@@ -78,7 +80,7 @@ def test_the_engine_line_and_inputs_say_so_and_a_bad_value_is_one_line():
     assert r.returncode == 0
     assert "MLA verify through the attention backend's prefill path (default)" in r.stdout
     assert "the speculating server's piecewise (default)" in r.stdout
-    with pytest.raises(InputError, match="never, always or blackwell"):
+    with pytest.raises(InputError, match="never, always or outside_hopper"):
         load_engine("vllm").configured(mla_verify_prefill="sometimes")
 
 

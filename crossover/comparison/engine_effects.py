@@ -93,7 +93,8 @@ def async_lost(engine, method: str) -> bool:
 
 
 MLA_PREFILL_SAID = ("an MLA attention backend that takes one query token per request (every MLA backend of vLLM 0.10; "
-                    "0.14's CUTLASS MLA, its default on B200 and B300): each verify request's context gathered from "
+                    "0.14's defaults outside Hopper, CUTLASS MLA on Blackwell and Triton MLA elsewhere): each verify "
+                    "request's context gathered from "
                     "the latent cache and up-projected by kv_b_proj at every layer, with PIECEWISE graphs "
                     "(--attention-backend FLASHINFER_MLA or FLASHMLA scores the verify tokens as a decode)")
 

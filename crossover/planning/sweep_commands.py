@@ -83,9 +83,10 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
     if "piecewise" in graphs.values():
         notes.append("piecewise CUDA graphs: vLLM's --compilation-config cudagraph_mode PIECEWISE (not written here)")
     if dep.mla_verify_prefill:
-        notes.append("vLLM: MLA verify priced through the attention backend's prefill path (0.10; CUTLASS MLA, 0.14's "
-                     "default on Blackwell), as the server runs by default; --attention-backend FLASHINFER_MLA scores "
-                     "the verify tokens as a decode, another configuration to plan")
+        notes.append("vLLM: MLA verify priced through the attention backend's prefill path (0.10; 0.14 outside Hopper: "
+                     "CUTLASS MLA on Blackwell, Triton MLA elsewhere), as the server runs by default; "
+                     "--attention-backend FLASHINFER_MLA (Blackwell) scores the verify tokens as a decode, another "
+                     "configuration to plan")
     if not dep.engine.chunked_prefill:
         notes.append("chunked prefill off: turn it off on both servers (vLLM --no-enable-chunked-prefill, SGLang "
                      "--chunked-prefill-size -1)")

@@ -34,7 +34,7 @@ EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtl
 ASYNC_SCHEDULING_METHODS = ("eagle", "eagle3", "mtp")
 NgramMiss = Literal["bonus_only", "padded"]
 # Where an MLA model's verify positions take the attention backend's prefill path (EngineProfile.mla_verify_prefill).
-MlaVerifyPrefill = Literal["never", "always", "blackwell"]
+MlaVerifyPrefill = Literal["never", "always", "outside_hopper"]
 DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 # The sampler's path, as the requests' sampling parameters select it (vLLM's names: temperature below
 # 1e-5 is greedy, top-p below 1 sorts the vocabulary, top-k alone takes a top-k, else a plain random
@@ -175,8 +175,8 @@ class EngineProfile(Spec):
     # Where the engine's default MLA attention backend takes one query token per request, so that an MLA
     # model's (DeepSeek's) verify positions run MLA's prefill path: every verifying request's context
     # gathered from the latent cache and up-projected by kv_b_proj at every layer of every step, and the
-    # speculating server downgraded to PIECEWISE graphs. "always", "blackwell" (compute capability
-    # 10.x) or "never" (the backend scores k+1 query tokens per request as a decode).
+    # speculating server downgraded to PIECEWISE graphs. "always", "outside_hopper" (every GPU but
+    # compute capability 9.x, where vLLM 0.14 runs FlashAttention MLA) or "never" (the backend scores k+1 query tokens per request as a decode).
     mla_verify_prefill: MlaVerifyPrefill = "never"
     # Whether the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling,
     # the default from 0.14): a speculative method outside ASYNC_SCHEDULING_METHODS turns it off. Not
@@ -330,7 +330,7 @@ class EngineProfile(Spec):
             settings["sampling"] = sampling.said
         if mla_verify_prefill is not None:
             if mla_verify_prefill not in get_args(MlaVerifyPrefill):
-                raise InputError(f"mla_verify_prefill is never, always or blackwell (got {mla_verify_prefill!r})",
+                raise InputError(f"mla_verify_prefill is never, always or outside_hopper (got {mla_verify_prefill!r})",
                                  parameter="mla_verify_prefill")
             update["mla_verify_prefill"] = mla_verify_prefill
             settings["mla_verify_prefill"] = mla_verify_prefill
@@ -344,8 +344,8 @@ class EngineProfile(Spec):
 
     def mla_prefills_on(self, hardware) -> bool:
         """Whether an MLA model's verify positions take the prefill path on this GPU (mla_verify_prefill)."""
-        if self.mla_verify_prefill == "blackwell":
-            return hardware.capability_major == 10
+        if self.mla_verify_prefill == "outside_hopper":
+            return hardware.capability_major != 9
         return self.mla_verify_prefill == "always"
 
     @property
