@@ -149,3 +149,39 @@ def test_sweep_plan_says_which_mla_path_it_priced():
     r = run_cli("sweep-plan", "--model", "deepseek-v3", "--hardware", "h200", "--tp", "8", "--method", "mtp",
                 "--k", "1", "--acceptance", "0.8")
     assert r.returncode == 0 and "MLA verify" not in r.stdout
+
+
+def test_a_deepseek_sweep_faster_than_the_default_blackwell_backend_allows_names_the_decode_backend(tmp_path):
+    """A sweep on 8 x B200 written with the verify tokens scored as a decode (a server started with
+    --attention-backend FLASHINFER_MLA), read with the default profile (CUTLASS MLA's prefill path):
+    the on arm does better than the expectation, and the decode backend explains it."""
+    from crossover.analysis.curves import evaluate
+
+    levels = [1, 16, 64, 128]
+    sc = Scenario(_dep("b200", mla_verify_prefill="never"), Speculation("mtp", 1, Acceptance.mean_length(1.8)), 2048)
+    c = evaluate(sc, levels)
+    rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
+    for i, b in enumerate(levels):
+        rows += [f"off,{b},{c.tokens_per_s_off[i]:.3f},{c.step_off[i] * 1e3:.5f},",
+                 f"on,{b},{c.tokens_per_s_on[i]:.3f},{c.step_on[i] * 1e3 / 1.8:.5f},1.8"]
+    f = tmp_path / "b200.csv"
+    f.write_text("\n".join(rows) + "\n")
+    d = crossover.measured(files=[str(f)], model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1).diagnosis
+    assert d["verdict"] == "configuration" and "above the expectation" in d["message"]
+    cause = next(c for c in d["causes"] if c["cause"] == "mla_verify_decode")
+    assert cause["explains"] and "FLASHINFER_MLA" in d["message"]
+
+
+def test_the_speed_of_light_bound_scores_the_verify_tokens_as_a_decode():
+    """The physical bound holds whichever backend a server runs: no prefill path, no PIECEWISE downgrade,
+    and no profile's step below it."""
+    from crossover.analysis.bounds import speed_of_light
+
+    sc = Scenario(_dep("b200"), MTP, 2048)
+    sol = speed_of_light(sc)
+    assert sc.deployment.mla_verify_prefill and not sol.deployment.mla_verify_prefill
+    assert sol.deployment.speculating_engine.cuda_graphs == "full"
+    b = np.array([1.0, 16.0, 64.0, 256.0])
+    for s in (sc, Scenario(_dep("b200", mla_verify_prefill="never"), MTP, 2048)):
+        m, ms = StepModel.of(s.deployment, s.speculation), StepModel.of(sol.deployment, sol.speculation)
+        assert np.all(m.price(m.decode(b, 2048.0, MTP)).total >= ms.price(ms.decode(b, 2048.0, sol.speculation)).total)

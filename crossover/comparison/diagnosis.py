@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 TOLERANCE = 0.15
 # The causes, in the order they are tried: (name, what applies, the setting a user changes)
 CAUSES = ("spec_running_cap", "piecewise_graphs", "cuda_graphs_none", "batch_expansion", "mla_verify_prefill",
-          "async_scheduling_off")
+          "mla_verify_decode", "async_scheduling_off")
 
 
 def _pct(ln: float, above: bool = False) -> str:
@@ -234,8 +234,13 @@ def _causes(table, sc: Scenario, usable, worst: dict[str, Any]) -> list[dict[str
     if ran == "vllm" and engine.verify_layout == "multi_query":
         priced("batch_expansion", "vLLM V0's batch-expansion scorer (vLLM before 0.10, or VLLM_USE_V1=0): k + 1 "
                "single-query sequences per request, each re-reading its KV cache", _with_engine(sc, load_engine("vllm-v0")))
-    if ran == "vllm" and sc.deployment.model.mla is not None and not sc.deployment.mla_verify_prefill:
-        priced("mla_verify_prefill", MLA_PREFILL_SAID, _with_engine(sc, engine.configured(mla_verify_prefill="always")))
+    if ran == "vllm" and sc.deployment.model.mla is not None:  # the MLA backend's verify path, either way
+        if not sc.deployment.mla_verify_prefill:
+            priced("mla_verify_prefill", MLA_PREFILL_SAID, _with_engine(sc, engine.configured(mla_verify_prefill="always")))
+        else:
+            priced("mla_verify_decode", "an MLA attention backend that scores the verify tokens as a decode "
+                   "(--attention-backend FLASHINFER_MLA or FLASHMLA), not the prefill path the profile prices here",
+                   _with_engine(sc, engine.configured(mla_verify_prefill="never")))
     if ran == "vllm" and async_lost(engine, spec.method):
         priced("async_scheduling_off", ASYNC_OFF_SAID.format(spec.method),
                why="its host time is no setting the model re-prices")

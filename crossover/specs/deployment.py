@@ -90,6 +90,9 @@ class Efficiency(Spec):
     eager_layer_s: float | None = Field(default=None, ge=0)  # launch floor per layer of an eager forward
     ngram_lookup_per_seq_s: float | None = Field(default=None, ge=0)  # n-gram proposer CPU per sequence
     ragged_per_seq_s: float | None = Field(default=None, ge=0)  # per sequence of a ragged (piecewise) step
+    # An MLA model's verify tokens through the attention backend's prefill path. None: as the engine's
+    # default MLA backend runs them on this GPU (EngineProfile.mla_verify_prefill); the bound: never.
+    mla_verify_prefill: bool | None = None
     # Take the hardware's kernel-table-distilled parameters (Hardware.distilled) for the dials not set.
     distilled: bool = True
     # How op time moves from memory- to compute-bound; see roofline.combine for why 'smooth'.
@@ -104,7 +107,7 @@ class Efficiency(Spec):
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, eager_layer_s=0.0, ngram_lookup_per_seq_s=0.0,
             ragged_per_seq_s=0.0, spec_per_position_s=0.0, sampler_bytes_per_vocab=0.0, verify_bytes_per_vocab=0.0,
-            bonus_bytes_per_vocab=0.0, transition="max",
+            bonus_bytes_per_vocab=0.0, mla_verify_prefill=False, transition="max",
         )
 
 
@@ -190,7 +193,10 @@ class Deployment(Spec):
     def mla_verify_prefill(self) -> bool:
         """Whether the verify positions take MLA's prefill path here: an MLA model on a GPU where the
         engine's default MLA backend takes one query token per request (EngineProfile.mla_verify_prefill)."""
-        return self.model.mla is not None and self.engine.mla_prefills_on(self.hardware)
+        if self.model.mla is None:
+            return False
+        said = self.efficiency.mla_verify_prefill
+        return self.engine.mla_prefills_on(self.hardware) if said is None else said
 
     @property
     def speculating_engine(self) -> EngineProfile:
@@ -198,12 +204,13 @@ class Deployment(Spec):
         PIECEWISE graphs where MLA verify takes the prefill path (vLLM 0.14.1 gpu_model_runner.py: a
         backend that captures single-token decodes only sets cudagraph_mode=PIECEWISE under spec decode)."""
         cached = self._spec_engine
-        if cached is not None and cached[0] is self.engine and cached[1] is self.hardware and cached[2] is self.model:
-            return cached[3]
+        key = (self.engine, self.hardware, self.model, self.efficiency)
+        if cached is not None and all(a is b for a, b in zip(cached[0], key)):
+            return cached[1]
         eng = self.engine.speculating
         if self.mla_verify_prefill and eng.full_graphs and eng.graph_capture_limit:
             eng = eng.model_copy(update={"full_graphs": False})
-        self._spec_engine = (self.engine, self.hardware, self.model, eng)
+        self._spec_engine = (key, eng)
         return eng
 
     @model_validator(mode="after")
