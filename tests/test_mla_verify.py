@@ -185,3 +185,24 @@ def test_the_speed_of_light_bound_scores_the_verify_tokens_as_a_decode():
     for s in (sc, Scenario(_dep("b200", mla_verify_prefill="never"), MTP, 2048)):
         m, ms = StepModel.of(s.deployment, s.speculation), StepModel.of(sol.deployment, sol.speculation)
         assert np.all(m.price(m.decode(b, 2048.0, MTP)).total >= ms.price(ms.decode(b, 2048.0, sol.speculation)).total)
+
+
+def test_the_mla_verify_flag_sets_the_servers_backend_path():
+    """--mla-verify decode (a server started with --attention-backend FLASHINFER_MLA) or prefill, given;
+    measured takes it as a launch setting too."""
+    base = ["predict", "--model", "deepseek-v3", "--tp", "8", "--method", "mtp", "--k", "1", "--acceptance", "0.8",
+            "--batch", "64", "--json"]
+    import json
+
+    fast = json.loads(run_cli(*base, "--hardware", "b200", "--mla-verify", "decode").stdout)
+    slow = json.loads(run_cli(*base, "--hardware", "b200").stdout)
+    hop = json.loads(run_cli(*base, "--hardware", "h200", "--mla-verify", "prefill").stdout)
+    assert not fast["inputs"]["mla_verify_prefill"] and slow["inputs"]["mla_verify_prefill"]
+    assert hop["inputs"]["mla_verify_prefill"] and "mla_verify_prefill" in hop["inputs"]["engine_settings_given"]
+    assert fast["points"][0]["speedup"] > 1.3 > 0.6 > slow["points"][0]["speedup"]
+    text = run_cli(*base[:-1], "--hardware", "b200", "--mla-verify", "decode").stdout
+    assert "MLA verify as a decode (given)" in text
+    sc = crossover.scenario(model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1, mla_verify="decode")
+    assert not sc.deployment.mla_verify_prefill
+    with pytest.raises(InputError, match="decode or prefill"):
+        crossover.scenario(model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1, mla_verify="fast")

@@ -1,9 +1,7 @@
-"""Every option of every verb, declared once: its keyword, the default the code uses (from
-`crossover.defaults`), its help, unit and flag. The CLI's argparse flags and their help are generated
-from these records (`cli/parser.py`), so a flag's help always states the default the library applies;
-`tests/test_options.py` checks each record against the API function that takes the keyword.
-
-Light on purpose (the parser imports it): nothing here imports the model.
+"""Every option of every verb, declared once: its keyword, the default the code uses (from `crossover.defaults`),
+its help, unit and flag. The CLI's argparse flags and their help are generated from these records (`cli/parser.py`),
+so a flag's help always states the default the library applies; `tests/test_options.py` checks each record against
+the API function that takes the keyword. Light on purpose (the parser imports it): nothing here imports the model.
 """
 
 from __future__ import annotations
@@ -117,8 +115,7 @@ SCENARIO = (
     O("weight_dtype", "bf16, fp8, int8, int4, fp4 (NVFP4), mxfp4", default_text="the model's own", group="scenario"),
     O("kv_dtype", "KV-cache dtype", d.DEFAULT_KV_DTYPE, group="scenario"),
     O("engine", "engine profile: vllm (V1 0.11+), vllm-0.10, vllm-v0, sglang, sglang-0.4, trtllm, hf, or a YAML path "
-      "(engines/*.yaml: per-step overheads, verify layout, CUDA-graph limits, sources)", d.DEFAULT_ENGINE, passed=False,
-      group="scenario"),
+      "(engines/*.yaml: overheads, verify layout, graph limits, sources)", d.DEFAULT_ENGINE, passed=False, group="scenario"),
     O("cuda_graphs", "the engine's CUDA-graph mode: full (uniform steps replay a full graph), piecewise (vLLM V1: "
       "attention outside the graph every step), none (--enforce-eager / --disable-cuda-graph)",
       default_text="the engine profile's", choices=("full", "none", "piecewise"), group="scenario"),
@@ -127,6 +124,9 @@ SCENARIO = (
       group="scenario"),
     O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes: on or off",
       default_text="the engine profile's", choices=("off", "on"), group="scenario"),
+    O("mla_verify", "how the server's MLA backend runs verify tokens: prefill (vLLM 0.10, CUTLASS or Triton MLA) or "
+      "decode (FlashInfer MLA, FlashMLA, SGLang)", default_text="the engine's on this GPU", choices=("decode", "prefill"),
+      group="scenario"),
     O("gpu_memory_utilization", "share of each GPU's memory the engine takes (weights, KV cache, activations)",
       d.DEFAULT_GPU_MEMORY_UTILIZATION, group="scenario"),
     O("temperature", "the requests' sampling temperature (> 0: a random draw; acceptance is given apart)",
@@ -340,7 +340,7 @@ MEASURED = (
     *(o.but(group=None, help=o.help + " of the measurement", default=None, passed=False,
             default_text="the launch configuration's (--server-args), else " + (o.default_text or shown(o.default)))
       for o in SCENARIO if o.name in ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating",
-                                      "chunked_prefill", "gpu_memory_utilization")),
+                                      "chunked_prefill", "mla_verify", "gpu_memory_utilization")),
     *(o.but(group=None) for o in SCENARIO if o.name in SAMPLING_OPTIONS),
     JSON,
     O("force", "replace an existing --plot file", kind="switch", api=None),

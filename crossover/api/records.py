@@ -188,6 +188,7 @@ class ScenarioOptions(Record):
     cuda_graphs: str | None = None  # full, piecewise, none; None: the engine's default
     cuda_graphs_speculating: str | None = None  # the speculating server's, where it differs; None: the same
     chunked_prefill: bool | None = None  # None: the engine's default
+    mla_verify: str | None = None  # decode or prefill: the server's MLA backend; None: the engine's on the GPU
     gpu_memory_utilization: float = d.DEFAULT_GPU_MEMORY_UTILIZATION
     # the requests' sampling parameters (None: not set; temperature None is greedy, the clients' default)
     temperature: float | None = None

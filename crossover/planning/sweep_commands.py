@@ -86,7 +86,7 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
         notes.append("vLLM: MLA verify priced through the attention backend's prefill path (0.10; 0.14 outside Hopper: "
                      "CUTLASS MLA on Blackwell, Triton MLA elsewhere), as the server runs by default; "
                      "--attention-backend FLASHINFER_MLA (Blackwell) scores the verify tokens as a decode, another "
-                     "configuration to plan")
+                     "configuration to plan (--mla-verify decode)")
     if not dep.engine.chunked_prefill:
         notes.append("chunked prefill off: turn it off on both servers (vLLM --no-enable-chunked-prefill, SGLang "
                      "--chunked-prefill-size -1)")

@@ -69,6 +69,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
             values["sampling"] = f"sampling {inputs['sampling']}"
         if inputs.get("mla_verify_prefill"):  # the engine's MLA backend here takes one query token per request
             values["mla_verify_prefill"] = "MLA verify through the attention backend's prefill path"
+        elif "mla_verify_prefill" in given:
+            values["mla_verify_prefill"] = "MLA verify as a decode"
         if inputs.get("cuda_graphs_speculating", inputs["cuda_graphs"]) != inputs["cuda_graphs"] \
                 or "cuda_graphs_speculating" in given:
             values["cuda_graphs_speculating"] = f"the speculating server's {inputs['cuda_graphs_speculating']}"
