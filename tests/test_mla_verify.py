@@ -18,7 +18,7 @@ from crossover.specs import Deployment, load_hardware, load_model
 from crossover.specs.loader import load_engine
 from crossover.specs.workload import load_workload
 
-from conftest import run_cli
+from conftest import assert_one_line_error, run_cli
 
 DSV3 = load_model("deepseek-v3")
 MTP = Speculation("mtp", 1, Acceptance.rate(0.8))
@@ -29,6 +29,26 @@ def _dep(hardware: str, engine: str = "vllm", **configured) -> Deployment:
     if configured:
         eng = eng.configured(**configured)
     return Deployment(model=DSV3, hardware=load_hardware(hardware), tp=8, engine=eng)
+
+
+LEVELS = [1, 16, 64, 128]
+
+
+def _sweep(tmp_path, hardware: str, mla_verify_prefill: str):
+    """A DeepSeek-V3 MTP sweep (tau 1.8, context 2048) as the model writes it for a server whose MLA backend
+    runs the verify tokens as `mla_verify_prefill` says: the CSV, its levels and the curve it came from."""
+    from crossover.analysis.curves import evaluate
+
+    sc = Scenario(_dep(hardware, mla_verify_prefill=mla_verify_prefill),
+                  Speculation("mtp", 1, Acceptance.mean_length(1.8)), 2048)
+    c = evaluate(sc, LEVELS)
+    rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
+    for i, b in enumerate(LEVELS):
+        rows += [f"off,{b},{c.tokens_per_s_off[i]:.3f},{c.step_off[i] * 1e3:.5f},",
+                 f"on,{b},{c.tokens_per_s_on[i]:.3f},{c.step_on[i] * 1e3 / 1.8:.5f},1.8"]
+    f = tmp_path / f"{hardware}.csv"
+    f.write_text("\n".join(rows) + "\n")
+    return f, LEVELS, c
 
 
 def test_the_prefill_path_up_projects_every_verifying_requests_context_by_hand():
@@ -101,17 +121,7 @@ def test_measured_names_the_prefill_path_where_a_deepseek_sweep_slowed_beyond_th
     """A DeepSeek-V3 MTP sweep on 8 x H200 written by the model with the verify tokens through the prefill
     path (what vLLM 0.10 runs), read with the default profile (0.14 on Hopper: a decode): the engine
     effects name the prefill path, and the model with it gives the measured speedup back."""
-    from crossover.analysis.curves import evaluate
-
-    levels = [1, 16, 64, 128]
-    sc = Scenario(_dep("h200", mla_verify_prefill="always"), Speculation("mtp", 1, Acceptance.mean_length(1.8)), 2048)
-    c = evaluate(sc, levels)
-    rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
-    for i, b in enumerate(levels):
-        rows += [f"off,{b},{c.tokens_per_s_off[i]:.3f},{c.step_off[i] * 1e3:.5f},",
-                 f"on,{b},{c.tokens_per_s_on[i]:.3f},{c.step_on[i] * 1e3 / 1.8:.5f},1.8"]
-    f = tmp_path / "dsv3.csv"
-    f.write_text("\n".join(rows) + "\n")
+    f, levels, c = _sweep(tmp_path, "h200", "always")
     res = crossover.measured(files=[str(f)], model="deepseek-v3", hardware="h200", tp=8, method="mtp", k=1)
     effects = res.engine_effects
     assert effects and effects["direction"] == "below"
@@ -123,17 +133,7 @@ def test_measured_names_the_prefill_path_where_a_deepseek_sweep_slowed_beyond_th
 def test_the_diagnosis_names_the_mla_backend_as_the_setting_that_explains_the_sweep(tmp_path):
     """The same synthetic vLLM-0.10-like DeepSeek sweep: the verdict is the configuration, and the MLA
     prefill path is the cause that, re-priced, explains every level."""
-    from crossover.analysis.curves import evaluate
-
-    levels = [1, 16, 64, 128]
-    sc = Scenario(_dep("h200", mla_verify_prefill="always"), Speculation("mtp", 1, Acceptance.mean_length(1.8)), 2048)
-    c = evaluate(sc, levels)
-    rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
-    for i, b in enumerate(levels):
-        rows += [f"off,{b},{c.tokens_per_s_off[i]:.3f},{c.step_off[i] * 1e3:.5f},",
-                 f"on,{b},{c.tokens_per_s_on[i]:.3f},{c.step_on[i] * 1e3 / 1.8:.5f},1.8"]
-    f = tmp_path / "dsv3.csv"
-    f.write_text("\n".join(rows) + "\n")
+    f, levels, c = _sweep(tmp_path, "h200", "always")
     d = crossover.measured(files=[str(f)], model="deepseek-v3", hardware="h200", tp=8, method="mtp", k=1).diagnosis
     assert d["verdict"] == "configuration"
     cause = next(c for c in d["causes"] if c["cause"] == "mla_verify_prefill")
@@ -155,17 +155,7 @@ def test_a_deepseek_sweep_faster_than_the_default_blackwell_backend_allows_names
     """A sweep on 8 x B200 written with the verify tokens scored as a decode (a server started with
     --attention-backend FLASHINFER_MLA), read with the default profile (CUTLASS MLA's prefill path):
     the on arm does better than the expectation, and the decode backend explains it."""
-    from crossover.analysis.curves import evaluate
-
-    levels = [1, 16, 64, 128]
-    sc = Scenario(_dep("b200", mla_verify_prefill="never"), Speculation("mtp", 1, Acceptance.mean_length(1.8)), 2048)
-    c = evaluate(sc, levels)
-    rows = ["arm,concurrency,output_throughput,mean_tpot_ms,acceptance_length"]
-    for i, b in enumerate(levels):
-        rows += [f"off,{b},{c.tokens_per_s_off[i]:.3f},{c.step_off[i] * 1e3:.5f},",
-                 f"on,{b},{c.tokens_per_s_on[i]:.3f},{c.step_on[i] * 1e3 / 1.8:.5f},1.8"]
-    f = tmp_path / "b200.csv"
-    f.write_text("\n".join(rows) + "\n")
+    f, levels, c = _sweep(tmp_path, "b200", "never")
     d = crossover.measured(files=[str(f)], model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1).diagnosis
     assert d["verdict"] == "configuration" and "above the expectation" in d["message"]
     cause = next(c for c in d["causes"] if c["cause"] == "mla_verify_decode")
@@ -206,3 +196,4 @@ def test_the_mla_verify_flag_sets_the_servers_backend_path():
     assert not sc.deployment.mla_verify_prefill
     with pytest.raises(InputError, match="decode or prefill"):
         crossover.scenario(model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1, mla_verify="fast")
+    assert_one_line_error(run_cli(*base, "--hardware", "b200", "--mla-verify", "fast"), "--mla-verify", "invalid choice")

@@ -226,14 +226,13 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
             raise InputError(f"chunked prefill (--chunked-prefill) is on or off (got {chunked!r})",
                              parameter="chunked_prefill")
         chunked = chunked == "on"
+    if o.mla_verify not in (None, "decode", "prefill"):
+        raise InputError(f"MLA verify (--mla-verify) is decode or prefill (got {o.mla_verify!r})", parameter="mla_verify")
+    mla = {None: None, "prefill": "always", "decode": "never"}
     profile = profile.configured(o.cuda_graphs, chunked, o.cuda_graphs_speculating,
                                  _sampling(o.temperature, o.top_p, o.top_k, target.vocab_size,
-                                           (o.repetition_penalty, o.frequency_penalty, o.presence_penalty)))
-    if o.mla_verify is not None:
-        if o.mla_verify not in ("decode", "prefill"):
-            raise InputError(f"MLA verify (--mla-verify) is decode or prefill (got {o.mla_verify!r})",
-                             parameter="mla_verify")
-        profile = profile.configured(mla_verify_prefill="always" if o.mla_verify == "prefill" else "never")
+                                           (o.repetition_penalty, o.frequency_penalty, o.presence_penalty)),
+                                 mla[o.mla_verify])
     util = o.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1):
         raise InputError(f"GPU memory utilisation (--gpu-memory-utilization) is a share in (0, 1] (got {util!r})",

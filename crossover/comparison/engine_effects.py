@@ -62,14 +62,20 @@ def ran_engine(table: MeasuredTable, sc: Scenario) -> dict[str, str]:
             "sampling": sampling}
 
 
+def with_engine(sc: Scenario, engine) -> Scenario:
+    """The scenario with another engine profile (or the same one configured otherwise)."""
+    from ..model.scenario import Scenario
+
+    return Scenario(sc.deployment.model_copy(update={"engine": engine}), sc.speculation, sc.context, sc.prompt_len,
+                    sc.output_len)
+
+
 def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str, Any] | None:
     """The model at the measured levels with another engine profile (predicted_at_levels)."""
     from .compare import predicted_at_levels
-    from ..model.scenario import Scenario
     from ..specs.loader import load_engine
 
-    dep = sc.deployment.model_copy(update={"engine": load_engine(engine)})
-    return predicted_at_levels(table, Scenario(dep, sc.speculation, sc.context, sc.prompt_len, sc.output_len))
+    return predicted_at_levels(table, with_engine(sc, load_engine(engine)))
 
 
 # What the model says of requests that sampled with a top-p it was not told of
@@ -94,18 +100,9 @@ def async_lost(engine, method: str) -> bool:
 
 MLA_PREFILL_SAID = ("an MLA attention backend that takes one query token per request (every MLA backend of vLLM 0.10; "
                     "0.14's defaults outside Hopper, CUTLASS MLA on Blackwell and Triton MLA elsewhere): each verify "
-                    "request's context gathered from "
-                    "the latent cache and up-projected by kv_b_proj at every layer, with PIECEWISE graphs "
-                    "(--attention-backend FLASHINFER_MLA or FLASHMLA scores the verify tokens as a decode)")
-
-
-def _with_mla_prefill(sc: Scenario) -> Scenario:
-    """The scenario with an MLA model's verify tokens through the backend's prefill path on every GPU."""
-    from ..model.scenario import Scenario
-
-    engine = sc.deployment.engine.configured(mla_verify_prefill="always")
-    return Scenario(sc.deployment.model_copy(update={"engine": engine}), sc.speculation, sc.context, sc.prompt_len,
-                    sc.output_len)
+                    "request's context gathered from the latent cache and up-projected by kv_b_proj at every layer, "
+                    "with PIECEWISE graphs (--attention-backend FLASHINFER_MLA or FLASHMLA scores the verify tokens "
+                    "as a decode)")
 
 
 def sorting_applies(table: MeasuredTable, sc: Scenario) -> bool:
@@ -119,12 +116,9 @@ def sorting_applies(table: MeasuredTable, sc: Scenario) -> bool:
 def with_sorting(sc: Scenario) -> Scenario:
     """The scenario with requests that sample with a top-p (vLLM's sort path: the bytes depend on
     neither the top-p's value nor the temperature's)."""
-    from ..model.scenario import Scenario
     from ..specs.engine import SamplingParams
 
-    engine = sc.deployment.engine.configured(sampling=SamplingParams(temperature=1.0, top_p=0.9))
-    return Scenario(sc.deployment.model_copy(update={"engine": engine}), sc.speculation, sc.context, sc.prompt_len,
-                    sc.output_len)
+    return with_engine(sc, sc.deployment.engine.configured(sampling=SamplingParams(temperature=1.0, top_p=0.9)))
 
 
 def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None,
@@ -177,7 +171,7 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     if vllm and sc.deployment.model.mla is not None and not sc.deployment.mla_verify_prefill:
         from .compare import predicted_at_levels
 
-        pm = predicted_at_levels(table, _with_mla_prefill(sc))
+        pm = predicted_at_levels(table, with_engine(sc, engine.configured(mla_verify_prefill="always")))
         causes.append({"effect": MLA_PREFILL_SAID,
                        "check": f"with it the model predicts {pm['speedup'][i]:.3f} there" if pm else ""})
     if vllm and spec.method == "ngram" and engine.verify_layout == "multi_query":

@@ -176,7 +176,8 @@ class EngineProfile(Spec):
     # model's (DeepSeek's) verify positions run MLA's prefill path: every verifying request's context
     # gathered from the latent cache and up-projected by kv_b_proj at every layer of every step, and the
     # speculating server downgraded to PIECEWISE graphs. "always", "outside_hopper" (every GPU but
-    # compute capability 9.x, where vLLM 0.14 runs FlashAttention MLA) or "never" (the backend scores k+1 query tokens per request as a decode).
+    # compute capability 9.x, where vLLM 0.14 runs FlashAttention MLA) or "never" (the backend scores the
+    # k+1 query tokens of a request as a decode).
     mla_verify_prefill: MlaVerifyPrefill = "never"
     # Whether the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling,
     # the default from 0.14): a speculative method outside ASYNC_SCHEDULING_METHODS turns it off. Not
