@@ -312,6 +312,31 @@ def test_an_unknown_format_is_one_line(tmp_path):
     _one_line_error(_write(tmp_path, deep, "deep.log"), "a value cannot be read (RecursionError")
 
 
+def test_expert_and_data_parallel_are_read_and_said(tmp_path):
+    """vLLM 0.14.1 arg_utils.py --enable-expert-parallel/-ep and --data-parallel-size/-dp; SGLang 0.5.5
+    server_args.py --ep-size/--ep and --dp-size/--data-parallel-size, --enable-dp-attention (flags read in the
+    released wheels). Expert parallelism becomes crossover's keyword; data parallelism is said as not
+    modelled (the scenario prices one engine of --tp GPUs), never dropped among the ignored flags."""
+    from crossover.api.launch import launch_keywords
+
+    a = _read(_write(tmp_path, "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 -ep --data-parallel-size 2 --port 1"))
+    assert a.scenario_keywords()["expert_parallel"] is True and a.values["expert_parallel"][1] == "-ep"
+    assert [(k, t) for k, t, _ in a.unmapped] == [("tp", "--data-parallel-size 2")]
+    assert "2 data-parallel ranks" in a.unmapped[0][2] and a.ignored == ["--port 1"]
+    one = _read(_write(tmp_path, "vllm serve m --tensor-parallel-size 4 -dp 1 --no-enable-expert-parallel"))
+    assert one.scenario_keywords()["expert_parallel"] is False and one.unmapped == [] and one.ignored == []
+    s = _read(_write(tmp_path, "python -m sglang.launch_server --model-path m --tp 8 --ep 8 --dp-size 8 "
+                               "--enable-dp-attention"))
+    assert s.scenario_keywords()["expert_parallel"] is True
+    assert [(k, t) for k, t, _ in s.unmapped] == [("tp", "--dp-size 8"), ("tp", "--enable-dp-attention")]
+    assert s.ignored == []
+    with pytest.raises(FileError, match="data_parallel_size must be an integer"):
+        _read(_write(tmp_path, "vllm serve m -dp two"))
+    _, note = launch_keywords([_write(tmp_path, "vllm serve m -tp 8 -ep -dp 2")], {})
+    assert "expert parallel True (-ep; not priced by measured)" in note.message
+    assert "not mapped: tp: 2 data-parallel ranks" in note.message
+
+
 # --------------------------------------------------------------------------- flags against the sources
 
 # Names the reader takes that are no command-line flag of the versions extracted: vLLM serve's
@@ -452,3 +477,4 @@ def dump(facts: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     sys.stdout.write(dump(extract(sys.argv[1:])))
+

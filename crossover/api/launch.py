@@ -18,7 +18,7 @@ from .diagnostics import Diagnostic
 SHARED = ("model", "engine", "tp", "weight_dtype", "kv_dtype", "chunked_prefill", "gpu_memory_utilization")
 SPECULATIVE = ("method", "k", "draft", "draft_tp")
 # keywords the files may give that no scenario takes: said, not priced
-SAID_ONLY = ("max_num_seqs", "max_num_batched_tokens")
+SAID_ONLY = ("max_num_seqs", "max_num_batched_tokens", "expert_parallel")
 
 
 def _library_model(name: Any) -> bool:

@@ -27,44 +27,9 @@ from ..errors import FileError
 from ..files import read_text
 
 ENGINE_DEFAULT = "engine default"
-KEYWORDS = ("model", "engine", "method", "k", "draft", "tp", "draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs",
-            "chunked_prefill", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
-HEAD_METHODS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # no separate draft model: no `draft` keyword
-EXPECTED = "a vLLM or SGLang command line, a --speculative-config JSON object or a server startup log"
-
-# The flags read, by argparse dest (tests check each against the released sources): name -> (keyword, type).
-VLLM_DIRECT = {"model": ("model", str), "model_tag": ("model", str), "tensor_parallel_size": ("tp", int),
-               "num_speculative_tokens": ("k", int), "speculative_draft_tensor_parallel_size": ("draft_tp", int),
-               "gpu_memory_utilization": ("gpu_memory_utilization", float), "max_num_seqs": ("max_num_seqs", int),
-               "max_num_batched_tokens": ("max_num_batched_tokens", int),
-               "enable_chunked_prefill": ("chunked_prefill", bool), "chunked_prefill_enabled": ("chunked_prefill", bool)}
-VLLM_FLAGS = (*VLLM_DIRECT, "speculative_config", "speculative_model", "enforce_eager", "compilation_config",
-              "optimization_level", "kv_cache_dtype", "quantization", "dtype")
-SGLANG_DIRECT = {"model_path": ("model", str), "tp_size": ("tp", int), "max_running_requests": ("max_num_seqs", int),
-                 "mem_fraction_static": ("gpu_memory_utilization", float)}
-SGLANG_FLAGS = (*SGLANG_DIRECT, *"""speculative_algorithm speculative_draft_model_path speculative_num_steps
-    speculative_eagle_topk speculative_num_draft_tokens disable_cuda_graph disable_decode_cuda_graph cuda_graph_backend_decode
-    cuda_graph_max_bs chunked_prefill_size max_prefill_tokens kv_cache_dtype quantization dtype""".split())
-ALIASES = {"vllm": {"q": "quantization", "tp": "tensor_parallel_size", "sc": "speculative_config", "cc": "compilation_config"},
-           "sglang": {"tp": "tp_size", "tensor_parallel_size": "tp_size", "model": "model_path",
-                      "speculative_draft_model": "speculative_draft_model_path"}}
-BOOL_FLAGS = set("enforce_eager enable_chunked_prefill disable_cuda_graph disable_decode_cuda_graph trust_remote_code "
-                 "enable_prefix_caching disable_log_requests disable_log_stats enable_auto_tool_choice disable_radix_cache "
-                 "enable_torch_compile enable_piecewise_cuda_graph use_v2_block_manager enable_dp_attention".split())
-VLLM_METHODS = {"draft_model": "draft", "eagle": "eagle", "eagle3": "eagle3", "medusa": "medusa", "ngram": "ngram",
-                "mtp": "mtp"}  # and every *_mtp (deepseek_mtp, qwen3_next_mtp, ...)
-SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft", "NGRAM": "ngram"}
-# Quantization methods of one weight width (gptq, bitsandbytes, gguf, compressed-tensors... not: the checkpoint's)
-QUANTIZATION = {**dict.fromkeys(("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8"), "fp8"),
-                "awq": "int4", "awq_marlin": "int4", "modelopt_fp4": "fp4", "mxfp4": "mxfp4", "w8a8_int8": "int8"}
-DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32"}
-KV_DTYPES = {**dict.fromkeys(("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"), "fp8"), **DTYPES}
-GRAPH_MODES = {"NONE": "none", "PIECEWISE": "piecewise", "FULL": "full", "FULL_DECODE_ONLY": "full",
-               "FULL_AND_PIECEWISE": "full", 0: "none", 1: "piecewise", 2: "full"}  # (decode, mixed): decode's
-SGLANG_UNMAPPED = {"cuda_graph_max_bs": ("cuda_graphs", "CUDA graphs up to this batch only; larger ones run eagerly"),
-                   "max_prefill_tokens": ("max_num_batched_tokens", "SGLang's prefill budget, not a cap on a step's tokens")}
-SGLANG_BACKENDS = {"full": "full", "breakable": "piecewise", "disabled": "none"}
-O_LEVEL = "-O1/-O2: a compilation level without CUDA graphs up to vLLM 0.11, piecewise/full graphs from 0.12"
+from .server_flags import (ALIASES, BOOL_FLAGS, DATA_PARALLEL, DTYPES, EXPECTED, GRAPH_MODES, HEAD_METHODS, KEYWORDS,
+                           KV_DTYPES, O_LEVEL, QUANTIZATION, SGLANG_BACKENDS, SGLANG_DIRECT, SGLANG_FLAGS, SGLANG_METHODS,
+                           SGLANG_UNMAPPED, VLLM_DIRECT, VLLM_FLAGS, VLLM_METHODS)
 
 _VERSION = re.compile(r"vLLM API server version (\S+)|Initializing (?:a V(\d) |an )LLM engine \(v([^)\s]+)\)")
 _CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: (.*)$")
@@ -235,6 +200,22 @@ def _dtypes(found: ServerArgs, name: str, value: Any, src: str, ctx: dict[str, A
         found._skip("kv_dtype", src, "auto: the model's dtype, not given" if v == "auto" else "no crossover KV dtype")
 
 
+def _parallel(found: ServerArgs, name: str, value: Any, src: str) -> None:
+    """Expert parallelism (vLLM --enable-expert-parallel; SGLang --ep-size above 1) as crossover's
+    --expert-parallel; data parallelism said as not modelled."""
+    if name == "enable_expert_parallel":
+        found._put("expert_parallel", str(value).lower() in _TRUE, src)
+    elif name == "enable_dp_attention":
+        if str(value).lower() in _TRUE:
+            found._skip("tp", src, "data-parallel attention: not modelled; the scenario prices TP attention")
+    elif not str(value).isdigit():
+        raise found._fail(f"{src}: {name} must be an integer")
+    elif name == "ep_size":
+        found._put("expert_parallel", int(value) > 1, src)
+    elif int(value) > 1:
+        found._skip("tp", src, DATA_PARALLEL.format(n=int(value)))
+
+
 def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool = False) -> None:
     ctx = {n: v for n, v, _ in items}
     eager = str(ctx.get("enforce_eager", False)).lower() in _TRUE
@@ -260,6 +241,8 @@ def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool =
             _graphs(found, levels[str(value)], src) if str(value) in levels else found._skip("cuda_graphs", src, O_LEVEL)
         elif name in ("kv_cache_dtype", "quantization", "dtype"):
             _dtypes(found, name, value, src, ctx, resolved)
+        elif name in ("enable_expert_parallel", "data_parallel_size"):
+            _parallel(found, name, value, src)
         elif not resolved and name != "compilation_config":
             found.ignored.append(src)
 
@@ -292,6 +275,8 @@ def _sglang(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool
             found._skip(SGLANG_UNMAPPED[name][0], src, SGLANG_UNMAPPED[name][1])
         elif name in ("kv_cache_dtype", "quantization", "dtype"):
             _dtypes(found, name, value, src, ctx, resolved)
+        elif name in ("ep_size", "dp_size", "enable_dp_attention"):
+            _parallel(found, name, value, src)
         elif name not in SGLANG_FLAGS and not resolved:
             found.ignored.append(src)
 
