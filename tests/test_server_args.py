@@ -333,7 +333,8 @@ def test_expert_and_data_parallel_are_read_and_said(tmp_path):
     with pytest.raises(FileError, match="data_parallel_size must be an integer"):
         _read(_write(tmp_path, "vllm serve m -dp two"))
     _, note = launch_keywords([_write(tmp_path, "vllm serve m -tp 8 -ep -dp 2")], {})
-    assert "expert parallel True (-ep; not priced by measured)" in note.message
+    extra, note = launch_keywords([_write(tmp_path, "vllm serve m -tp 8 -ep -dp 2")], {"expert_parallel": False})
+    assert extra == {"tp": 8, "expert_parallel": True} and "expert parallel True (-ep)" in note.message
     assert "not mapped: tp: 2 data-parallel ranks" in note.message
 
 

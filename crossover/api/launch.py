@@ -15,10 +15,11 @@ from ..errors import InputError
 from .diagnostics import Diagnostic
 
 # what the two servers of a sweep share (the seed's method: identical but for speculation)
-SHARED = ("model", "engine", "tp", "weight_dtype", "kv_dtype", "chunked_prefill", "gpu_memory_utilization")
+SHARED = ("model", "engine", "tp", "weight_dtype", "kv_dtype", "chunked_prefill", "gpu_memory_utilization",
+          "expert_parallel")
 SPECULATIVE = ("method", "k", "draft", "draft_tp")
 # keywords the files may give that no scenario takes: said, not priced
-SAID_ONLY = ("max_num_seqs", "max_num_batched_tokens", "expert_parallel")
+SAID_ONLY = ("max_num_seqs", "max_num_batched_tokens")
 
 
 def _library_model(name: Any) -> bool:
@@ -42,6 +43,7 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
         raise InputError("--server-args takes one launch configuration, or one per server (two files)",
                          parameter="server_args")
     read = [read_server_args(p) for p in paths]
+    given = {**given, "expert_parallel": given.get("expert_parallel") or None}  # a switch: off is not given
     on = [r for r in read if r.values.get("method", (None,))[0] not in (None, "")]
     off = [r for r in read if r not in on]
     if len(on) > 1 or len(off) > 1:

@@ -336,7 +336,7 @@ MEASURED = (
       "JSON or a server startup log, one file or one per server (the speculating one by its method); what they "
       "say fills every setting not given (method, k, draft, TP, dtypes, CUDA graphs, chunked prefill, memory)",
       kind="files", metavar="FILE"),
-    *(o.but(group=None) for o in SPECULATION if o.name == "draft_tp"),
+    *(o.but(group=None) for o in (*SPECULATION, *EFFICIENCY) if o.name in ("draft_tp", "expert_parallel")),
     *(o.but(group=None, help=o.help + " of the measurement", default=None, passed=False,
             default_text="the launch configuration's (--server-args), else " + (o.default_text or shown(o.default)))
       for o in SCENARIO if o.name in ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating",

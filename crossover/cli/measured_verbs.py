@@ -19,7 +19,7 @@ def _launch(args: argparse.Namespace) -> dict:
     """The deployment settings measured takes beside the files (a launch configuration gives the rest)."""
     out = {"weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype, "cuda_graphs": args.cuda_graphs,
            "cuda_graphs_speculating": args.cuda_graphs_speculating, "chunked_prefill": args.chunked_prefill,
-           "mla_verify": args.mla_verify}
+           "mla_verify": args.mla_verify, "expert_parallel": args.expert_parallel or None}
     if args.draft_tp is not None:
         out["draft_tp"] = int(parse_number(args.draft_tp, "--draft-tp", integer=True))
     if args.gpu_memory_utilization is not None:
