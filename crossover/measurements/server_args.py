@@ -204,9 +204,9 @@ def _parallel(found: ServerArgs, name: str, value: Any, src: str) -> None:
     """Expert parallelism (vLLM --enable-expert-parallel; SGLang --ep-size above 1) as crossover's
     --expert-parallel; data parallelism said as not modelled."""
     if name == "enable_expert_parallel":
-        found._put("expert_parallel", str(value).lower() in _TRUE, src)
+        found._put("expert_parallel", value, src, bool)
     elif name == "enable_dp_attention":
-        if str(value).lower() in _TRUE:
+        if _CAST[bool](value):
             found._skip("tp", src, "data-parallel attention: not modelled; the scenario prices TP attention")
     elif not str(value).isdigit():
         raise found._fail(f"{src}: {name} must be an integer")
