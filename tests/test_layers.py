@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("", "cli", "web", "__main__", "step"),  # the package's exports, the leaves; step: the old location
 ]
 SUBLAYERS: dict[str, list[tuple[str, ...]]] = {
-    "model": [("ops",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("forward", "graphs"), ("step",), ("breakdown",),
+    "model": [("ops",), ("collectives",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("forward", "graphs"), ("step",), ("breakdown",),
               ("scenario",)],
     "analysis": [("crossings",), ("curves",), ("sweep_fit", "load_fit"), ("calibration_bootstrap",),
                  ("policy", "trees", "adaptive", "whatif", "calibration", "bounds", "assumptions"),

@@ -5,6 +5,7 @@ and the two servers must agree on what they share."""
 import pytest
 
 import crossover
+from crossover.errors import CrossoverError
 
 from conftest import assert_one_line_error, run_cli
 
@@ -67,3 +68,22 @@ def test_the_cli_reads_them_too():
     r = run_cli("measured", "--files", SWEEP, "--hardware", "h100-sxm", "--server-args", SERVE, "--json")
     assert r.returncode == 0, r.stderr
     assert "launch configuration: tests/fixtures/server_args/vllm_serve.sh: model llama-3.1-8b" in r.stderr
+
+
+def test_a_data_parallel_launch_is_priced_per_rank(tmp_path):
+    """`vllm serve ... -tp 1 -dp 2 -ep` for a MoE model: the scenario runs 2 data-parallel attention ranks of
+    one GPU each with the experts over both; `--dp` given as well must agree with the file."""
+    launch = tmp_path / "serve.sh"
+    launch.write_text("vllm serve mistralai/Mixtral-8x7B-Instruct-v0.1 -tp 1 -dp 2 -ep --speculative-config "
+                      "'{\"method\": \"eagle\", \"model\": \"x/EAGLE-Mixtral\", \"num_speculative_tokens\": 3}'\n")
+    res = crossover.measured(files=SWEEP, hardware="h100-sxm", model="mixtral-8x7b", server_args=str(launch))
+    dep = res.scenario.deployment
+    assert (dep.tp, dep.data_parallel, dep.gpus, dep.expert_parallel) == (1, 2, 2, True)
+    (note,) = [d for d in res.diagnostics if d.kind == "server_args"]
+    assert "data parallel 2 (-dp 2)" in note.message
+    with pytest.raises(CrossoverError, match="contradicts"):
+        crossover.measured(files=SWEEP, hardware="h100-sxm", model="mixtral-8x7b", server_args=str(launch),
+                           data_parallel=4)
+    r = run_cli("measured", "--files", SWEEP, "--hardware", "h100-sxm", "--model", "mixtral-8x7b",
+                "--server-args", str(launch), "--dp", "2")
+    assert r.returncode == 0 and "data parallel 2 (-dp 2)" in r.stdout + r.stderr

@@ -315,27 +315,34 @@ def test_an_unknown_format_is_one_line(tmp_path):
 def test_expert_and_data_parallel_are_read_and_said(tmp_path):
     """vLLM 0.14.1 arg_utils.py --enable-expert-parallel/-ep and --data-parallel-size/-dp; SGLang 0.5.5
     server_args.py --ep-size/--ep and --dp-size/--data-parallel-size, --enable-dp-attention (flags read in the
-    released wheels). Expert parallelism becomes crossover's keyword; data parallelism is said as not
-    modelled (the scenario prices one engine of --tp GPUs), never dropped among the ignored flags."""
+    released wheels). Expert parallelism and data-parallel attention become crossover's keywords (SGLang's
+    --tp-size counts every rank's GPUs: crossover's --tp is a rank's); SGLang's --dp-size without
+    data-parallel attention (replicas behind its router) is said as not modelled, never dropped."""
     from crossover.api.launch import launch_keywords
 
     a = _read(_write(tmp_path, "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 -ep --data-parallel-size 2 --port 1"))
-    assert a.scenario_keywords()["expert_parallel"] is True and a.values["expert_parallel"][1] == "-ep"
-    assert [(k, t) for k, t, _ in a.unmapped] == [("tp", "--data-parallel-size 2")]
-    assert "2 data-parallel ranks" in a.unmapped[0][2] and a.ignored == ["--port 1"]
+    kw = a.scenario_keywords()
+    assert kw["expert_parallel"] is True and a.values["expert_parallel"][1] == "-ep"
+    assert (kw["tp"], kw["data_parallel"]) == (8, 2) and a.unmapped == [] and a.ignored == ["--port 1"]
     one = _read(_write(tmp_path, "vllm serve m --tensor-parallel-size 4 -dp 1 --no-enable-expert-parallel"))
     assert one.scenario_keywords()["expert_parallel"] is False and one.unmapped == [] and one.ignored == []
+    assert "data_parallel" not in one.values
     s = _read(_write(tmp_path, "python -m sglang.launch_server --model-path m --tp 8 --ep 8 --dp-size 8 "
                                "--enable-dp-attention"))
-    assert s.scenario_keywords()["expert_parallel"] is True
-    assert [(k, t) for k, t, _ in s.unmapped] == [("tp", "--dp-size 8"), ("tp", "--enable-dp-attention")]
-    assert s.ignored == []
+    kw = s.scenario_keywords()
+    assert (kw["expert_parallel"], kw["tp"], kw["data_parallel"]) == (True, 1, 8)
+    assert s.values["tp"][1] == "--tp 8, over 8 data-parallel attention ranks" and s.unmapped == [] and s.ignored == []
+    router = _read(_write(tmp_path, "python -m sglang.launch_server --model-path m --tp 2 --dp-size 4"))
+    assert router.scenario_keywords()["tp"] == 2 and "data_parallel" not in router.values
+    assert [(k, t) for k, t, _ in router.unmapped] == [("tp", "--dp-size 4")]
+    assert "4 data-parallel replicas behind SGLang's router" in router.unmapped[0][2]
     with pytest.raises(FileError, match="data_parallel_size must be an integer"):
         _read(_write(tmp_path, "vllm serve m -dp two"))
-    _, note = launch_keywords([_write(tmp_path, "vllm serve m -tp 8 -ep -dp 2")], {})
+    with pytest.raises(FileError, match="tp_size 8 does not divide by dp_size 3"):
+        _read(_write(tmp_path, "python -m sglang.launch_server --model-path m --tp 8 --dp-size 3 --enable-dp-attention"))
     extra, note = launch_keywords([_write(tmp_path, "vllm serve m -tp 8 -ep -dp 2")], {"expert_parallel": False})
-    assert extra == {"tp": 8, "expert_parallel": True} and "expert parallel True (-ep)" in note.message
-    assert "not mapped: tp: 2 data-parallel ranks" in note.message
+    assert extra == {"tp": 8, "expert_parallel": True, "data_parallel": 2}
+    assert "expert parallel True (-ep)" in note.message and "data parallel 2 (-dp 2)" in note.message
 
 
 # --------------------------------------------------------------------------- flags against the sources

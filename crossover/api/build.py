@@ -83,11 +83,12 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
 
     from ..model import memory
     from ..specs import Deployment
-    from ..specs.deployment import tp_problem
+    from ..specs.deployment import dp_problem, tp_problem
 
-    ep = bool(common.get("expert_parallel", False))
+    ep, dp = bool(common.get("expert_parallel", False)), int(common.get("data_parallel", 1))
     if tp is None:
-        valid = [t for t in AUTO_TP if tp_problem(model, hardware, t, ep) is None]
+        valid = [t for t in AUTO_TP if tp_problem(model, hardware, t, ep and dp == 1) is None
+                 and dp_problem(model, hardware, t, dp, ep) is None]
         for t in valid:
             dep = Deployment(model=model, hardware=hardware, tp=t, **common)
             if memory.max_batch(dep, peak) >= MIN_SEQUENCES_FOR_AUTO_TP:
@@ -100,7 +101,8 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
     if isinstance(tp, bool) or not isinstance(tp, (int, float, np.integer, np.floating)) or not math.isfinite(tp) \
             or int(tp) != tp or tp < 1:
         raise CrossoverError(f"tp (--tp) must be an integer >= 1 (got {tp})")
-    problem = tp_problem(model, hardware, int(tp), ep)
+    # (under data-parallel attention the experts split over tp x dp GPUs: dp_problem checks them)
+    problem = tp_problem(model, hardware, int(tp), ep and dp == 1) or dp_problem(model, hardware, int(tp), dp, ep)
     if problem is not None:
         raise CrossoverError(problem)
     dep = Deployment(model=model, hardware=hardware, tp=int(tp), **common)
@@ -175,12 +177,12 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     """crossover.scenario's work, uncached."""
     o = ScenarioOptions.of(options)  # every option with its default, an unknown keyword one line
     (tp, method, k, acceptance, tau, per_position, match_rate, draft, draft_tp, draft_vocab, draft_kv_budget,
-     tree, context, prompt_len, output_len, weight_dtype, kv_dtype, expert_parallel, bandwidth_fraction,
+     tree, context, prompt_len, output_len, weight_dtype, kv_dtype, expert_parallel, data_parallel, bandwidth_fraction,
      flops_fraction, step_overhead_ms, transition, calibration, workload, allow_vocab_mismatch,
      force_calibration, engine, cost, distilled) = (
         o.tp, o.method, o.k, o.acceptance, o.tau, o.per_position, o.match_rate, o.draft, o.draft_tp,
         o.draft_vocab, o.draft_kv_budget, o.tree, o.context, o.prompt_len, o.output_len, o.weight_dtype,
-        o.kv_dtype, o.expert_parallel, o.bandwidth_fraction, o.flops_fraction, o.step_overhead_ms,
+        o.kv_dtype, o.expert_parallel, o.data_parallel, o.bandwidth_fraction, o.flops_fraction, o.step_overhead_ms,
         o.transition, o.calibration, o.workload, o.allow_vocab_mismatch, o.force_calibration, o.engine, o.cost,
         o.distilled)
     from ..model.scenario import Scenario
@@ -243,7 +245,7 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
         kernel_cost_mode(profile.framework, hw.name)
     dep = _deployment(target, hw, tp, peak, context, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                       efficiency=eff, expert_parallel=expert_parallel, engine=profile, cost=cost,
-                      memory_utilization=float(util))
+                      memory_utilization=float(util), data_parallel=_data_parallel(data_parallel))
     if calibration is not None:  # a fit of another model, hardware or TP applies only when forced
         note = check_transfer(saved_scenario(calibration), target.name, hw.name, dep.tp, force_calibration,
                               source=calibration, transferred=list(calibrated))
@@ -274,6 +276,13 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None, defaults_used=used)
     _check_finite_steps(sc)
     return sc
+
+
+def _data_parallel(dp) -> int:
+    """The data-parallel attention ranks as given (an integer >= 1), else a one-line error."""
+    if isinstance(dp, bool) or not isinstance(dp, (int, float)) or not math.isfinite(dp) or int(dp) != dp or dp < 1:
+        raise InputError(f"data parallel (--dp) must be an integer >= 1 (got {dp!r})", parameter="data_parallel")
+    return int(dp)
 
 
 def _sampling(temperature, top_p, top_k, vocab: int, penalties=(None, None, None)):
@@ -347,7 +356,7 @@ def inputs(sc: Scenario) -> dict[str, Any]:
     dep, spec = sc.deployment, sc.speculation
     acc, k = spec.acceptance, spec.k
     return {
-        "model": dep.model.name, "hardware": dep.hardware.name, "tp": dep.tp, "tp_auto": sc.tp_auto,
+        "model": dep.model.name, "hardware": dep.hardware.name, "tp": dep.tp, "tp_auto": sc.tp_auto, "data_parallel": dep.data_parallel,
         "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype,
         "context": int(sc.context) if sc.context == int(sc.context) else sc.context,
         "prompt_len": sc.prompt_len, "output_len": sc.output_len, "method": spec.method,

@@ -110,6 +110,8 @@ SCENARIO = (
     O("hardware", f"accelerator {SPEC_LIBRARY}", d.DEFAULT_HARDWARE, group="scenario"),
     O("tp", "tensor-parallel degree", default_text=f"the smallest of {shown(d.AUTO_TP)} that holds "
       f"{d.MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context", group="scenario"),
+    O("data_parallel", "MoE: data-parallel attention ranks of --tp GPUs each, the experts over all of them (vLLM "
+      "-dp; SGLang's --tp T --dp D --enable-dp-attention is --tp T/D --dp D)", 1, flag="--dp", group="scenario"),
     O("context", "tokens in each sequence's KV cache", d.DEFAULT_CONTEXT, passed=False,
       note="or prompt + output/2 when the lengths are known", group="scenario"),
     O("weight_dtype", "bf16, fp8, int8, int4, fp4 (NVFP4), mxfp4", default_text="the model's own", group="scenario"),
@@ -141,21 +143,17 @@ SCENARIO = (
 )
 
 EFFICIENCY_GROUP = "efficiency (documented defaults; see docs/guide/engines-and-cost-modes.md)"
-EFFICIENCY = (
-    O("bandwidth_fraction", "achieved fraction of peak memory bandwidth", default_text="the hardware's, sourced",
-      group=EFFICIENCY_GROUP),
-    O("flops_fraction", "achieved fraction of peak dense FLOP/s", default_text="the hardware's, sourced",
-      group=EFFICIENCY_GROUP),
-    O("step_overhead_ms", "fixed time per engine step", default_text="the engine profile's", unit="ms",
-      group=EFFICIENCY_GROUP),
-    O("transition", "memory/compute transition model", choices=("smooth", "max", "sum"),
-      default_text="the hardware's", group=EFFICIENCY_GROUP),
-    O("no_distilled", NO_DISTILLED_HELP, kind="switch", group=EFFICIENCY_GROUP, api="distilled"),
-    O("expert_parallel", "MoE: experts split whole over the TP group", kind="switch", group=EFFICIENCY_GROUP),
-    O("calibration", "apply a fit saved by `crossover calibrate` (flags set here still win)", group=EFFICIENCY_GROUP),
+EFFICIENCY = tuple(o.but(group=EFFICIENCY_GROUP) for o in (
+    O("bandwidth_fraction", "achieved fraction of peak memory bandwidth", default_text="the hardware's, sourced"),
+    O("flops_fraction", "achieved fraction of peak dense FLOP/s", default_text="the hardware's, sourced"),
+    O("step_overhead_ms", "fixed time per engine step", default_text="the engine profile's", unit="ms"),
+    O("transition", "memory/compute transition model", choices=("smooth", "max", "sum"), default_text="the hardware's"),
+    O("no_distilled", NO_DISTILLED_HELP, kind="switch", api="distilled"),
+    O("expert_parallel", "MoE: experts split whole over the TP group", kind="switch"),
+    O("calibration", "apply a fit saved by `crossover calibrate` (flags set here still win)"),
     O("force_calibration", "apply a --calibration fitted on another model, hardware or TP (prints what was "
-      "transferred)", kind="switch", group=EFFICIENCY_GROUP),
-)
+      "transferred)", kind="switch"),
+))
 
 # --- the outputs most verbs share
 JSON = O("json", "one JSON object on stdout", kind="switch", api=None)
@@ -313,6 +311,8 @@ MEASURED = (
       "physical bound", default_text="the files' model_id"),
     O("hardware", f"accelerator of the measurement {SPEC_LIBRARY}"),
     O("tp", "tensor-parallel degree of the measurement"),
+    *(o.but(default=None, passed=False, default_text="the launch configuration's, else 1") for o in SCENARIO
+      if o.name == "data_parallel"),
     O("method", "speculation method (for the bound and the overlay)",
       default_text=f"the one SGLang files name, else {d.DEFAULT_METHOD}"),
     O("draft", "draft model for --method draft"),

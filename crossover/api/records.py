@@ -176,6 +176,7 @@ class ScenarioOptions(Record):
     weight_dtype: str | None = None  # None: the model's own
     kv_dtype: str = d.DEFAULT_KV_DTYPE
     expert_parallel: bool = False
+    data_parallel: int = 1
     bandwidth_fraction: float | None = None
     flops_fraction: float | None = None
     step_overhead_ms: float | None = None

@@ -124,7 +124,7 @@ def model_for_check(table: MeasuredTable, model: str | None,
 # crossover.scenario's keywords a measured sweep takes (the deployment the files ran; the rest the files say)
 # the deployment's settings a launch configuration (or the user) gives
 LAUNCH_KEYWORDS = ("draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "chunked_prefill",
-                   "mla_verify", "gpu_memory_utilization", "expert_parallel")
+                   "mla_verify", "gpu_memory_utilization", "expert_parallel", "data_parallel")
 MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
                      "distilled", "prompt_len", "output_len", *SAMPLING_OPTIONS,  # sampling: no file records it
                      *LAUNCH_KEYWORDS)

@@ -20,6 +20,8 @@ def _launch(args: argparse.Namespace) -> dict:
     out = {"weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype, "cuda_graphs": args.cuda_graphs,
            "cuda_graphs_speculating": args.cuda_graphs_speculating, "chunked_prefill": args.chunked_prefill,
            "mla_verify": args.mla_verify, "expert_parallel": args.expert_parallel or None}
+    if args.data_parallel is not None:
+        out["data_parallel"] = int(parse_number(args.data_parallel, "--dp", integer=True))
     if args.draft_tp is not None:
         out["draft_tp"] = int(parse_number(args.draft_tp, "--draft-tp", integer=True))
     if args.gpu_memory_utilization is not None:

@@ -47,6 +47,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw.update(model=args.model, hardware=args.hardware, tp=_int(args, "tp", "--tp"), context=context,
               weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
               expert_parallel=bool(getattr(args, "expert_parallel", False)),
+              data_parallel=_int(args, "data_parallel", "--dp") or 1,
               bandwidth_fraction=number_flag(args, "bandwidth_fraction", "--bandwidth-fraction"),
               flops_fraction=number_flag(args, "flops_fraction", "--flops-fraction"),
               step_overhead_ms=number_flag(args, "step_overhead_ms", "--step-overhead-ms", positive=False),

@@ -200,20 +200,22 @@ def _dtypes(found: ServerArgs, name: str, value: Any, src: str, ctx: dict[str, A
         found._skip("kv_dtype", src, "auto: the model's dtype, not given" if v == "auto" else "no crossover KV dtype")
 
 
-def _parallel(found: ServerArgs, name: str, value: Any, src: str) -> None:
+def _parallel(found: ServerArgs, name: str, value: Any, src: str, ctx: dict[str, Any]) -> None:
     """Expert parallelism (vLLM --enable-expert-parallel; SGLang --ep-size above 1) as crossover's
-    --expert-parallel; data parallelism said as not modelled."""
+    --expert-parallel; data-parallel attention (vLLM -dp; SGLang --dp-size with --enable-dp-attention) as
+    --dp; SGLang's --dp-size alone (replicas behind its router) said as not modelled."""
     if name == "enable_expert_parallel":
         found._put("expert_parallel", value, src, bool)
     elif name == "enable_dp_attention":
-        if _CAST[bool](value):
-            found._skip("tp", src, "data-parallel attention: not modelled; the scenario prices TP attention")
+        return  # read with --dp-size
     elif not str(value).isdigit():
         raise found._fail(f"{src}: {name} must be an integer")
     elif name == "ep_size":
         found._put("expert_parallel", int(value) > 1, src)
-    elif int(value) > 1:
+    elif int(value) > 1 and name == "dp_size" and not _CAST[bool](ctx.get("enable_dp_attention", False)):
         found._skip("tp", src, DATA_PARALLEL.format(n=int(value)))
+    elif int(value) > 1:
+        found._put("data_parallel", int(value), src)
 
 
 def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool = False) -> None:
@@ -242,7 +244,7 @@ def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool =
         elif name in ("kv_cache_dtype", "quantization", "dtype"):
             _dtypes(found, name, value, src, ctx, resolved)
         elif name in ("enable_expert_parallel", "data_parallel_size"):
-            _parallel(found, name, value, src)
+            _parallel(found, name, value, src, ctx)
         elif not resolved and name != "compilation_config":
             found.ignored.append(src)
 
@@ -276,9 +278,15 @@ def _sglang(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool
         elif name in ("kv_cache_dtype", "quantization", "dtype"):
             _dtypes(found, name, value, src, ctx, resolved)
         elif name in ("ep_size", "dp_size", "enable_dp_attention"):
-            _parallel(found, name, value, src)
+            _parallel(found, name, value, src, ctx)
         elif name not in SGLANG_FLAGS and not resolved:
             found.ignored.append(src)
+    n = found.values.get("data_parallel", (1, ""))[0]
+    if n > 1 and "tp" in found.values:  # SGLang's tp_size counts every attention rank's GPUs: crossover's --tp per rank
+        tp, where = found.values["tp"]
+        if tp % n:
+            raise found._fail(f"{where}: tp_size {tp} does not divide by dp_size {n} (SGLang asserts it)")
+        found.values["tp"] = (tp // n, f"{where}, over {n} data-parallel attention ranks")
 
 
 def _command(found: ServerArgs, text: str) -> ServerArgs:

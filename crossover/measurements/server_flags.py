@@ -45,9 +45,8 @@ GRAPH_MODES = {"NONE": "none", "PIECEWISE": "piecewise", "FULL": "full", "FULL_D
 SGLANG_UNMAPPED = {"cuda_graph_max_bs": ("cuda_graphs", "CUDA graphs up to this batch only; larger ones run eagerly"),
                    "max_prefill_tokens": ("max_num_batched_tokens", "SGLang's prefill budget, not a cap on a step's tokens")}
 SGLANG_BACKENDS = {"full": "full", "breakable": "piecewise", "disabled": "none"}
-# Data parallelism (vLLM 0.14.1 arg_utils.py --data-parallel-size/-dp; SGLang 0.5.5 server_args.py --dp-size,
-# --enable-dp-attention): ranks each with their own running batch and, for MoE with expert parallelism,
-# all-to-all MoE (vLLM fused_moe/config.py use_all2all_kernels = dp_size > 1 and use_ep). Not modelled: said.
-DATA_PARALLEL = ("{n} data-parallel ranks, each with its own running batch (with expert parallelism, all-to-all "
-                 "MoE): not modelled; the scenario prices one engine of --tp GPUs at the sweep's whole load")
+# SGLang's --dp-size without --enable-dp-attention (0.5.5 server_args.py): replicas behind its data-parallel
+# router, each with its own running batch and the load split between them. Not modelled: said.
+DATA_PARALLEL = ("{n} data-parallel replicas behind SGLang's router, each with its own running batch: not modelled; "
+                 "the scenario prices one engine of --tp GPUs at the sweep's whole load")
 O_LEVEL = "-O1/-O2: a compilation level without CUDA graphs up to vLLM 0.11, piecewise/full graphs from 0.12"

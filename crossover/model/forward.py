@@ -1,6 +1,6 @@
 """The work of one forward pass (`Forward`: positions, KV tokens read, query-key pairs, sampled
-positions) and its builders for a uniform batch, whole prompts and a ragged batch: what `StepModel.price`
-(step.py) prices."""
+positions), of one engine step (`Mix`: the target's forward, the drafts' and who verifies) and the
+builders for a uniform batch, whole prompts and a ragged batch: what `StepModel.price` (step.py) prices."""
 
 from __future__ import annotations
 
@@ -35,10 +35,61 @@ class Forward:
         return Forward(self.tokens + other.tokens, self.kv + other.kv, self.qk + other.qk, s1 + s2,
                        self.expansion + other.expansion, self.verify_kv + other.verify_kv)
 
+    def scaled(self, f) -> "Forward":
+        """These sums times `f` (broadcast over the window axis): a share of the sequences."""
+        return Forward(np.multiply(self.tokens, f), np.multiply(self.kv, f), np.multiply(self.qk, f),
+                       None if self.sampled is None else np.multiply(self.sampled, f),
+                       np.multiply(self.expansion, f), np.multiply(self.verify_kv, f))
+
     def expanded(self) -> "Forward":
         """The same positions scored by batch expansion: position j of a verifying sequence is a
         sequence of its own over context + j tokens, so each reads the KV history (k+1 reads in all)."""
         return Forward(self.tokens, self.kv + self.expansion, self.qk, self.sampled, 0.0, self.verify_kv)
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What one engine step (or an array of them, broadcast) runs.
+
+    target: the target forward over every decode, verify and prefill position of the step.
+    verifying: sequences that verify drafts; the speculative overheads (per step and per sequence)
+      and the draft passes apply where it is > 0.
+    draft_passes: (number of sequential passes, one pass's forward) groups; a chain is one group of
+      k passes of width 1, a tree one group per distinct width.
+    draft_prefill: the draft reading this step's prompt tokens (EAGLE heads, MTP layers and draft
+      models keep their own KV cache); where a draft pass runs in the same step it shares that
+      pass's launch (no second per-forward overhead).
+    """
+
+    target: Forward
+    verifying: np.ndarray | float = 0.0
+    draft_passes: tuple[tuple[np.ndarray | float, Forward], ...] = ()
+    draft_prefill: Forward | None = None
+    # Whether every sequence of the step has the same query length (a 'uniform' batch: pure decode,
+    # or verify at one width), which engines replay as one full CUDA graph; a ragged step (n-gram
+    # misses beside matches, prompt chunks beside decodes) runs its attention outside the graph.
+    # A number in [0, 1]: the share of the steps it stands for that are uniform (a mean step whose
+    # prompts arrive in some steps only).
+    uniform: np.ndarray | bool | float = True
+    sequences: np.ndarray | float | None = None  # sequences in the step (None: one per target token)
+    # The steps (a slice of the last axis) the draft passes' forwards describe, where only those draft
+    # (e.g. the speculating half of an off/on pair): the others draft nothing. None: every step.
+    draft_at: slice | None = None
+
+    def busiest_rank(self, n: int) -> "Mix":
+        """The step of the busiest of `n` data-parallel ranks the sequences are balanced over
+        (Deployment.data_parallel): ceil(sequences / n) of them, every sum in proportion. The ranks step
+        in lockstep, each padded to the busiest one's tokens (vLLM 0.14.1 v1/worker/dp_utils.py
+        coordinate_batch_across_dp, with CUDA graphs), which the MoE layers see n times."""
+        seqs = np.asarray(self.target.tokens if self.sequences is None else self.sequences, float)
+        f = np.where(seqs > 0, np.ceil(seqs / n - 1e-9) / np.where(seqs > 0, seqs, 1.0), 0.0)
+
+        def part(x):
+            return None if x is None else np.multiply(x, f)
+        fd = f if self.draft_at is None else f[..., self.draft_at]  # the steps the passes describe
+        return Mix(self.target.scaled(f), part(self.verifying), tuple((c, w.scaled(fd)) for c, w in self.draft_passes),
+                   None if self.draft_prefill is None else self.draft_prefill.scaled(f), self.uniform,
+                   part(self.sequences), self.draft_at)
 
 
 def joined(works: list[Forward]) -> tuple[Forward, tuple]:

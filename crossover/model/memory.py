@@ -17,21 +17,22 @@ from ..units import DTYPE_BYTES, GB
 RESERVE_BYTES_PER_GPU = 1.5 * GB
 
 
-def op_weight_bytes(ops: list[Op], tp: int) -> float:
-    """Weight bytes one GPU holds for these ops, each at its own dtype (sharded ops split over tp)."""
+def op_weight_bytes(ops: list[Op], tp: int, expert_group: int | None = None) -> float:
+    """Weight bytes one GPU holds for these ops, each at its own dtype (sharded ops split over tp, the
+    routed experts over `expert_group` GPUs: tp, or tp x the data-parallel ranks)."""
     total = 0.0
     for op in ops:
         if op.kind == "gemm":
             total += op.count * op.params * DTYPE_BYTES[op.dtype] / (tp if op.sharded else 1)
         elif op.kind == "experts":
-            total += op.count * op.num_experts * op.params * DTYPE_BYTES[op.dtype] / tp
+            total += op.count * op.num_experts * op.params * DTYPE_BYTES[op.dtype] / (expert_group or tp)
     return total
 
 
 def weight_bytes_per_gpu(dep: Deployment, ops: list[Op] | None = None) -> float:
     """Weight bytes one GPU holds (streamed ops plus the input embedding)."""
     ops = model_ops(dep.model, dep.wdtype, dep.tp) if ops is None else ops
-    total = op_weight_bytes(ops, dep.tp)
+    total = op_weight_bytes(ops, dep.tp, dep.gpus)
     m = dep.model
     if not m.tie_word_embeddings:
         total += embedding_params(m) * DTYPE_BYTES["bf16"] / dep.tp
@@ -57,14 +58,15 @@ def kv_budget_bytes(dep: Deployment, ops: list[Op] | None = None) -> float:
 
 def max_batch(dep: Deployment, context: float, extra_weights_per_gpu: float = 0.0,
               extra_kv_per_seq_per_gpu: float = 0.0, slack_tokens: float = 0.0) -> int:
-    """Largest batch whose KV cache (at `context` + slack tokens) fits beside the weights; 0 if none."""
+    """Largest batch whose KV cache (at `context` + slack tokens) fits beside the weights; 0 if none.
+    Data-parallel ranks (Deployment.data_parallel) each hold their own sequences: that many times one's."""
     ops = model_ops(dep.model, dep.wdtype, dep.tp)
     budget = kv_budget_bytes(dep, ops) - extra_weights_per_gpu
     per_seq = kv_bytes_per_seq_per_gpu(dep, ops, context + slack_tokens) + extra_kv_per_seq_per_gpu
     if budget <= 0:
         return 0
     # (a denormal per-sequence size would make the quotient overflow: no batch exceeds 2^30 anyway)
-    return int(math.floor(min(budget / per_seq, 1 << 30))) if per_seq > 0 else 1 << 30
+    return int(math.floor(min(budget / per_seq, 1 << 30))) * dep.data_parallel if per_seq > 0 else 1 << 30
 
 
 @lru_cache(maxsize=256)

@@ -25,6 +25,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from .collectives import collectives
 from .ops import SAMPLED_OPS, Op, expected_distinct_experts, kv_share, model_ops
 from ..specs.deployment import Deployment
 from ..units import COMPUTE_DTYPE, DTYPE_BYTES
@@ -130,6 +131,9 @@ class CompiledOps:
     transition: str
     p: float
     ep_groups: int = 1  # expert parallelism: routed experts split whole over this many GPUs
+    # Data-parallel attention ranks whose tokens the routed experts see (Deployment.data_parallel): the step
+    # is priced per rank (StepModel.price), its expert rows over this many times the rank's tokens.
+    expert_ranks: int = 1
     # Rows that run only on positions whose next token is sampled (LM heads): every decode/verify
     # position, but only the last position of a prompt.
     sampled_rows: np.ndarray | None = None
@@ -223,7 +227,8 @@ class CompiledOps:
             flops = flops + fqa[col] * qk[wi]
         if eb is not None:
             e, k, eb = ne[col], tk[col], eb[col]
-            distinct = expected_distinct_experts(tokens, e, k)
+            routed = tokens * self.expert_ranks if self.expert_ranks > 1 else tokens  # every rank's tokens
+            distinct = expected_distinct_experts(routed, e, k)
             if self.ep_groups > 1:
                 # Expert parallelism: each GPU holds E/G whole experts and the step waits for the
                 # busiest one. Its distinct experts ~ mean + sd x sqrt(2 ln G) (Gaussian maximum of G),
@@ -234,7 +239,7 @@ class CompiledOps:
                 local = e / gg
                 mu = distinct / gg
                 busiest = np.minimum(mu + z * np.sqrt(mu * np.clip(1.0 - mu / local, 0.0, 1.0)), local)
-                share = tokens * k / gg
+                share = routed * k / gg
                 imbalance = np.where(share > 0, (share + z * np.sqrt(share * (1.0 - 1.0 / gg)))
                                      / np.maximum(share, 1e-12), 1.0)
                 nbytes = nbytes + eb * busiest
@@ -331,6 +336,8 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
     layer_overhead_s, for kernel gaps; engine-step overheads are added once per engine step.
     """
     tp, eff, act = dep.tp, dep.efficiency, dep.act_bytes
+    dp = dep.data_parallel
+    group = tp * dp  # the GPUs the routed experts are split over
     rows = [op for op in ops if op.kind != "allreduce"]
     n = len(rows)
     z = lambda: np.zeros(n)  # noqa: E731
@@ -355,53 +362,30 @@ def compile_ops(dep: Deployment, ops: list[Op], num_layers: float | None = None)
         shard = tp if op.sharded else 1
         wbytes = DTYPE_BYTES[op.dtype]
         if op.kind == "experts":
-            # per distinct expert touched: a 1/tp slice of it (TP-sharded) or, under expert
-            # parallelism, the whole expert on the GPU that holds it
+            # per distinct expert touched: a 1/group slice of it (TP-sharded) or, under expert
+            # parallelism, the whole expert on the GPU that holds it; per token of every attention rank
+            # (dp x the rank's tokens the step is priced at)
+            shard = group if op.sharded else 1
             eb[i] = op.count * op.params * wbytes / (1 if dep.expert_parallel else shard)
             ne[i], tk[i] = op.num_experts, op.top_k
-            fpt[i] = op.count * 2.0 * op.top_k * op.params / shard
-            ab[i] = op.count * op.top_k * (op.in_features + op.out_features) * act / shard
+            fpt[i] = dp * op.count * 2.0 * op.top_k * op.params / shard
+            ab[i] = dp * op.count * op.top_k * (op.in_features + op.out_features) * act / shard
         else:
             wb[i] = op.count * op.params * wbytes / shard
             fpt[i] = op.count * 2.0 * op.params / shard
             ab[i] = op.count * (op.in_features + op.out_features) * act / shard
-    ar_count = sum(op.count for op in ops if op.kind == "allreduce")
-    ar_width = max((op.width for op in ops if op.kind == "allreduce"), default=0.0)
-    # Ring all-reduce: 2 (tp-1) steps, each moving 1/tp of the message over a link, plus the
-    # call's latency (base + per hop).
-    ar_per_token = ar_count * 2.0 * (tp - 1) / tp * ar_width * act / dep.link_bandwidth if tp > 1 else 0.0
-    ar_calls = ar_count
-    # Expert parallelism under tensor-parallel attention keeps the all-reduce: every GPU holds the whole
-    # batch's hidden states, runs its own experts on the tokens routed to them and the partial outputs
-    # are summed as under TP (vLLM 0.14.1 fused_moe/config.py use_all2all_kernels = dp_size > 1 and
-    # use_ep, layer.py reduce_output; SGLang 0.5.5 token_dispatcher/standard.py with moe_a2a_backend
-    # "none", the default). Dispatch and combine all-to-alls need data-parallel attention (not modelled).
-    host = pcie_host_fraction(dep)
-    if host is not None and tp > 2:
-        # Past 2 PCIe GPUs there is no peer-to-peer all-reduce (vLLM's custom all-reduce stops at 2):
-        # every GPU's ring bytes cross the host's shared PCIe fabric, 2 (tp - 1) x the message at
-        # `host` x one link instead of 2 (tp - 1) / tp at the link fraction (roofline.allreduce_seconds).
-        ar_per_token *= tp * dep.link_bandwidth / (dep.hardware.interconnect_bytes_s * host)
+    ar_per_token, ar_latency = collectives(dep, ops)
     if num_layers is None:
         num_layers = sum(op.count for op in ops if op.kind == "attention")
     return CompiledOps(
         names=tuple(op.name for op in rows), weight_bytes=wb, expert_bytes=eb, num_experts=ne, top_k=tk,
         act_bytes_per_token=ab, flops_per_token=fpt, kv_bytes_per_attended=kva, kv_write_per_token=kvw,
         flops_per_query_attended=fqa, attention_window=win, bandwidth=bw, rate=rate,
-        allreduce_s_per_token=ar_per_token, allreduce_latency_s=ar_calls * dep.allreduce_latency,
-        has_allreduce=ar_count > 0 and tp > 1, overhead_s=num_layers * eff.layer_overhead_s,
-        transition=eff.transition, p=eff.transition_p, ep_groups=tp if dep.expert_parallel else 1,
+        allreduce_s_per_token=ar_per_token, allreduce_latency_s=ar_latency,
+        has_allreduce=ar_per_token > 0 or ar_latency > 0, overhead_s=num_layers * eff.layer_overhead_s,
+        transition=eff.transition, p=eff.transition_p, ep_groups=group if dep.expert_parallel else 1,
+        expert_ranks=dp,
         sampled_rows=np.array([op.name in SAMPLED_OPS for op in rows], bool), source_ops=tuple(ops), deployment=dep)
-
-
-def pcie_host_fraction(dep: Deployment) -> float | None:
-    """The share of one PCIe link that a > 2-GPU all-reduce gets over the host's shared fabric: the
-    hardware's kernel-table-distilled `all_reduce.host_fraction` where the GPUs talk over PCIe and the
-    deployment takes distilled parameters (Efficiency.distilled), else None (the ring over links)."""
-    hw = dep.hardware
-    if not (hw.is_pcie and dep.efficiency.distilled and hw.distilled is not None and hw.distilled.all_reduce):
-        return None
-    return hw.distilled.all_reduce.host_fraction
 
 
 def target_ops(dep: Deployment) -> list[Op]:

@@ -298,7 +298,7 @@ class Speculation:
         own = [op for op in ops if not (op.name in ("draft_lm_head", "lm_head") and self.method in ("eagle", "mtp"))]
         # at a draft TP of 1 the head sits whole on one GPU: the fullest GPU holds all of it
         d = self.draft_deployment(target)
-        return memory.op_weight_bytes(own, d.tp), memory.kv_bytes_per_seq_per_gpu(d, ops, draft_length)
+        return memory.op_weight_bytes(own, d.tp, d.gpus), memory.kv_bytes_per_seq_per_gpu(d, ops, draft_length)
 
     @cached_property
     def drafter(self) -> "Speculation":

@@ -24,40 +24,10 @@ from ..errors import CrossoverError
 from .kernels.mode import cost_mode as kernel_cost_mode
 from .roofline import CompiledOps, StepCost, combine, compiled_target
 from ..specs.deployment import Deployment
-from .forward import Forward, joined, prompts, ragged, uniform
+from .forward import Forward, Mix, joined, prompts, ragged, uniform
 from .graphs import eager_steps, padding, per_arm, ragged_host
 from .ops import mla_prefill_per_token
 from .speculation import Speculation, compiled_draft
-
-
-@dataclass(frozen=True)
-class Mix:
-    """What one engine step (or an array of them, broadcast) runs.
-
-    target: the target forward over every decode, verify and prefill position of the step.
-    verifying: sequences that verify drafts; the speculative overheads (per step and per sequence)
-      and the draft passes apply where it is > 0.
-    draft_passes: (number of sequential passes, one pass's forward) groups; a chain is one group of
-      k passes of width 1, a tree one group per distinct width.
-    draft_prefill: the draft reading this step's prompt tokens (EAGLE heads, MTP layers and draft
-      models keep their own KV cache); where a draft pass runs in the same step it shares that
-      pass's launch (no second per-forward overhead).
-    """
-
-    target: Forward
-    verifying: np.ndarray | float = 0.0
-    draft_passes: tuple[tuple[np.ndarray | float, Forward], ...] = ()
-    draft_prefill: Forward | None = None
-    # Whether every sequence of the step has the same query length (a 'uniform' batch: pure decode,
-    # or verify at one width), which engines replay as one full CUDA graph; a ragged step (n-gram
-    # misses beside matches, prompt chunks beside decodes) runs its attention outside the graph.
-    # A number in [0, 1]: the share of the steps it stands for that are uniform (a mean step whose
-    # prompts arrive in some steps only).
-    uniform: np.ndarray | bool | float = True
-    sequences: np.ndarray | float | None = None  # sequences in the step (None: one per target token)
-    # The steps (a slice of the last axis) the draft passes' forwards describe, where only those draft
-    # (e.g. the speculating half of an off/on pair): the others draft nothing. None: every step.
-    draft_at: slice | None = None
 
 
 @dataclass
@@ -187,6 +157,8 @@ class StepModel:
         (an eager forward takes at least its layers' launch time), the n-gram proposer's lookup and
         the per-step, per-sequence and per-draft-pass overheads."""
         dep = self.deployment
+        if dep.data_parallel > 1:  # the ranks step in lockstep at the busiest one's work (experts: all ranks')
+            mix = mix.busiest_rank(dep.data_parallel)
         run = self.cost.forward if detail else (lambda ops, w: StepCost(self.cost.seconds(ops, w)))
         verifying = np.asarray(mix.verifying, float)
         drafting = verifying > 0

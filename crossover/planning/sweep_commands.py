@@ -93,14 +93,18 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
     out: dict[str, Any] = {"vllm": {}, "sglang": {}}
     for arm in ("off", "on"):
         seats = limits.seats(arm == "on")
-        vllm = ["vllm", "serve", model, "--tensor-parallel-size", dep.tp, "--max-num-seqs", seats,
-                "--max-num-batched-tokens", limits.max_num_batched_tokens, "--gpu-memory-utilization",
+        dp = dep.data_parallel  # vLLM's limits per data-parallel rank, SGLang's --max-running-requests the engine's
+        vllm = ["vllm", "serve", model, "--tensor-parallel-size", dep.tp, *(["--data-parallel-size", dp] if dp > 1 else []),
+                *(["--enable-expert-parallel"] if dep.expert_parallel else []), "--max-num-seqs", seats // dp,
+                "--max-num-batched-tokens", limits.max_num_batched_tokens // dp, "--gpu-memory-utilization",
                 f"{dep.memory_utilization:g}", "--seed", seed, "--port", port, *quant, *kv]
         if graphs[arm] == "none":
             vllm.append("--enforce-eager")
         out["vllm"][arm] = _line(vllm, cfg["vllm"]["static"]["flag"] if arm == "on" else None)
-        sgl = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", dep.tp,
-               "--max-running-requests", seats, "--chunked-prefill-size", limits.max_num_batched_tokens,
+        sgl = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", dep.gpus,
+               *(["--dp-size", dp, "--enable-dp-attention"] if dp > 1 else []),
+               *(["--ep-size", dep.gpus] if dep.expert_parallel else []),
+               "--max-running-requests", seats, "--chunked-prefill-size", limits.max_num_batched_tokens // dp,
                "--mem-fraction-static", f"{dep.memory_utilization:g}", "--random-seed", seed, "--port", port,
                *quant, *(["--kv-cache-dtype", _SGLANG_KV.get(dep.kv_dtype, dep.kv_dtype)] if kv else [])]
         if graphs[arm] == "none":

@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import gpus_said
+
 
 def _img(draw) -> str:
     """Run `draw(path)` into a temporary PNG and return an <img> with the PNG inlined."""
@@ -32,7 +34,7 @@ def build(sc, inputs: dict[str, Any], prediction, prediction_text: str, policy_t
                    for k, v in inputs.items() if k != "efficiency")
     eff = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
                   for k, v in inputs["efficiency"].items())
-    title = (f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}: {inputs['method']} k={inputs['k']}, "
+    title = (f"{inputs['model']} on {gpus_said(inputs)}: {inputs['method']} k={inputs['k']}, "
              f"context {inputs['context']:g}")
     cross = prediction.crossover_batch
     verdict = (f"Speculation stops paying off at batch {cross:.1f}." if cross is not None and

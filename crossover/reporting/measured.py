@@ -11,6 +11,7 @@ from ..analysis.crossings import EQUAL_RTOL, level_crossings
 from ..comparison.compare import PREDICT_RATE_PROMPTS, latency_crossovers, speedups
 from ..analysis.crossings import rounded
 from ..analysis.bounds import BoundChecks
+from . import gpus_said
 from .text import clean, latency_lines, other_crossings
 
 
@@ -277,7 +278,7 @@ def _cannot_reproduce(fit) -> list[str]:
 def calibration_table(fit, inputs: dict[str, Any], measured: dict[str, Any] | None = None) -> str:
     """Fitted values with uncertainties, per-point residuals, the crossover with its interval beside
     the measured one, and whether the model reproduces the sweep."""
-    lines = [f"calibrated {inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} "
+    lines = [f"calibrated {inputs['model']} on {gpus_said(inputs)}, {inputs['method']} "
              f"k={inputs['k']} ({fit.load_axis} sweep, {len(fit.residuals)} levels)", "",
              f"{'parameter':<24} {'value':>10} {'stderr':>10}"]
     for name, p in fit.parameters().items():

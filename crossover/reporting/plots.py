@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import gpus_said
+
 from ..errors import CrossoverError
 from ..files import write_atomic
 
@@ -41,7 +43,7 @@ def _save(fig, path: str) -> None:
 
 def _title(inputs: dict[str, Any]) -> str:
     acc = f"tau {inputs['tau']:.2f}"
-    return (f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} k={inputs['k']} "
+    return (f"{inputs['model']} on {gpus_said(inputs)}, {inputs['method']} k={inputs['k']} "
             f"({acc}), context {inputs['context']:.0f}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import gpus_said
 from .text import acceptance_said
 
 
@@ -27,7 +28,7 @@ def policy_dict(pol, configs: dict[str, Any]) -> dict[str, Any]:
 
 def policy_table(pol, configs: dict[str, Any], inputs: dict[str, Any]) -> str:
     """The schedule, its gains, and the engine configs."""
-    lines = [f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']}, "
+    lines = [f"{inputs['model']} on {gpus_said(inputs)}, {inputs['method']}, "
              f"{acceptance_said(inputs)}, context {inputs['context']:g}; k = 0..{inputs['k_max']}, batch 1.."
              f"{inputs['batch_max']}", "", f"{'batch range':>15}  {'best k':>6}  {'tok/s at range start':>20}"]
     for r in pol.schedule:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import gpus_said
+
 _WHAT = {"concurrency": "concurrency", "request_rate": "request rate"}
 _CLIENT_NAMES = {"vllm-bench": "vllm bench serve", "guidellm": "GuideLLM", "aiperf": "AIPerf"}
 
@@ -100,7 +102,7 @@ def sweep_plan_text(plan: dict[str, Any], inputs: dict[str, Any]) -> str:
     said = (f"acceptance {acc:g}, " if kind == "rate" else
             "per-position acceptance " + ",".join(f"{a:g}" for a in acc) + ", " if kind == "per_position" else "")
     lines = [
-        f"sweep plan: {inputs['model']} on {inputs['tp']} x {inputs['hardware']}, {inputs['method']} k={inputs['k']} "
+        f"sweep plan: {inputs['model']} on {gpus_said(inputs)}, {inputs['method']} k={inputs['k']} "
         f"({said}tau {inputs['tau']:.3f}), "
         f"{inputs['engine_version']} profile, random {p} in / {o} out, seed {plan['seed']}",
         _interval_line(plan, what),

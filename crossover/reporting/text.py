@@ -9,6 +9,7 @@ import numpy as np
 
 from ..analysis.crossings import EQUAL_RTOL
 from ..comparison.compare import latency_crossings
+from . import gpus_said
 
 if TYPE_CHECKING:  # annotations only: the model stack loads with the first prediction
     from ..analysis.curves import Prediction
@@ -126,7 +127,7 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     if inputs.get("prompt_len") is not None:
         mix = f" (prompt {inputs['prompt_len']:g} + output {inputs['output_len']:g} tokens: prefill share included)"
     lines = [
-        f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}{tp_note}, {inputs['weight_dtype']} weights, "
+        f"{inputs['model']} on {gpus_said(inputs)}{tp_note}, {inputs['weight_dtype']} weights, "
         f"{inputs['kv_dtype']} KV cache, "
         f"context {inputs['context']:g}{mix}",
         f"speculation: {inputs['method']}{draft}, k={inputs['k']}, {acceptance_said(inputs)} -> tau {d['tau']:.3f} "
@@ -243,7 +244,7 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
     axis = res.axis
     label = "conc" if axis == "concurrency" else "req/s"
     lines = [
-        f"{inputs['model']} on {inputs['tp']} x {inputs['hardware']}, workload {inputs['workload']} "
+        f"{inputs['model']} on {gpus_said(inputs)}, workload {inputs['workload']} "
         f"(mean prompt {inputs['prompt_len']:.0f}, output {inputs['output_len']:.0f} tokens), "
         f"{inputs['num_prompts']} requests per level (at least 10 rounds of the clients), seed {inputs['seed']}",
         f"speculation: {inputs['method']}, k={inputs['k']}, tau {inputs['tau']:.3f} tokens/step",

@@ -47,9 +47,16 @@ class EngineLimits:
         on this GPU (default_limits); `max_num_seqs` given sets both arms, else the engine's own cap
         applies to speculating arms (SGLang: 48)."""
         seqs, tokens = default_limits(dep, max_num_batched_tokens)
+        # Each data-parallel rank schedules its own batch (vLLM 0.14.1 v1/engine/core.py DPEngineCoreProc; SGLang
+        # one scheduler per rank): the engine runs n times each rank's limits. vLLM's --max-num-seqs is a rank's;
+        # SGLang divides --max-running-requests (and its speculating default) over the ranks (0.5.5
+        # managers/tp_worker.py), so what is given there is the engine's.
+        n = dep.data_parallel
+        given = n if dep.engine.framework == "vllm" else 1
         if max_num_seqs is not None:
-            return EngineLimits(int(max_num_seqs), tokens)
-        return EngineLimits(seqs, tokens, spec_max_num_seqs=dep.engine.spec_max_running)
+            return EngineLimits(int(max_num_seqs) * given, tokens * n)
+        cap = dep.engine.spec_max_running
+        return EngineLimits(seqs * n, tokens * n, spec_max_num_seqs=None if cap is None else cap * given)
 
 
 # vLLM's threshold for its large-GPU defaults (vllm/engine/arg_utils.py get_batch_defaults: device
@@ -81,8 +88,9 @@ def default_limits(dep: Deployment, max_num_batched_tokens: int | None = None) -
 
 def limits_note(dep: Deployment, given_seqs: bool, given_tokens: bool) -> str:
     """Where a run's scheduler limits come from, for the outputs: given, or the engine's default and why."""
+    ranks = f"; each of the {dep.data_parallel} data-parallel ranks its own" if dep.data_parallel > 1 else ""
     if given_seqs and given_tokens:
-        return "given"
+        return "given" + ranks
     eng = dep.engine
     which = "large-GPU " if eng.large_gpu_limits is not None and large_gpu(dep) else ""
     what = " and ".join(n for n, g in (("max_num_seqs", given_seqs), ("max_num_batched_tokens", given_tokens)) if not g)
@@ -90,7 +98,7 @@ def limits_note(dep: Deployment, given_seqs: bool, given_tokens: bool) -> str:
              if not eng.chunked_prefill and eng.framework == "vllm" else "")
     return (f"{what}: {eng.display_name}'s {which}default on {dep.hardware.name} (engines/{eng.name}.yaml"
             f"{' large_gpu_limits' if which else ' max_num_seqs, max_num_batched_tokens'}){extra}; "
-            f"--max-num-seqs / --max-num-batched-tokens set them")
+            f"--max-num-seqs / --max-num-batched-tokens set them{ranks}")
 
 
 def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
@@ -106,4 +114,4 @@ def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
     if budget <= 0:
         raise CrossoverError(
             f"{dep.model.name} weights do not fit on {dep.tp} x {dep.hardware.name}; use a larger --tp or fp8 weights")
-    return budget / per_token
+    return budget / per_token * dep.data_parallel  # each data-parallel rank its own cache

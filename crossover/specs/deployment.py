@@ -145,6 +145,29 @@ def _tp_reasons(model: Model, hardware: Hardware, tp: int, expert_parallel: bool
     return reasons
 
 
+def dp_problem(model: Model, hardware: Hardware, tp: int, dp: int, expert_parallel: bool = False) -> str | None:
+    """Why `dp` data-parallel attention ranks of `tp` GPUs each are no layout an engine couples for this
+    model (Deployment.data_parallel), else None: a dense model's ranks are independent replicas; a MoE
+    model's experts split over all tp x dp GPUs (whole under expert parallelism, by MLP columns else),
+    which one NVLink / xGMI box holds unless the spec names a multi-node link."""
+    if dp == 1:
+        return None
+    if model.moe is None:
+        return (f"data parallel {dp} (--dp) with the dense {model.name}: no engine couples its ranks, each is a "
+                f"replica of its own; price one (without --dp) at 1/{dp} of the load")
+    group, moe, reasons = tp * dp, model.moe, []
+    if expert_parallel and moe.num_experts % group:
+        reasons.append(f"the {moe.num_experts} experts do not split evenly over {group} GPUs (expert parallel)")
+    if not expert_parallel and moe.moe_intermediate_size % group:
+        reasons.append(f"the expert MLP width {moe.moe_intermediate_size} does not divide by {group}")
+    if group > hardware.node_size and not hardware.multi_node_interconnect:
+        reasons.append(f"one {hardware.name} NVLink/xGMI box holds {hardware.node_size} GPUs and the hardware spec "
+                       "names no multi-node link (multi_node_interconnect)")
+    if not reasons:
+        return None
+    return f"data parallel {dp} (--dp) at tp {tp} is not one an engine accepts for {model.name}: " + "; ".join(reasons)
+
+
 def valid_tps(model: Model, hardware: Hardware, expert_parallel: bool = False, limit: int = 64) -> list[int]:
     """Every tp from 1 to `limit` that an engine accepts (see tp_problem)."""
     return [t for t in range(1, limit + 1) if not _tp_reasons(model, hardware, t, expert_parallel)]
@@ -181,6 +204,11 @@ class Deployment(Spec):
     # Routed experts split whole across the TP group (vLLM --enable-expert-parallel) instead of
     # every expert sharded over it: the step then waits for the GPU holding the most touched experts.
     expert_parallel: bool = False
+    # Data-parallel attention (vLLM --data-parallel-size with a MoE model, SGLang --enable-dp-attention):
+    # this many attention ranks of `tp` GPUs each, every rank with its own scheduler, running batch and KV
+    # cache, stepping in lockstep; the MoE layers run over all tp x data_parallel GPUs on every rank's
+    # tokens (vLLM 0.14.1 fused_moe/config.py FusedMoEParallelConfig.make flattens TP across DP).
+    data_parallel: PositiveInt = 1
     efficiency: Efficiency = Field(default_factory=Efficiency)
     # What the serving engine adds around the kernels (engines/*.yaml) and how a forward's seconds
     # are found: "roofline" (analytical) or "kernels" (measured tables, crossover[kernels]).
@@ -188,6 +216,11 @@ class Deployment(Spec):
     cost: str = "roofline"
     # speculating_engine, derived once per engine (keyed by it: a copy with another engine derives its own)
     _spec_engine: tuple | None = PrivateAttr(default=None)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one engine: its attention ranks' tensor-parallel groups."""
+        return self.tp * self.data_parallel
 
     @property
     def mla_verify_prefill(self) -> bool:
@@ -290,12 +323,16 @@ class Deployment(Spec):
 
     @property
     def allreduce_latency(self) -> float:
-        """Seconds of latency of one small all-reduce across the TP group (0 at TP 1)."""
-        if self.tp == 1:
+        """Seconds of latency of one small all-reduce across the TP group (0 at TP 1): a ring's 2 (tp - 1) hops."""
+        return self.collective_latency(self.tp, 2 * (self.tp - 1))
+
+    def collective_latency(self, group: int, hops: int) -> float:
+        """Seconds of latency of one small collective call of `hops` ring steps over `group` GPUs (0 for one)."""
+        if group == 1:
             return 0.0
         hop = self.efficiency.allreduce_hop_latency_s
         hop = self.hardware.allreduce_hop_latency_s if hop is None else hop
-        return self.efficiency.allreduce_base_latency_s + 2 * (self.tp - 1) * hop
+        return self.efficiency.allreduce_base_latency_s + hops * hop
 
     # ------------------------------------------------------------------ engine overheads in effect
 

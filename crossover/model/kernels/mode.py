@@ -334,7 +334,8 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
             entry = (key, op.heads / tp, op.count)
             if _attention_curve(mode, "decode_attention", *entry) is not None or mode.table("context_attention"):
                 attention.append((i, entry))
-        elif op.kind == "experts" and moe is not None:
+        elif op.kind == "experts" and moe is not None and dep.data_parallel == 1:  # (every rank's tokens
+            # under data-parallel attention over tp x dp GPUs: no table keyed so, the roofline's row)
             ep = dep.expert_parallel and tp > 1
             key = (MOE_DTYPES.get(op.dtype, ""), int(op.in_features), int(round(op.params / (3.0 * op.in_features))),
                    int(op.top_k), int(op.num_experts), 1 if ep else tp, tp if ep else 1)
@@ -344,7 +345,8 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
                 stacks.setdefault((id(grid.axes[0]), False), []).append((i, np.log(op.count) + grid.values))
     allreduce_row = len(rows)  # the collectives ride along as one more row
     ar_ops = [op for op in ops.source_ops if op.kind == "allreduce"]
-    table = mode.table("allreduce") if ops.has_allreduce and ar_ops else None
+    # (with data-parallel attention the MoE gathers ride in the same row: the roofline's, no table)
+    table = mode.table("allreduce") if ops.has_allreduce and ar_ops and dep.data_parallel == 1 else None
     if table is not None:  # under EP as well: the experts' partial outputs are all-reduced (roofline.compile_ops)
         grid = table.grid((tp,))
         if grid is not None:  # message bytes -> tokens: one axis with the GEMM rows
