@@ -1,7 +1,8 @@
-"""Data-parallel attention (Deployment.data_parallel: vLLM -dp with a MoE model, SGLang --enable-dp-attention):
-each rank's attention and dense layers over its own sequences at --tp, the routed experts over every rank's
-tokens on all tp x dp GPUs, the MoE layers' gather and reduce-scatter across the ranks, the busiest rank
-setting the step; each rank's own KV cache and scheduler limits. Hand-computed where a formula is new."""
+"""Data parallelism (Deployment.data_parallel: vLLM -dp, SGLang --dp-size with --enable-dp-attention): each
+rank's attention and dense layers over its own sequences at --tp, a MoE's routed experts over every rank's
+tokens on all tp x dp GPUs with the MoE layers' gather and reduce-scatter across the ranks, the busiest rank
+setting the step; each rank's own KV cache and scheduler limits; a dense model's ranks replicas.
+Hand-computed where a formula is new."""
 
 import numpy as np
 import pytest
@@ -96,17 +97,27 @@ def test_mla_latent_cache_is_read_per_rank_not_replicated():
     assert kv_bytes(dp8) == pytest.approx(kv_bytes(tp8) / 8, rel=1e-9)
 
 
-def test_layouts_no_engine_couples_are_one_line_errors():
-    """A dense model's ranks are replicas (price one at its share of the load); the experts must split over
-    tp x dp GPUs in one box; --dp is a whole number."""
-    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    assert "replica" in dp_problem(m, hw, 1, 2)
+def test_a_dense_models_ranks_are_replicas():
+    """Llama-3.1-8B over 2 ranks of one H100: no collectives, and 16 sequences step as one replica's 8 do
+    (engine overheads included); twice the sequences fit."""
+    rep, one = _dep("llama-3.1-8b", dp=2), _dep("llama-3.1-8b")
+    assert collectives(rep, model_ops(rep.model, rep.wdtype, 1)) == (0.0, 0.0)
+    sr, so = StepModel.of(rep), StepModel.of(one)
+    assert float(sr.price(sr.decode(np.array(16.0), 2048.0)).total) == pytest.approx(
+        float(so.price(so.decode(np.array(8.0), 2048.0)).total), rel=1e-12)
+    assert memory.max_batch(rep, 2048.0) == 2 * memory.max_batch(one, 2048.0)
+    assert dp_problem(rep.model, rep.hardware, 1, 2) is None
+
+
+def test_layouts_no_engine_runs_are_one_line_errors():
+    """A MoE model's experts must split over tp x dp GPUs in one box; --dp is a whole number."""
+    hw = load_hardware("h100-sxm")
     mix = load_model("mixtral-8x7b")
     assert dp_problem(mix, hw, 1, 8, expert_parallel=True) is None
     assert "experts do not split" in dp_problem(mix, hw, 1, 3, expert_parallel=True)
     assert "holds 8 GPUs" in dp_problem(mix, hw, 4, 4, expert_parallel=True)
-    with pytest.raises(CrossoverError, match="replica"):
-        crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, data_parallel=2)
+    with pytest.raises(CrossoverError, match="experts do not split"):
+        crossover.scenario(model="mixtral-8x7b", hardware="h100-sxm", tp=1, data_parallel=3, expert_parallel=True)
     with pytest.raises(CrossoverError, match=r"--dp\) must be an integer"):
         crossover.scenario(model="mixtral-8x7b", hardware="h100-sxm", tp=1, data_parallel=1.5)
 
@@ -135,7 +146,16 @@ def test_a_larger_batch_never_steps_faster_and_no_step_beats_the_speed_of_light(
 
 
 def test_the_cli_takes_dp_and_says_it():
-    """`--dp` reaches the deployment and the header names the GPUs it runs on."""
-    sc = crossover.scenario(model="deepseek-v3", hardware="h200", tp=1, data_parallel=8, method="mtp", k=1,
-                            weight_dtype="fp8")
-    assert (sc.deployment.tp, sc.deployment.data_parallel, sc.deployment.gpus) == (1, 8, 8)
+    """`--dp` reaches the deployment and the header names the GPUs it runs on; JSON says the ranks."""
+    import json
+
+    from conftest import run_cli
+
+    r = run_cli("predict", "--model", "deepseek-v3", "--hardware", "h200", "--tp", "1", "--dp", "8", "--method",
+                "mtp", "--k", "1", "--weight-dtype", "fp8", "--batch", "1,64")
+    assert r.returncode == 0 and "deepseek-v3 on 8 x h200 (8 data-parallel ranks of tp 1)" in r.stdout
+    r = run_cli("predict", "--model", "deepseek-v3", "--hardware", "h200", "--tp", "1", "--dp", "8", "--method",
+                "mtp", "--k", "1", "--weight-dtype", "fp8", "--batch", "1,64", "--json")
+    assert json.loads(r.stdout)["inputs"]["data_parallel"] == 8
+    r = run_cli("predict", "--model", "mixtral-8x7b", "--hardware", "h100-sxm", "--tp", "1", "--dp", "two")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--dp" in r.stderr

@@ -110,8 +110,8 @@ SCENARIO = (
     O("hardware", f"accelerator {SPEC_LIBRARY}", d.DEFAULT_HARDWARE, group="scenario"),
     O("tp", "tensor-parallel degree", default_text=f"the smallest of {shown(d.AUTO_TP)} that holds "
       f"{d.MIN_SEQUENCES_FOR_AUTO_TP} sequences at the context", group="scenario"),
-    O("data_parallel", "MoE: data-parallel attention ranks of --tp GPUs each, the experts over all of them (vLLM "
-      "-dp; SGLang's --tp T --dp D --enable-dp-attention is --tp T/D --dp D)", 1, flag="--dp", group="scenario"),
+    O("data_parallel", "data-parallel ranks of --tp GPUs each, the load balanced over them; a MoE's experts over all "
+      "(vLLM -dp; SGLang's --tp T --dp D --enable-dp-attention is --tp T/D --dp D)", 1, flag="--dp", group="scenario"),
     O("context", "tokens in each sequence's KV cache", d.DEFAULT_CONTEXT, passed=False,
       note="or prompt + output/2 when the lengths are known", group="scenario"),
     O("weight_dtype", "bf16, fp8, int8, int4, fp4 (NVFP4), mxfp4", default_text="the model's own", group="scenario"),

@@ -39,8 +39,14 @@ def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculati
                      "bound_on": "host", "priced_by": "engine profile"})
     terms = {t: {"off_ms": round(float(off.term(t)[0]) * 1e3, 6), "on_ms": round(float(on.term(t)[0]) * 1e3, 6)}
              for t in StepBreakdown.TERMS}
-    engine = model.deployment.engine
-    graphs = {"off": replayed(b, 0.0, engine, False),
-              "on": replayed(mix_on.target.tokens, mix_on.verifying, model.deployment.speculating_engine, True)}
-    return {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms, "graphs": graphs,
-            "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}
+    dep = model.deployment
+    n = dep.data_parallel  # with data parallelism the step is the busiest rank's, its graph a rank's
+    rank_off, rank_on = (m.busiest_rank(n) if n > 1 else m for m in (model.decode(b, context), mix_on))
+    graphs = {"off": replayed(rank_off.target.tokens, 0.0, dep.engine, False),
+              "on": replayed(rank_on.target.tokens, rank_on.verifying, dep.speculating_engine, True)}
+    out = {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms, "graphs": graphs,
+           "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}
+    if n > 1:
+        out["data_parallel"] = {"ranks": n, "busiest_rank_sequences": float(np.ravel(rank_off.target.tokens)[0]),
+                                "moe": dep.model.moe is not None}
+    return out

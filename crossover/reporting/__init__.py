@@ -7,8 +7,8 @@ from typing import Any
 
 
 def gpus_said(inputs: dict[str, Any]) -> str:
-    """The GPUs a scenario runs on: '8 x h200', and with data-parallel attention its ranks."""
+    """The GPUs a scenario runs on: '8 x h200', and with data parallelism its ranks."""
     dp = inputs.get("data_parallel") or 1
     if dp == 1:
         return f"{inputs['tp']} x {inputs['hardware']}"
-    return f"{inputs['tp'] * dp} x {inputs['hardware']} ({dp} data-parallel attention ranks of tp {inputs['tp']})"
+    return f"{inputs['tp'] * dp} x {inputs['hardware']} ({dp} data-parallel ranks of tp {inputs['tp']})"

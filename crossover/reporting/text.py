@@ -83,6 +83,11 @@ def breakdown_table(bd: dict[str, Any]) -> str:
     """Per op of the target forward and per step term, off and on at one batch, with the bound and
     the cost mode that priced each op."""
     lines = [f"breakdown at batch {bd['batch']:g}, context {bd['context']:g} (ms per step)"]
+    if "data_parallel" in bd:
+        dp = bd["data_parallel"]
+        lines.append(f"  data parallel: the busiest of {dp['ranks']} ranks, {dp['busiest_rank_sequences']:g} of the "
+                     f"{bd['batch']:g} sequences" + ("; the routed experts over every rank's tokens, and allreduce "
+                                                      "with the MoE layers' gather and reduce-scatter" if dp["moe"] else ""))
     if "graphs" in bd:
         lines.append("  CUDA graph: " + "; ".join(f"{arm} {_graph_said(g)}" for arm, g in bd["graphs"].items()))
     lines.append(f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by")

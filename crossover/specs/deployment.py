@@ -146,15 +146,12 @@ def _tp_reasons(model: Model, hardware: Hardware, tp: int, expert_parallel: bool
 
 
 def dp_problem(model: Model, hardware: Hardware, tp: int, dp: int, expert_parallel: bool = False) -> str | None:
-    """Why `dp` data-parallel attention ranks of `tp` GPUs each are no layout an engine couples for this
-    model (Deployment.data_parallel), else None: a dense model's ranks are independent replicas; a MoE
-    model's experts split over all tp x dp GPUs (whole under expert parallelism, by MLP columns else),
-    which one NVLink / xGMI box holds unless the spec names a multi-node link."""
-    if dp == 1:
+    """Why `dp` data-parallel ranks of `tp` GPUs each are no layout an engine runs for this model
+    (Deployment.data_parallel), else None. A dense model's ranks are replicas with the load balanced over
+    them (vLLM -dp); a MoE model's experts split over all tp x dp GPUs (whole under expert parallelism, by
+    MLP columns else), which one NVLink / xGMI box holds unless the spec names a multi-node link."""
+    if dp == 1 or model.moe is None:
         return None
-    if model.moe is None:
-        return (f"data parallel {dp} (--dp) with the dense {model.name}: no engine couples its ranks, each is a "
-                f"replica of its own; price one (without --dp) at 1/{dp} of the load")
     group, moe, reasons = tp * dp, model.moe, []
     if expert_parallel and moe.num_experts % group:
         reasons.append(f"the {moe.num_experts} experts do not split evenly over {group} GPUs (expert parallel)")
@@ -204,10 +201,11 @@ class Deployment(Spec):
     # Routed experts split whole across the TP group (vLLM --enable-expert-parallel) instead of
     # every expert sharded over it: the step then waits for the GPU holding the most touched experts.
     expert_parallel: bool = False
-    # Data-parallel attention (vLLM --data-parallel-size with a MoE model, SGLang --enable-dp-attention):
-    # this many attention ranks of `tp` GPUs each, every rank with its own scheduler, running batch and KV
-    # cache, stepping in lockstep; the MoE layers run over all tp x data_parallel GPUs on every rank's
-    # tokens (vLLM 0.14.1 fused_moe/config.py FusedMoEParallelConfig.make flattens TP across DP).
+    # Data parallelism (vLLM --data-parallel-size, SGLang --dp-size with --enable-dp-attention): this many
+    # ranks of `tp` GPUs each, every rank with its own scheduler, running batch and KV cache, the load balanced
+    # over them. A MoE model's ranks step in lockstep and its MoE layers run over all tp x data_parallel GPUs
+    # on every rank's tokens (vLLM 0.14.1 fused_moe/config.py FusedMoEParallelConfig.make flattens TP across
+    # DP); a dense model's are replicas.
     data_parallel: PositiveInt = 1
     efficiency: Efficiency = Field(default_factory=Efficiency)
     # What the serving engine adds around the kernels (engines/*.yaml) and how a forward's seconds

@@ -346,7 +346,8 @@ def _plan(mode: Kernels, ops: CompiledOps) -> dict:
     allreduce_row = len(rows)  # the collectives ride along as one more row
     ar_ops = [op for op in ops.source_ops if op.kind == "allreduce"]
     # (with data-parallel attention the MoE gathers ride in the same row: the roofline's, no table)
-    table = mode.table("allreduce") if ops.has_allreduce and ar_ops and dep.data_parallel == 1 else None
+    gathers = dep.data_parallel > 1 and "experts" in has
+    table = mode.table("allreduce") if ops.has_allreduce and ar_ops and not gathers else None
     if table is not None:  # under EP as well: the experts' partial outputs are all-reduced (roofline.compile_ops)
         grid = table.grid((tp,))
         if grid is not None:  # message bytes -> tokens: one axis with the GEMM rows
