@@ -4,7 +4,7 @@ keyword each becomes (tests check each against the released sources)."""
 from __future__ import annotations
 
 KEYWORDS = ("model", "engine", "method", "k", "draft", "tp", "draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs",
-            "chunked_prefill", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
+            "chunked_prefill", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "expert_parallel", "data_parallel")
 HEAD_METHODS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # no separate draft model: no `draft` keyword
 EXPECTED = "a vLLM or SGLang command line, a --speculative-config JSON object or a server startup log"
 
