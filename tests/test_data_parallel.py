@@ -120,6 +120,10 @@ def test_layouts_no_engine_runs_are_one_line_errors():
         crossover.scenario(model="mixtral-8x7b", hardware="h100-sxm", tp=1, data_parallel=3, expert_parallel=True)
     with pytest.raises(CrossoverError, match=r"--dp\) must be an integer"):
         crossover.scenario(model="mixtral-8x7b", hardware="h100-sxm", tp=1, data_parallel=1.5)
+    with pytest.raises(CrossoverError, match=r"at most 64"):
+        crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", tp=1, data_parallel=1000)
+    with pytest.raises(CrossoverError, match=r"64 data-parallel ranks of 4096 running sequences each exceed"):
+        EngineLimits.of(_dep("llama-3.1-8b", dp=64), max_num_seqs=4096)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)

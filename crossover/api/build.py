@@ -282,7 +282,13 @@ def _data_parallel(dp) -> int:
     """The data-parallel attention ranks as given (an integer >= 1), else a one-line error."""
     if isinstance(dp, bool) or not isinstance(dp, (int, float)) or not math.isfinite(dp) or int(dp) != dp or dp < 1:
         raise InputError(f"data parallel (--dp) must be an integer >= 1 (got {dp!r})", parameter="data_parallel")
+    if dp > MAX_DATA_PARALLEL:
+        raise InputError(f"data parallel (--dp) {dp:g} is more ranks than one engine runs (at most {MAX_DATA_PARALLEL}); "
+                         "for a fleet of replicas see `crossover plan`", parameter="data_parallel")
     return int(dp)
+
+
+MAX_DATA_PARALLEL = 64  # the most ranks of one engine crossover takes: a bound on the input, not an engine's
 
 
 def _sampling(temperature, top_p, top_k, vocab: int, penalties=(None, None, None)):

@@ -53,6 +53,9 @@ class EngineLimits:
         # managers/tp_worker.py), so what is given there is the engine's.
         n = dep.data_parallel
         given = n if dep.engine.framework == "vllm" else 1
+        if n > 1 and max(seqs * n, (max_num_seqs or 0) * given) > MAX_NUM_SEQS:
+            raise CrossoverError(f"{n} data-parallel ranks of {max_num_seqs or seqs} running sequences each exceed "
+                                 f"{MAX_NUM_SEQS} in one engine; set a smaller --max-num-seqs or --dp")
         if max_num_seqs is not None:
             return EngineLimits(int(max_num_seqs) * given, tokens * n)
         cap = dep.engine.spec_max_running
