@@ -163,3 +163,20 @@ def test_the_cli_takes_dp_and_says_it():
     assert json.loads(r.stdout)["inputs"]["data_parallel"] == 8
     r = run_cli("predict", "--model", "mixtral-8x7b", "--hardware", "h100-sxm", "--tp", "1", "--dp", "two")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--dp" in r.stderr
+
+
+def test_a_calibration_fitted_at_other_data_parallelism_transfers_only_when_forced():
+    """A fit's efficiencies were measured on its layout: one saved at --dp 2 refuses --dp 1 without --force,
+    and a file that names no data parallelism was fitted at 1."""
+    from crossover.analysis.calibration import check_transfer
+
+    saved = {"model": "mixtral-8x7b", "hardware": "h100-sxm", "tp": 1, "data_parallel": 2}
+    assert check_transfer(saved, "mixtral-8x7b", "h100-sxm", 1, data_parallel=2) is None
+    with pytest.raises(CrossoverError, match="data_parallel 2 -> 1"):
+        check_transfer(saved, "mixtral-8x7b", "h100-sxm", 1)
+    assert "data_parallel 1 -> 4" in check_transfer({**saved, "data_parallel": 1}, "mixtral-8x7b", "h100-sxm", 1,
+                                                    force=True, data_parallel=4)
+    old = {"model": "mixtral-8x7b", "hardware": "h100-sxm", "tp": 1}
+    assert check_transfer(old, "mixtral-8x7b", "h100-sxm", 1) is None
+    with pytest.raises(CrossoverError, match="data_parallel 1 -> 2"):
+        check_transfer(old, "mixtral-8x7b", "h100-sxm", 1, data_parallel=2)

@@ -85,6 +85,8 @@ class Fit:
             "k": self.scenario.speculation.k, "weight_dtype": self.scenario.deployment.wdtype,
             "kv_dtype": self.scenario.deployment.kv_dtype,
         }
+        if self.scenario.deployment.data_parallel > 1:  # (1 where the file says none)
+            out["scenario"]["data_parallel"] = self.scenario.deployment.data_parallel
         return out
 
 
@@ -269,15 +271,16 @@ def saved_scenario(path: str | Path) -> dict[str, Any] | None:
 
 def check_transfer(saved_scenario: dict[str, Any] | None, model_name: str, hardware_name: str, tp: int,
                    force: bool = False, *, source: str | Path = "the calibration",
-                   transferred: Sequence[str] = ()) -> str | None:
-    """Refuse a calibration fitted on another model, hardware or TP (its efficiencies and overheads
-    were measured there) unless `force`; with `force`, the one-line note of what was transferred.
+                   transferred: Sequence[str] = (), data_parallel: int = 1) -> str | None:
+    """Refuse a calibration fitted on another model, hardware, TP or data parallelism (its efficiencies and
+    overheads were measured there) unless `force`; with `force`, the one-line note of what was transferred.
     None when the scenarios agree or the file records none."""
     if not saved_scenario:
         return None
-    want = {"model": model_name, "hardware": hardware_name, "tp": tp}
-    diffs = [f"{key} {saved_scenario.get(key)} -> {value}" for key, value in want.items()
-             if key in saved_scenario and str(saved_scenario[key]) != str(value)]
+    saved = {"data_parallel": 1, **saved_scenario} if "tp" in saved_scenario else saved_scenario
+    want = {"model": model_name, "hardware": hardware_name, "tp": tp, "data_parallel": data_parallel}
+    diffs = [f"{key} {saved.get(key)} -> {value}" for key, value in want.items()
+             if key in saved and str(saved[key]) != str(value)]
     if not diffs:
         return None
     fitted = f"{saved_scenario.get('model')} on {saved_scenario.get('tp')} x {saved_scenario.get('hardware')}"

@@ -126,7 +126,7 @@ def _check_limits(sc: Scenario, batches, contexts) -> None:
     ceiling = memory.batch_ceiling(sc.deployment)
     if batches is not None and float(np.max(batches)) > ceiling:
         raise CrossoverError(f"batch {float(np.max(batches)):g} (what-if axis) exceeds {ceiling}, the most sequences "
-                             f"the KV cache of {sc.deployment.tp} x {sc.deployment.hardware.name} could ever hold")
+                             f"the KV cache of {sc.deployment.gpus} x {sc.deployment.hardware.name} could ever hold")
     limit = sc.deployment.model.max_position_embeddings
     if contexts is not None and limit is not None and float(np.max(contexts)) > limit:
         raise CrossoverError(f"context {float(np.max(contexts)):g} (what-if axis) exceeds "

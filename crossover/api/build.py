@@ -248,6 +248,7 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
                       memory_utilization=float(util), data_parallel=_data_parallel(data_parallel))
     if calibration is not None:  # a fit of another model, hardware or TP applies only when forced
         note = check_transfer(saved_scenario(calibration), target.name, hw.name, dep.tp, force_calibration,
+                              data_parallel=dep.data_parallel,
                               source=calibration, transferred=list(calibrated))
         if note:
             warnings.warn(note)

@@ -103,6 +103,6 @@ def check_fits(dep: Deployment, held: float) -> None:
     if max_batch(dep, held) < 1:
         need = weight_bytes_per_gpu(dep) / GB
         raise DoesNotFitError(
-            f"{dep.model.name} does not fit on {dep.tp} x {dep.hardware.name}: {need:.1f} GB of weights per GPU plus "
+            f"{dep.model.name} does not fit on {dep.gpus} x {dep.hardware.name}: {need:.1f} GB of weights per GPU plus "
             f"one sequence of {held:g} tokens exceed {dep.hardware.memory_gb:g} GB x {dep.memory_utilization:g}; "
             f"use a larger tp (--tp), a smaller context (--context) or fp8 weights (--weight-dtype fp8)")

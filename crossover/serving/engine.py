@@ -116,5 +116,5 @@ def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
         per_token += kv_per_seq / max(sc.context + sc.speculation.k + 1, 1.0)
     if budget <= 0:
         raise CrossoverError(
-            f"{dep.model.name} weights do not fit on {dep.tp} x {dep.hardware.name}; use a larger --tp or fp8 weights")
+            f"{dep.model.name} weights do not fit on {dep.gpus} x {dep.hardware.name}; use a larger --tp or fp8 weights")
     return budget / per_token * dep.data_parallel  # each data-parallel rank its own cache

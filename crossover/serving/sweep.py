@@ -102,7 +102,7 @@ def check_fits(sc: Scenario, workload: Workload, concurrency: float, base: Path 
     if concurrency > fits_on:
         dep = sc.deployment
         raise CrossoverError(
-            f"concurrency {concurrency:g} does not fit: {dep.tp} x {dep.hardware.name} holds KV for about "
+            f"concurrency {concurrency:g} does not fit: {dep.gpus} x {dep.hardware.name} holds KV for about "
             f"{int(cap_off // per_req)} requests of {workload.name} (mean {p + o:.0f} tokens) without "
             f"speculation and {fits_on} with it; use concurrency <= {fits_on}, a larger --tp or a smaller workload")
 
