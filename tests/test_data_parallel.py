@@ -180,3 +180,30 @@ def test_a_calibration_fitted_at_other_data_parallelism_transfers_only_when_forc
     assert check_transfer(old, "mixtral-8x7b", "h100-sxm", 1) is None
     with pytest.raises(CrossoverError, match="data_parallel 1 -> 2"):
         check_transfer(old, "mixtral-8x7b", "h100-sxm", 1, data_parallel=2)
+
+
+def test_plan_searches_data_parallel_layouts():
+    """`plan --dp`: a replica of D ranks is D x tp GPUs (priced and counted so), each rank schedules the
+    engine's default running sequences, a layout the node cannot hold is dropped with its reason, and --dp
+    outside 1..64 is a one-line error."""
+    from conftest import assert_one_line_error, run_cli
+
+    from crossover.api.records import SLO, Demand, Search, Verification
+    from crossover.specs.workload import fixed
+
+    res = crossover.plan("mixtral-8x7b", fixed(512, 128), demand=Demand(peak_rps=20), slo=SLO(tpot_ms=60),
+                         search=Search(hardware=["h100-sxm"], tp=[1], weight_dtype=["fp8"], data_parallel=[1, 2, 16]),
+                         verification=Verification(verify=0, jobs=1))
+    by = {(o.data_parallel, o.arm): o for o in res.options}
+    one, two = by[(1, "off")], by[(2, "off")]
+    assert two.replica_gpus == 2 and two.gpus == two.replicas * 2 and two.layout == "tp 1 dp 2"
+    assert two.max_num_seqs == 2 * one.max_num_seqs  # vLLM's --max-num-seqs is each rank's
+    d = two.to_dict()
+    assert d["data_parallel"] == 2 and d["tokens_per_s_per_gpu"] == pytest.approx(d["tokens_per_s_per_replica"] / 2,
+                                                                                 abs=0.01)
+    dropped = [o for o in res.plan.dropped if o.data_parallel == 16]
+    assert dropped and all("dp 16 refused" in o.dropped_because for o in dropped)
+    for bad in ("0", "100"):
+        r = run_cli("plan", "--model", "mixtral-8x7b", "--workload", "sharegpt", "--peak-rps", "5", "--slo-tpot-ms",
+                    "60", "--hardware", "h100-sxm", "--tp", "1", "--dp", bad)
+        assert_one_line_error(r, "--dp")

@@ -257,6 +257,7 @@ PLAN = (
     O("max_num_batched_tokens", "token budget per step in the simulator", default_text=d.ENGINE_TOKENS_TEXT,
       metavar="N", group=DEPLOY_GROUP),
     O("expert_parallel", "MoE: experts split whole over the TP group", kind="switch", group=DEPLOY_GROUP),
+    O("data_parallel", "data-parallel ranks per replica, e.g. 1,8", (1,), flag="--dp", metavar="LIST", group=DEPLOY_GROUP),
     O("k_max", "largest k for the on (best k) and routed arms", default_text="--k", metavar="K", group=DEPLOY_GROUP),
 )
 PLAN_COSTS = (
@@ -264,8 +265,7 @@ PLAN_COSTS = (
       "unpriced", kind="append", metavar="GPU=USD", group=COST_GROUP),
     O("price_file", "YAML: GPU name -> USD per GPU-hour, or -> {price_per_hour_usd, purchase_usd_per_gpu | "
       "purchase_usd_per_node, tdp_w}", metavar="FILE", group=COST_GROUP),
-    O("cost_basis", "rank by renting or owning", d.DEFAULT_COST_BASIS, choices=("rental", "ownership"),
-      group=COST_GROUP),
+    O("cost_basis", "rank by renting or owning", d.DEFAULT_COST_BASIS, choices=("rental", "ownership"), group=COST_GROUP),
     O("power_cost", "USD per kWh for ownership's power", default_text="power not priced", metavar="USD",
       group=COST_GROUP),
     O("pue", "power usage effectiveness (1: the board alone)", d.DEFAULT_PUE, metavar="X", group=COST_GROUP),

@@ -94,6 +94,7 @@ class Search(Record):
     max_num_seqs: str | Sequence[int] | None = None  # None: each deployment's engine default on its GPU
     max_num_batched_tokens: int | None = None  # None: likewise (serving/engine.py default_limits)
     expert_parallel: bool = False
+    data_parallel: str | Sequence[int] = (1,)  # data-parallel ranks per replica (Deployment.data_parallel)
     k_max: int | None = None
 
     _what = "search"

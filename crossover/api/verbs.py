@@ -20,7 +20,7 @@ from . import results
 if TYPE_CHECKING:  # each verb imports what only it needs when it runs (a command loads its own verb's stack)
     from ..specs.workload import Workload
 from .build_speculation import acceptance_of, speculation as speculation_of
-from .build import inputs, scenario
+from .build import MAX_DATA_PARALLEL, inputs, scenario
 from .options import SPECULATION as SPECULATION_OPTIONS
 from .records import SLO, Demand, Pricing, Run, Search, Verification
 from ..defaults import DEFAULT_BATCHES
@@ -233,6 +233,9 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
                         method=kw.get("method", DEFAULT_METHOD), workload=wl)
     spec = speculation_of(target, acceptance=acc, **kw)
     tps = tuple(int(t) for t in _names(find.tp, PLAN_TP))
+    dps = tuple(int(t) for t in _names(find.data_parallel, (1,)))
+    if any(not 1 <= n <= MAX_DATA_PARALLEL for n in dps):
+        raise CrossoverError(f"data parallel (--dp) must be whole numbers in 1..{MAX_DATA_PARALLEL} (got {list(dps)})")
     wds = tuple(_names(find.weight_dtype, (None,)))
     kvds = tuple(_names(find.kv_dtype, (DEFAULT_KV_DTYPE,)))
     mns = tuple(None if n is None else int(n) for n in _names(find.max_num_seqs, (None,)))  # None: the engine's
@@ -240,7 +243,7 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
     res = _plan(target, hws, spec, wl, need, slo_.by_metric(), cost, prompt_len=p_len, output_len=o_len, tps=tps,
                 weight_dtypes=wds, kv_dtypes=kvds, max_num_seqs=mns, k_max=k_max,
                 max_num_batched_tokens=None if find.max_num_batched_tokens is None else int(find.max_num_batched_tokens),
-                expert_parallel=bool(find.expert_parallel),
+                expert_parallel=bool(find.expert_parallel), dps=dps,
                 verify=int(check.verify), num_prompts=int(check.num_prompts), burstiness=float(check.burstiness),
                 seed=int(check.seed), jobs=check.jobs, base=base, retry_replicas=check.retry_replicas,
                 fp8_where_native=find.weight_dtype is None, progress=progress)
@@ -252,7 +255,7 @@ def plan(model: str, workload: str | Workload, demand: Demand | Mapping[str, Any
                 "max_num_seqs": list(mns), "method": spec.method, "k": spec.k, "k_max": int(k_max or spec.k),
                 "tau": round(spec.tau, 4), "verify": int(check.verify), "retry_replicas": int(check.retry_replicas),
                 "num_prompts": int(check.num_prompts), "burstiness": float(check.burstiness), "seed": int(check.seed),
-                "expert_parallel": bool(find.expert_parallel)}
+                "expert_parallel": bool(find.expert_parallel), "data_parallel": list(dps)}
     from ..analysis.assumptions import SOURCES
 
     resolved["assumed"] = [{"input": name, "value": value, "source": SOURCES[origin], "flips_at": None,

@@ -185,6 +185,7 @@ def plan_kwargs(args: argparse.Namespace) -> dict:
                     max_num_batched_tokens=None if args.max_num_batched_tokens is None else int(
                         parse_number(args.max_num_batched_tokens, "--max-num-batched-tokens", integer=True)),
                     expert_parallel=bool(args.expert_parallel),
+                    data_parallel=[int(x) for x in parse_list(args.data_parallel, "--dp", integer=True)],
                     k_max=int(parse_number(args.k_max, "--k-max", integer=True)) if args.k_max is not None else None)
     demand = Demand(peak_rps=_opt(args.peak_rps, "--peak-rps"),
                     peak_output_tokens_per_s=_opt(args.peak_output_tokens_per_s, "--peak-output-tokens-per-s"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -31,7 +32,7 @@ from .ranking import FleetPlan, Option
 from .pricing import HOURS_PER_MONTH, Costs
 from ..serving.engine import MAX_NUM_SEQS, EngineLimits
 from ..serving.sweep import run_level
-from ..specs.deployment import Deployment, tp_problem
+from ..specs.deployment import Deployment, dp_problem, tp_problem
 from ..specs.hardware import Hardware
 from ..specs.model import Model
 from ..model.speculation import MAX_K, Speculation
@@ -98,7 +99,7 @@ def _price(o: Option, costs: Costs, demand: Traffic, output_len: float, replicas
     o.replicas = replicas or replicas_for(demand.peak_rps, s.requests_per_s)
     o.utilisation = demand.peak_rps / (o.replicas * s.requests_per_s)
     o.mean_utilisation = demand.mean_rps / (o.replicas * s.requests_per_s)
-    gpus = o.replicas * o.tp
+    gpus = o.replicas * o.replica_gpus
     o.rental_usd_per_month = costs.rental_per_month(o.hardware, gpus)
     o.ownership_usd_per_month = costs.ownership_per_month(o.hardware, gpus, o.mean_utilisation)
     o.usd_per_month = costs.per_month(o.hardware, gpus, o.mean_utilisation)
@@ -109,7 +110,7 @@ def _price(o: Option, costs: Costs, demand: Traffic, output_len: float, replicas
                              f"x {output_len:g} tokens x {3600.0 * HOURS_PER_MONTH:g} s; give a smaller demand")
     if o.usd_per_month is not None:
         o.usd_per_million_output_tokens = o.usd_per_month / tokens_per_month * 1e6
-        one = costs.per_month(o.hardware, o.tp, 1.0)
+        one = costs.per_month(o.hardware, o.replica_gpus, 1.0)
         o.usd_per_million_at_capacity = one / (s.tokens_per_s * 3600.0 * HOURS_PER_MONTH) * 1e6  # type: ignore[operator]
         if not (math.isfinite(o.usd_per_million_output_tokens) and math.isfinite(o.usd_per_million_at_capacity)):
             src = costs.origin(o.hardware, "price_per_hour_usd" if costs.basis == "rental" else "purchase_usd_per_gpu")
@@ -139,7 +140,7 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
          tps: Sequence[int] = PLAN_TP, weight_dtypes: Sequence[str | None] = (None,),
          kv_dtypes: Sequence[str] = (DEFAULT_KV_DTYPE,), max_num_seqs: Sequence[int | None] = (None,),
          k_max: int | None = None, max_num_batched_tokens: int | None = None,
-         expert_parallel: bool = False, efficiency=None, verify: int = DEFAULT_VERIFY,
+         expert_parallel: bool = False, dps: Sequence[int] = (1,), efficiency=None, verify: int = DEFAULT_VERIFY,
          num_prompts: int = DEFAULT_SIM_PROMPTS, burstiness: float = DEFAULT_BURSTINESS, seed: int = DEFAULT_SEED,
          jobs: int | None = None, base: Path | None = None,
          retry_replicas: int = DEFAULT_RETRY_REPLICAS, fp8_where_native: bool = False,
@@ -179,24 +180,26 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
         native = fp8_where_native and hw.fp8_dense_tflops is not None and model.weight_dtype in ("bf16", "fp16")
         return (*weight_dtypes, "fp8") if native and "fp8" not in weight_dtypes else tuple(weight_dtypes)
 
-    deployments = sum(len(tps) * len(dtypes(hw)) * len(kv_dtypes) for hw in hardware)
+    deployments = sum(len(tps) * len(dps) * len(dtypes(hw)) * len(kv_dtypes) for hw in hardware)
     screened = 0
     for hw in hardware:
-        for tp in tps:
-            problem = tp_problem(model, hw, tp, expert_parallel)
+        for tp, dp in ((t, d) for t in tps for d in dps):
+            problem = tp_problem(model, hw, tp, expert_parallel and dp == 1) or dp_problem(model, hw, tp, dp,
+                                                                                            expert_parallel)
             for wd in dtypes(hw):
                 for kvd in kv_dtypes:
                     screened += 1
                     report(screened, deployments, "deployments screened")
                     dep = Deployment(model=model, hardware=hw, tp=tp, weight_dtype=wd, kv_dtype=kvd,
-                                     expert_parallel=expert_parallel, **kw)
+                                     expert_parallel=expert_parallel, data_parallel=dp, **kw)
                     for given in max_num_seqs:
                         mns = EngineLimits.of(dep, given, max_num_batched_tokens).max_num_seqs
                         base_opt = dict(hardware=hw.name, tp=tp, weight_dtype=dep.wdtype, kv_dtype=kvd,
-                                        max_num_seqs=int(mns))
+                                        max_num_seqs=int(mns), data_parallel=dp)
                         if problem is not None:
                             options.append(Option(**base_opt, arm="all", screened=Screened(
-                                "all", dropped_because=f"tp {tp} refused: {problem.split(': ', 1)[-1]}")))
+                                "all", dropped_because=f"{'tp' if dp == 1 else 'dp'} {tp if dp == 1 else dp} refused: "
+                                                       f"{problem.split(': ', 1)[-1]}")))
                             continue
                         for s in screen(dep, spec, prompt_len, output_len, slo, k_max=k_max, max_num_seqs=int(mns)):
                             o = Option(**base_opt, arm=s.arm, screened=s)
@@ -213,7 +216,9 @@ def plan(model: Model, hardware: Sequence[Hardware], spec: Speculation, workload
 
     def task(o: Option, replicas: int) -> tuple:
         sc, sched = scenarios[id(o)]
-        limits = EngineLimits.of(sc.deployment, o.max_num_seqs, max_num_batched_tokens)
+        # the option's running sequences are the replica's (every data-parallel rank's together)
+        limits = replace(EngineLimits.of(sc.deployment, None, max_num_batched_tokens), max_num_seqs=o.max_num_seqs,
+                         spec_max_num_seqs=None)
         return (sc, sched, o.arm, workload, demand.peak_rps / replicas, capacities.get(id(o)), num_prompts, seed,
                 burstiness, limits)
 
@@ -292,9 +297,9 @@ def slo_sweep(res: FleetPlan, key: str, values: Sequence[float], top: int = 8) -
                 usd.append(None)
                 continue
             rps = float(np.max(np.where(ok, c.tokens_per_s, -np.inf))) / res.output_len
-            n = replicas_for(res.demand.peak_rps, rps) * o.tp
+            n = replicas_for(res.demand.peak_rps, rps) * o.replica_gpus
             gpus.append(n)
-            util = res.demand.mean_rps / (n / o.tp * rps)
+            util = res.demand.mean_rps / (n / o.replica_gpus * rps)
             cost = res.costs.per_month(o.hardware, n, util)
             tokens = res.demand.mean_rps * res.output_len * 3600.0 * HOURS_PER_MONTH
             usd.append(None if cost is None else cost / tokens * 1e6)

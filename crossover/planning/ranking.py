@@ -38,6 +38,7 @@ class Option:
     usd_per_million_output_tokens: float | None = None  # the demand's tokens, at the SLO
     usd_per_million_at_capacity: float | None = None  # one replica fully used, at the SLO
     autoscaled_usd_per_month: float | None = None  # trace: renting per interval what it needs
+    data_parallel: int = 1  # ranks of tp GPUs in one replica (Deployment.data_parallel)
     autoscaled_replica_hours_share: float | None = None
     price_missing: str | None = None
     simulated: dict[str, float] | None = None
@@ -59,21 +60,32 @@ class Option:
         return f"+{n} replica{'s' if n > 1 else ''} after simulation: {miss} with {was} replica{'s' if was > 1 else ''}"
 
     @property
+    def replica_gpus(self) -> int:
+        """GPUs of one replica: its data-parallel ranks of tp each."""
+        return self.tp * self.data_parallel
+
+    @property
     def gpus(self) -> int | None:
-        return None if self.replicas is None else self.replicas * self.tp
+        return None if self.replicas is None else self.replicas * self.replica_gpus
+
+    @property
+    def layout(self) -> str:
+        """'tp 8', or 'tp 1 dp 8' with data parallelism."""
+        return f"tp {self.tp}" + (f" dp {self.data_parallel}" if self.data_parallel > 1 else "")
 
     @property
     def label(self) -> str:
-        return f"{self.hardware} tp {self.tp} {self.weight_dtype}/{self.kv_dtype} {self.arm}"
+        return f"{self.hardware} {self.layout} {self.weight_dtype}/{self.kv_dtype} {self.arm}"
 
     def to_dict(self) -> dict[str, Any]:
         s = self.screened
         r = lambda x, n=4: None if x is None else round(float(x), n)  # noqa: E731
-        return {"hardware": self.hardware, "tp": self.tp, "weight_dtype": self.weight_dtype,
+        return {"hardware": self.hardware, "tp": self.tp, "data_parallel": self.data_parallel,
+                "weight_dtype": self.weight_dtype,
                 "kv_dtype": self.kv_dtype, "max_num_seqs": self.max_num_seqs, "speculation": self.arm,
                 "k": s.k, "k_schedule": s.schedule, "speculate_below_running": s.speculate_below,
                 "running_per_replica": s.batch, "tokens_per_s_per_replica": r(s.tokens_per_s, 2),
-                "tokens_per_s_per_gpu": r(s.tokens_per_s / self.tp, 2) if s.batch else None,
+                "tokens_per_s_per_gpu": r(s.tokens_per_s / self.replica_gpus, 2) if s.batch else None,
                 "requests_per_s_per_replica": r(s.requests_per_s),
                 "analytic_ms": {k: r(v, 3) for k, v in s.latency.items()},
                 "replicas": self.replicas, "gpus": self.gpus, "utilisation": r(self.utilisation),
@@ -136,7 +148,8 @@ class FleetPlan:
         s = o.screened
         verb = "rent" if self.costs.basis == "rental" else "buy"
         dt = o.weight_dtype + (f" weights, {o.kv_dtype} KV" if o.kv_dtype != "bf16" else " weights")
-        line = f"{verb} {o.gpus} x {o.hardware} as {o.replicas} TP-{o.tp} replicas ({dt}), "
+        shape = f"TP-{o.tp}" + (f" x DP-{o.data_parallel}" if o.data_parallel > 1 else "")
+        line = f"{verb} {o.gpus} x {o.hardware} as {o.replicas} {shape} replicas ({dt}), "
         if o.arm == "off":
             line += "speculation off"
         elif o.arm == "on":

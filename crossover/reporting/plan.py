@@ -58,7 +58,8 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
                  "unpriced" if o.usd_per_month is None else ""]
         note = "; ".join(n for n in notes if n)
         dt = o.weight_dtype if o.kv_dtype == "bf16" else f"{o.weight_dtype}/{o.kv_dtype}"
-        lines.append(f"{i:>4} {o.hardware:<14} {o.tp:>3} {dt:<9} {o.arm:<7} {k:>5} {s.batch:>5} {o.replicas:>5} "
+        tp = str(o.tp) if o.data_parallel == 1 else f"{o.tp}x{o.data_parallel}"  # TxD: D data-parallel ranks
+        lines.append(f"{i:>4} {o.hardware:<14} {tp:>3} {dt:<9} {o.arm:<7} {k:>5} {s.batch:>5} {o.replicas:>5} "
                      f"{o.gpus:>5} {o.utilisation:>5.0%} {_money(o.usd_per_month):>10} "
                      f"{_money(o.usd_per_million_output_tokens, 3):>8} {sim:>12}  {note}".rstrip())
     if len(res.ranked) > PLAN_ROWS:
@@ -70,7 +71,9 @@ def plan_table(res, inputs: dict[str, Any]) -> str:
     if res.unpriced:
         lines += ["", res.unpriced]
     verify = min(int(inputs.get("verify", res.verified)), res.verified)
-    lines += ["", f"run: running sequences per replica at capacity under the SLO; util: of the fleet's capacity at the "
+    shown = res.ranked[:PLAN_ROWS]
+    tp_said = "tp: TxD, D data-parallel ranks of T GPUs; " if any(o.data_parallel > 1 for o in shown) else ""
+    lines += ["", f"{tp_said}run: running sequences per replica at capacity under the SLO; util: of the fleet's capacity at the "
                   f"peak; the best {verify} simulated at the peak (burstiness {inputs['burstiness']:g}"
                   + (f"; {res.verified} in all as options moved up" if res.verified > verify else "") + ")"
                   + (f"; one whose simulated latency misses its SLO, or whose simulated replica cannot keep up with "
