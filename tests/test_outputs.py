@@ -212,7 +212,7 @@ def test_every_option_that_names_a_file_is_a_protected_input():
 # the options that take a value and name no file, beside NOT_FILES: a new option must be sorted into
 # INPUT_FLAGS, OUTPUT_FLAGS or one of these
 VALUES = {
-    "tp", "data_parallel", "context", "weight_dtype", "kv_dtype", "cost", "method", "draft_kv_budget", "draft_tp", "draft_vocab", "k",
+    "tp", "data_parallel", "cuda_graph_max", "context", "weight_dtype", "kv_dtype", "cost", "method", "draft_kv_budget", "draft_tp", "draft_vocab", "k",
     "acceptance", "tau", "acceptance_per_position", "match_rate", "bandwidth_fraction", "flops_fraction",
     "step_overhead_ms", "transition", "batch", "breakdown", "concurrency", "request_rate", "num_prompts", "seed",
     "burstiness", "max_num_seqs", "max_num_batched_tokens", "hysteresis", "k_max", "batch_max",

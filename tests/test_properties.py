@@ -116,12 +116,14 @@ _ENGINES = ENGINES  # every shipped profile
        b1=st.floats(1, 800), extra=st.floats(0, 400), ctx=st.floats(0, 8000), spec_on=st.booleans(),
        graphs=st.sampled_from([None, "full", "piecewise", "none"]), chunked=st.sampled_from([None, True, False]),
        sampling=st.sampled_from([{}, {"temperature": 0.8}, {"temperature": 0.8, "top_k": 40},
-                                 {"temperature": 0.6, "top_p": 0.9}]))
+                                 {"temperature": 0.6, "top_p": 0.9}]),
+       graph_max=st.sampled_from([None, 8, 100, 300]), hardware=st.sampled_from(["h100-sxm", "l40s"]))
 def test_a_larger_batch_never_steps_faster_under_any_engine_profile(engine, method, b1, extra, ctx, spec_on,
-                                                                     graphs, chunked, sampling):
+                                                                     graphs, chunked, sampling, graph_max, hardware):
     """More sequences in a step never cost less under any engine profile and any configuration the user
-    can set (CUDA-graph mode, chunked prefill, the requests' sampling), across the CUDA-graph limit and
-    the eager launch floor."""
+    can set (CUDA-graph mode and capture limit, chunked prefill, the requests' sampling), on a GPU where
+    SGLang captures up to 256 requests and one where it captures 32, across the CUDA-graph limit and the
+    eager launch floor."""
     import crossover
     from crossover.model.step import StepModel
     from crossover.specs.loader import load_engine
@@ -131,8 +133,10 @@ def test_a_larger_batch_never_steps_faster_under_any_engine_profile(engine, meth
         graphs = None  # only vLLM V1 has the mode (refused elsewhere: tests/test_step_terms.py)
     if graphs in ("full", "piecewise") and profile.graph_capture_limit == 0:
         graphs = None
-    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", method=method, k=4, acceptance=0.6, engine=engine,
-              cuda_graphs=graphs, chunked_prefill=chunked, **sampling)
+    if graphs == "none" or profile.graph_capture_limit == 0:
+        graph_max = None  # nothing is captured (refused with a limit: tests/test_cuda_graph_max.py)
+    kw = dict(model="llama-3.1-8b", hardware=hardware, method=method, k=4, acceptance=0.6, engine=engine,
+              cuda_graphs=graphs, chunked_prefill=chunked, cuda_graph_max=graph_max, **sampling)
     if method == "draft":
         kw["draft"] = "llama-3.2-1b"
     sc = crossover.scenario(**kw)

@@ -128,8 +128,9 @@ def test_sglang_command_line():
     assert a.values["tp"][1] == "--tp 4"
     assert a.values["chunked_prefill"][1] == "--chunked-prefill-size -1"
     assert a.values["draft"][0] == "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B"
-    assert [(k, t) for k, t, _ in a.unmapped] == [("cuda_graphs", "--cuda-graph-max-bs 32")]
-    assert a.ignored == ["--host 0.0.0.0", "--port 30000", "--trust-remote-code"]
+    assert a.unmapped == []
+    assert a.ignored == ["--cuda-graph-max-bs 32 (--disable-cuda-graph: no CUDA graphs)", "--host 0.0.0.0",
+                         "--port 30000", "--trust-remote-code"]
 
 
 def test_bare_speculative_config_json():
@@ -163,7 +164,8 @@ def test_vllm_log_of_a_recent_version():
     assert a.scenario_keywords() == {"engine": "vllm", "model": "qwen3-32b", "tp": 2, "gpu_memory_utilization": 0.92,
                                      "kv_dtype": "fp8", "max_num_batched_tokens": 16384, "method": "draft",
                                      "draft": "qwen3-0.6b", "k": 4, "draft_tp": 2, "weight_dtype": "bf16",
-                                     "chunked_prefill": True, "cuda_graphs": "full"}
+                                     "chunked_prefill": True, "cuda_graphs": "full", "cuda_graph_max": 256}
+    assert a.values["cuda_graph_max"][1].endswith("max_cudagraph_capture_size=256")
     # the enum's repr in the resolved compilation config
     assert a.values["cuda_graphs"][1] == "line 3 engine config: compilation_config cudagraph_mode='FULL_AND_PIECEWISE'"
     assert a.values["engine"][1] == "line 3: Initializing a V1 LLM engine (v0.33.0)"
@@ -174,9 +176,9 @@ def test_sglang_log():
     assert (a.engine, a.form) == ("sglang", "startup log")
     assert a.scenario_keywords() == {"engine": "sglang", "model": "llama-3.1-8b", "gpu_memory_utilization": 0.79,
                                      "max_num_seqs": 48, "chunked_prefill": True, "tp": 1, "method": "eagle3", "k": 5,
-                                     "cuda_graphs": "full"}
+                                     "cuda_graphs": "full", "cuda_graph_max": 48}
     assert a.values["cuda_graphs"][1] == "line 1 server_args: disable_cuda_graph=False"
-    assert {k for k, _, _ in a.unmapped} == {"weight_dtype", "kv_dtype", "max_num_batched_tokens", "cuda_graphs"}
+    assert {k for k, _, _ in a.unmapped} == {"weight_dtype", "kv_dtype", "max_num_batched_tokens"}
     assert a.ignored == []  # a resolved ServerArgs lists every field: only what maps is reported
 
 

@@ -234,7 +234,7 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     profile = profile.configured(o.cuda_graphs, chunked, o.cuda_graphs_speculating,
                                  _sampling(o.temperature, o.top_p, o.top_k, target.vocab_size,
                                            (o.repetition_penalty, o.frequency_penalty, o.presence_penalty)),
-                                 mla[o.mla_verify])
+                                 mla[o.mla_verify], o.cuda_graph_max)
     util = o.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1):
         raise InputError(f"GPU memory utilisation (--gpu-memory-utilization) is a share in (0, 1] (got {util!r})",
@@ -376,6 +376,9 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "verify_width": spec.verify_width,
         "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
         "cuda_graphs": dep.engine.cuda_graphs, "cuda_graphs_speculating": dep.speculating_engine.cuda_graphs,
+        # the largest step each server replays as a graph (0: none), in the engine's graph unit
+        "cuda_graph_max": {"off": dep.engine.capture_limit(False), "on": dep.speculating_engine.capture_limit(True),
+                           "unit": dep.engine.graph_capture_unit},
         "chunked_prefill": dep.engine.chunked_prefill, "mla_verify_prefill": dep.mla_verify_prefill,
         "gpu_memory_utilization": dep.memory_utilization,
         "sampling": dep.engine.settings.get("sampling", "greedy"), "sampling_path": dep.engine.sampling,

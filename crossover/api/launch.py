@@ -16,7 +16,7 @@ from .diagnostics import Diagnostic
 
 # what the two servers of a sweep share (the seed's method: identical but for speculation)
 SHARED = ("model", "engine", "tp", "weight_dtype", "kv_dtype", "chunked_prefill", "gpu_memory_utilization",
-          "expert_parallel", "data_parallel")
+          "expert_parallel", "data_parallel", "cuda_graph_max")
 SPECULATIVE = ("method", "k", "draft", "draft_tp")
 # keywords the files may give that no scenario takes: said, not priced
 SAID_ONLY = ("max_num_seqs", "max_num_batched_tokens")

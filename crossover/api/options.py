@@ -104,6 +104,9 @@ SPECULATION = (
 )
 
 SAMPLING_OPTIONS = ("temperature", "top_p", "top_k", "repetition_penalty", "frequency_penalty", "presence_penalty")
+# the scenario's settings of the servers' launch that measured takes beside the files (a launch file gives them too)
+LAUNCH_SCENARIO = ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "cuda_graph_max",
+                   "chunked_prefill", "mla_verify", "gpu_memory_utilization")
 # --- a scenario: model, hardware, deployment, engine, cost mode
 SCENARIO = (
     O("model", f"target model {SPEC_LIBRARY}", d.DEFAULT_MODEL, group="scenario"),
@@ -122,8 +125,9 @@ SCENARIO = (
       "attention outside the graph every step), none (--enforce-eager / --disable-cuda-graph)",
       default_text="the engine profile's", choices=("full", "none", "piecewise"), group="scenario"),
     O("cuda_graphs_speculating", "the speculating server's CUDA-graph mode where it differs from the other's "
-      "(full, piecewise, none)", default_text="--cuda-graphs", choices=("full", "none", "piecewise"),
-      group="scenario"),
+      "(full, piecewise, none)", default_text="--cuda-graphs", choices=("full", "none", "piecewise"), group="scenario"),
+    O("cuda_graph_max", "the largest CUDA graph captured (vLLM V1 --max-cudagraph-capture-size: tokens; SGLang "
+      "--cuda-graph-max-bs: requests); larger steps run eagerly", default_text="the engine's", metavar="N", group="scenario"),
     O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes: on or off",
       default_text="the engine profile's", choices=("off", "on"), group="scenario"),
     O("mla_verify", "how the server's MLA backend runs verify tokens: prefill (vLLM 0.10, CUTLASS or Triton MLA) or "
@@ -157,6 +161,7 @@ EFFICIENCY = tuple(o.but(group=EFFICIENCY_GROUP) for o in (
 
 # --- the outputs most verbs share
 JSON = O("json", "one JSON object on stdout", kind="switch", api=None)
+FORCE_PLOT = O("force", "replace an existing --plot file", kind="switch", api=None)
 LENGTHS = (
     O("prompt_len", "mean prompt tokens: the curves carry the prefill share (with --output-len)", unit="tokens"),
     O("output_len", "mean output tokens per request (with --prompt-len)", unit="tokens"),
@@ -166,8 +171,7 @@ PREDICT = (
     O("batch", "batch sizes, e.g. 1,8,64 or 1..64", d.DEFAULT_BATCHES, passed=False, api="batches"),
     O("breakdown", "per-op and per-term step times off and on at this batch, and which cost mode (roofline, "
       "kernels) priced each op", api=None),
-    *LENGTHS, JSON,
-    O("force", "replace an existing --plot file", kind="switch", api=None),
+    *LENGTHS, JSON, FORCE_PLOT,
     O("plot", "write a figure (PNG or SVG) of throughput and speedup against batch", api=None),
 )
 
@@ -208,8 +212,7 @@ POLICY = (
       d.DEFAULT_CONFIDENCE_CONCENTRATION),
     O("tree_nodes", "also size a draft tree by load: the likeliest tree of each size up to this many nodes "
       "(depth <= --k-max), priced at every batch"),
-    JSON,
-    O("force", "replace an existing --plot file", kind="switch", api=None),
+    JSON, FORCE_PLOT,
     O("plot", "write a figure of every k's throughput and the schedule against batch", api=None),
 )
 
@@ -246,8 +249,7 @@ PLAN = (
     O("traffic", "CSV `time,requests` (interval start in seconds or ISO 8601, requests in it; equal intervals): "
       "sized for the peak, costed over the trace", metavar="CSV", group=DEMAND_GROUP),
     *SLO,
-    O("hardware", "accelerators (`crossover hardware list` names them all)", d.PLAN_HARDWARE, metavar="LIST",
-      group=DEPLOY_GROUP),
+    O("hardware", "accelerators (`crossover hardware list`)", d.PLAN_HARDWARE, metavar="LIST", group=DEPLOY_GROUP),
     O("tp", "TP degrees", d.PLAN_TP, metavar="LIST", group=DEPLOY_GROUP),
     O("weight_dtype", "weight dtypes, e.g. bf16,fp8", default_text="the model's own, and fp8 on GPUs with fp8 "
       "tensor cores", metavar="LIST", group=DEPLOY_GROUP),
@@ -280,8 +282,7 @@ PLAN_COSTS = (
     O("seed", "random seed", d.DEFAULT_SEED, metavar="N", group=VERIFY_GROUP),
     O("jobs", "processes for the simulations", default_text="all cores", metavar="N", group=VERIFY_GROUP),
     O("quiet", "no progress line on stderr", kind="switch", api=None),
-    JSON,
-    O("force", "replace an existing --plot file", kind="switch", api=None),
+    JSON, FORCE_PLOT,
     O("plot", "write a figure (PNG or SVG): cost per million output tokens and GPUs against the TPOT SLO, per "
       "option", metavar="FILE", api=None),
 )
@@ -339,11 +340,9 @@ MEASURED = (
     *(o.but(group=None) for o in (*SPECULATION, *EFFICIENCY) if o.name in ("draft_tp", "expert_parallel")),
     *(o.but(group=None, help=o.help + " of the measurement", default=None, passed=False,
             default_text="the launch configuration's (--server-args), else " + (o.default_text or shown(o.default)))
-      for o in SCENARIO if o.name in ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating",
-                                      "chunked_prefill", "mla_verify", "gpu_memory_utilization")),
+      for o in SCENARIO if o.name in LAUNCH_SCENARIO),
     *(o.but(group=None) for o in SCENARIO if o.name in SAMPLING_OPTIONS),
-    JSON,
-    O("force", "replace an existing --plot file", kind="switch", api=None),
+    JSON, FORCE_PLOT,
     O("plot", "write a figure of the measured points (over the predicted curves with --model)", api=None),
 )
 CALIBRATE = (
@@ -393,6 +392,7 @@ SWEEP_PLAN = (
 
 # the spec verbs' actions (hardware / models list, show, import)
 SPEC_JSON = O("json", "one JSON object on stdout", kind="switch", api=None)
+FORCE_PLOT = O("force", "replace an existing --plot file", kind="switch", api=None)
 MODELS_IMPORT = (
     O("name", "spec name", default_text="the config's folder name", api=None),
     O("out", "write the YAML here", default_text="stdout", api=None),

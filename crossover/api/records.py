@@ -189,6 +189,7 @@ class ScenarioOptions(Record):
     engine: Any = None  # None: DEFAULT_ENGINE
     cuda_graphs: str | None = None  # full, piecewise, none; None: the engine's default
     cuda_graphs_speculating: str | None = None  # the speculating server's, where it differs; None: the same
+    cuda_graph_max: int | None = None  # the largest graph captured (engine's unit); None: the engine's on the GPU
     chunked_prefill: bool | None = None  # None: the engine's default
     mla_verify: str | None = None  # decode or prefill: the server's MLA backend; None: the engine's on the GPU
     gpu_memory_utilization: float = d.DEFAULT_GPU_MEMORY_UTILIZATION

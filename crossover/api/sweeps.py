@@ -14,7 +14,7 @@ from ..defaults import DEFAULT_BOOTSTRAP, DEFAULT_K, DEFAULT_METHOD
 from ..comparison.engine_effects import engine_effects
 from ..errors import CrossoverError, InputError, api_boundary
 from .diagnostics import Diagnostic
-from .options import SAMPLING_OPTIONS
+from .options import LAUNCH_SCENARIO, SAMPLING_OPTIONS
 from .results import CalibrateResult, MeasuredResult
 from ..measurements import Columns, MeasuredTable, read_columns
 from ..analysis.bounds import files_model
@@ -123,8 +123,7 @@ def model_for_check(table: MeasuredTable, model: str | None,
 
 # crossover.scenario's keywords a measured sweep takes (the deployment the files ran; the rest the files say)
 # the deployment's settings a launch configuration (or the user) gives
-LAUNCH_KEYWORDS = ("draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "chunked_prefill",
-                   "mla_verify", "gpu_memory_utilization", "expert_parallel", "data_parallel")
+LAUNCH_KEYWORDS = ("draft_tp", *LAUNCH_SCENARIO, "expert_parallel", "data_parallel")
 MEASURED_KEYWORDS = ("model", "hardware", "tp", "method", "draft", "k", "calibration", "force_calibration", "engine",
                      "distilled", "prompt_len", "output_len", *SAMPLING_OPTIONS,  # sampling: no file records it
                      *LAUNCH_KEYWORDS)

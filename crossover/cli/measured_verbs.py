@@ -20,6 +20,8 @@ def _launch(args: argparse.Namespace) -> dict:
     out = {"weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype, "cuda_graphs": args.cuda_graphs,
            "cuda_graphs_speculating": args.cuda_graphs_speculating, "chunked_prefill": args.chunked_prefill,
            "mla_verify": args.mla_verify, "expert_parallel": args.expert_parallel or None}
+    if args.cuda_graph_max is not None:
+        out["cuda_graph_max"] = int(parse_number(args.cuda_graph_max, "--cuda-graph-max", integer=True))
     if args.data_parallel is not None:
         out["data_parallel"] = int(parse_number(args.data_parallel, "--dp", integer=True))
     if args.draft_tp is not None:

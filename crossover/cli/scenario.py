@@ -56,6 +56,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
               engine=getattr(args, "engine", None), cost=getattr(args, "cost", None),
               cuda_graphs=getattr(args, "cuda_graphs", None), chunked_prefill=getattr(args, "chunked_prefill", None),
               cuda_graphs_speculating=getattr(args, "cuda_graphs_speculating", None),
+              cuda_graph_max=_int(args, "cuda_graph_max", "--cuda-graph-max"),
               mla_verify=getattr(args, "mla_verify", None),
               gpu_memory_utilization=number_flag(args, "gpu_memory_utilization", "--gpu-memory-utilization"),
               **sampling_kwargs(args),

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 # The setting that raises the CUDA-graph capture limit, per engine
-CAPTURE_FLAG = {"vllm": "compilation_config max_cudagraph_capture_size", "sglang": "--cuda-graph-max-bs",
+CAPTURE_FLAG = {"vllm": "--max-cudagraph-capture-size", "sglang": "--cuda-graph-max-bs",
                 "trtllm": "cuda_graph_config max_batch_size"}
 # A measured speedup below 1 and this far (ln) below the model's is deeper than the model allows; one
 # above 1 this far above a predicted loss is larger than the model allows.
@@ -152,10 +152,11 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     width = spec.verify_width
     key = load if engine.graph_capture_unit == "requests" else load * width
     unit = engine.graph_capture_unit
-    if engine.graph_capture_limit and key > engine.graph_capture_limit:
+    limit = sc.deployment.speculating_engine.capture_limit(True)  # the speculating server's largest graph
+    if limit and key > limit:
         flag = CAPTURE_FLAG.get(ran_engine(table, sc)["framework"], "the engine's CUDA-graph capture setting")
         causes.append({"effect": f"verify steps of {key:.0f} {unit} run without CUDA graphs beyond {engine.label}'s "
-                                 f"capture limit of {engine.graph_capture_limit} {unit} ({flag})", "check": ""})
+                                 f"capture limit of {limit} {unit} ({flag}; --cuda-graph-max here)", "check": ""})
     elif vllm and engine.graph_capture_limit:
         causes.append({"effect": "verify batch sizes that miss a captured CUDA-graph size run attention eagerly "
                                  "(capture sizes rounded to multiples of 1 + k, vllm PR #53407): check the captured "

@@ -226,6 +226,9 @@ def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool =
             value = _json(found, value, src)
             name = "O" if isinstance(value, int) else name  # -O N up to 0.11: a compilation level
         cfg = value if isinstance(value, dict) else {}
+        if not eager and int(cfg.get("max_cudagraph_capture_size") or 0) > 0:  # 0: vLLM's value with graphs off
+            found._put("cuda_graph_max", int(cfg["max_cudagraph_capture_size"]),
+                       f"{_head(src)} max_cudagraph_capture_size={cfg['max_cudagraph_capture_size']}")
         if name in ("compilation_config", "O", "optimization_level") and eager:
             found.ignored.append(f"{src} (--enforce-eager: no CUDA graphs)")
         elif name in VLLM_DIRECT:
@@ -245,6 +248,8 @@ def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool =
             _dtypes(found, name, value, src, ctx, resolved)
         elif name in ("enable_expert_parallel", "data_parallel_size"):
             _parallel(found, name, value, src, ctx)
+        elif name == "cudagraph_capture_sizes":
+            found._skip("cuda_graph_max", src, SGLANG_UNMAPPED["cuda_graph_bs"][1])
         elif not resolved and name != "compilation_config":
             found.ignored.append(src)
 
@@ -252,8 +257,11 @@ def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool =
 def _sglang(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool = False) -> None:
     ctx = {n: v for n, v, _ in items}
     algo, topk = str(ctx.get("speculative_algorithm")).upper(), int(ctx.get("speculative_eagle_topk") or 1)
+    eager = str(ctx.get("disable_cuda_graph", False)).lower() in _TRUE
     for name, value, src in ((n, v, s) for n, v, s in items if v is not None and v != "None"):
-        if name in SGLANG_DIRECT:
+        if name in ("cuda_graph_max_bs", "cuda_graph_bs") and eager:
+            found.ignored.append(f"{src} (--disable-cuda-graph: no CUDA graphs)") if not resolved else None
+        elif name in SGLANG_DIRECT:
             found._put(SGLANG_DIRECT[name][0], value, src, SGLANG_DIRECT[name][1])
         elif name == "speculative_algorithm":
             (found._put("method", SGLANG_METHODS[algo], src) if algo in SGLANG_METHODS else
@@ -273,7 +281,7 @@ def _sglang(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool
             found._put("cuda_graphs", SGLANG_BACKENDS[str(value)], src)
         elif name == "chunked_prefill_size":
             found._put("chunked_prefill", float(value) > 0, src)
-        elif name in SGLANG_UNMAPPED:
+        elif name in SGLANG_UNMAPPED and not (resolved and name == "cuda_graph_bs"):  # the log's max_bs is its largest
             found._skip(SGLANG_UNMAPPED[name][0], src, SGLANG_UNMAPPED[name][1])
         elif name in ("kv_cache_dtype", "quantization", "dtype"):
             _dtypes(found, name, value, src, ctx, resolved)

@@ -4,7 +4,8 @@ keyword each becomes (tests check each against the released sources)."""
 from __future__ import annotations
 
 KEYWORDS = ("model", "engine", "method", "k", "draft", "tp", "draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs",
-            "chunked_prefill", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "expert_parallel", "data_parallel")
+            "chunked_prefill", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "expert_parallel", "data_parallel",
+            "cuda_graph_max")
 HEAD_METHODS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # no separate draft model: no `draft` keyword
 EXPECTED = "a vLLM or SGLang command line, a --speculative-config JSON object or a server startup log"
 
@@ -13,15 +14,16 @@ VLLM_DIRECT = {"model": ("model", str), "model_tag": ("model", str), "tensor_par
                "num_speculative_tokens": ("k", int), "speculative_draft_tensor_parallel_size": ("draft_tp", int),
                "gpu_memory_utilization": ("gpu_memory_utilization", float), "max_num_seqs": ("max_num_seqs", int),
                "max_num_batched_tokens": ("max_num_batched_tokens", int),
+               "max_cudagraph_capture_size": ("cuda_graph_max", int),
                "enable_chunked_prefill": ("chunked_prefill", bool), "chunked_prefill_enabled": ("chunked_prefill", bool)}
 VLLM_FLAGS = (*VLLM_DIRECT, "speculative_config", "speculative_model", "enforce_eager", "compilation_config",
               "optimization_level", "kv_cache_dtype", "quantization", "dtype", "enable_expert_parallel",
-              "data_parallel_size")
+              "data_parallel_size", "cudagraph_capture_sizes")
 SGLANG_DIRECT = {"model_path": ("model", str), "tp_size": ("tp", int), "max_running_requests": ("max_num_seqs", int),
-                 "mem_fraction_static": ("gpu_memory_utilization", float)}
+                 "mem_fraction_static": ("gpu_memory_utilization", float), "cuda_graph_max_bs": ("cuda_graph_max", int)}
 SGLANG_FLAGS = (*SGLANG_DIRECT, *"""speculative_algorithm speculative_draft_model_path speculative_num_steps
     speculative_eagle_topk speculative_num_draft_tokens disable_cuda_graph disable_decode_cuda_graph cuda_graph_backend_decode
-    cuda_graph_max_bs chunked_prefill_size max_prefill_tokens kv_cache_dtype quantization dtype ep_size dp_size
+    cuda_graph_bs chunked_prefill_size max_prefill_tokens kv_cache_dtype quantization dtype ep_size dp_size
     enable_dp_attention""".split())
 ALIASES = {"vllm": {"q": "quantization", "tp": "tensor_parallel_size", "sc": "speculative_config", "cc": "compilation_config",
                     "dp": "data_parallel_size", "ep": "enable_expert_parallel"},
@@ -42,7 +44,7 @@ DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16",
 KV_DTYPES = {**dict.fromkeys(("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"), "fp8"), **DTYPES}
 GRAPH_MODES = {"NONE": "none", "PIECEWISE": "piecewise", "FULL": "full", "FULL_DECODE_ONLY": "full",
                "FULL_AND_PIECEWISE": "full", 0: "none", 1: "piecewise", 2: "full"}  # (decode, mixed): decode's
-SGLANG_UNMAPPED = {"cuda_graph_max_bs": ("cuda_graphs", "CUDA graphs up to this batch only; larger ones run eagerly"),
+SGLANG_UNMAPPED = {"cuda_graph_bs": ("cuda_graph_max", "the captured sizes: give their largest as --cuda-graph-max"),
                    "max_prefill_tokens": ("max_num_batched_tokens", "SGLang's prefill budget, not a cap on a step's tokens")}
 SGLANG_BACKENDS = {"full": "full", "breakable": "piecewise", "disabled": "none"}
 # SGLang's --dp-size without --enable-dp-attention (0.5.5 server_args.py): replicas behind its data-parallel

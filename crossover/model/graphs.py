@@ -25,7 +25,7 @@ def padding(tokens, verifying: np.ndarray, engine, speculating: bool) -> np.ndar
         return None
     key = graph_key(tokens, verifying, engine)
     padded = engine.padded_key(key, speculating)
-    ratio = np.where((key > 0) & (key <= engine.graph_capture_limit), padded / np.where(key > 0, key, 1.0), 1.0)
+    ratio = np.where((key > 0) & (key <= engine.capture_limit(speculating)), padded / np.where(key > 0, key, 1.0), 1.0)
     return ratio if (ratio > 1.0).any() else None
 
 
@@ -34,18 +34,19 @@ def replayed(tokens, verifying, engine, speculating: bool) -> dict:
     replays (None: it runs eagerly, beyond the capture limit or with graphs off), the limit, and whether
     the engine's profile lists its captured sizes (else no padding is priced)."""
     key = float(np.ravel(graph_key(tokens, np.asarray(verifying, float), engine))[0])
-    limit = engine.graph_capture_limit
+    limit = engine.capture_limit(speculating)
     size = None if limit == 0 or key > limit else float(engine.padded_key(np.array([key]), speculating)[0])
     return {"key": key, "unit": engine.graph_capture_unit, "replayed": size, "limit": float(limit),
             "sizes_listed": engine.captured(speculating) is not None}
 
 
-def eager_steps(tokens, verifying: np.ndarray, engine, eager_layer_s: float) -> np.ndarray | None:
+def eager_steps(tokens, verifying: np.ndarray, engine, eager_layer_s: float, speculating: bool) -> np.ndarray | None:
     """Where the target forward runs outside a captured CUDA graph (None: nowhere, or no launch floor
-    to price): its graph key beyond the engine's capture limit, everywhere where it captures none."""
+    to price): its graph key beyond the (speculating) server's largest graph, everywhere where it
+    captures none."""
     if eager_layer_s == 0.0:
         return None
-    limit = engine.graph_capture_limit
+    limit = engine.capture_limit(speculating)
     if limit == 0:
         return np.True_
     over = graph_key(tokens, verifying, engine) > limit

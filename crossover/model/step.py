@@ -182,9 +182,9 @@ class StepModel:
             work = Forward(work.tokens * pad, work.kv, work.qk, sampled_rows * pad, work.expansion, work.verify_kv)
         target = run(self.target, work)
         target_s = target.total
-        eager = eager_steps(tokens, verifying, engine, dep.eager_layer_s)
+        eager = eager_steps(tokens, verifying, engine, dep.eager_layer_s, any_draft)
         if split:
-            off_eager = eager_steps(tokens, verifying, dep.engine, dep.eager_layer_s)
+            off_eager = eager_steps(tokens, verifying, dep.engine, dep.eager_layer_s, False)
             eager = per_arm(drafting, eager, off_eager, False)
         if eager is not None:  # outside a captured graph: at least the layers' launch time
             target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)

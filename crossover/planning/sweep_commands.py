@@ -80,6 +80,9 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
     if dep.kv_dtype not in ("bf16", "fp16", "fp8"):
         notes.append(f"KV cache {dep.kv_dtype}: set the engines' own KV-cache dtype for it")
     graphs = {"off": dep.engine.cuda_graphs, "on": dep.engine.speculating.cuda_graphs}
+    cap = dep.engine.settings.get("cuda_graph_max")  # where the user set the capture limit
+    if cap and dep.engine.framework not in ("vllm", "sglang"):
+        notes.append(f"CUDA graphs up to {cap} {dep.engine.graph_capture_unit}: set {dep.engine.label}'s own limit")
     if "piecewise" in graphs.values():
         notes.append("piecewise CUDA graphs: vLLM's --compilation-config cudagraph_mode PIECEWISE (not written here)")
     if dep.mla_verify_prefill:
@@ -100,6 +103,8 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
                 f"{dep.memory_utilization:g}", "--seed", seed, "--port", port, *quant, *kv]
         if graphs[arm] == "none":
             vllm.append("--enforce-eager")
+        elif cap and dep.engine.framework == "vllm":  # the limit given, in the engine's own unit (tokens)
+            vllm += ["--max-cudagraph-capture-size", cap]
         out["vllm"][arm] = _line(vllm, cfg["vllm"]["static"]["flag"] if arm == "on" else None)
         sgl = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", dep.gpus,
                *(["--dp-size", dp, "--enable-dp-attention"] if dp > 1 else []),
@@ -109,6 +114,8 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
                *quant, *(["--kv-cache-dtype", _SGLANG_KV.get(dep.kv_dtype, dep.kv_dtype)] if kv else [])]
         if graphs[arm] == "none":
             sgl.append("--disable-cuda-graph")
+        elif cap and dep.engine.framework == "sglang":  # requests
+            sgl += ["--cuda-graph-max-bs", cap]
         flags = cfg["sglang"]["flags"]
         out["sglang"][arm] = None if arm == "on" and flags is None else _line(sgl, flags if arm == "on" else None)
     static = cfg["vllm"]["static"]["versions"]

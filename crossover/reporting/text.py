@@ -64,8 +64,12 @@ def engine_line(inputs: dict[str, Any]) -> str:
     config = ""
     if "cuda_graphs" in inputs:  # the configuration in effect, and whether the user set it or assumed the default
         given = set(inputs.get("engine_settings_given", ()))
-        values = {"cuda_graphs": f"CUDA graphs {inputs['cuda_graphs']}",
-                  "chunked_prefill": f"chunked prefill {'on' if inputs['chunked_prefill'] else 'off'}"}
+        values = {"cuda_graphs": f"CUDA graphs {inputs['cuda_graphs']}"}
+        cap = inputs.get("cuda_graph_max")
+        if cap and (cap["off"] or cap["on"]):  # the largest graph each server captures
+            both = cap["off"] if cap["off"] == cap["on"] or not cap["on"] else f"{cap['off']} (speculating {cap['on']})"
+            values["cuda_graph_max"] = f"up to {both} {cap['unit']}"
+        values["chunked_prefill"] = f"chunked prefill {'on' if inputs['chunked_prefill'] else 'off'}"
         if "sampling" in inputs:
             values["sampling"] = f"sampling {inputs['sampling']}"
         if inputs.get("mla_verify_prefill"):  # the engine's MLA backend here takes one query token per request

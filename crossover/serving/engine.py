@@ -118,3 +118,12 @@ def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
         raise CrossoverError(
             f"{dep.model.name} weights do not fit on {dep.gpus} x {dep.hardware.name}; use a larger --tp or fp8 weights")
     return budget / per_token * dep.data_parallel  # each data-parallel rank its own cache
+
+
+def seated(dep: Deployment, max_num_seqs: int) -> Deployment:
+    """The deployment as a server with this running-sequence limit runs it: where the engine's CUDA-graph
+    capture limit follows that limit (vLLM V0, specs/capture.py for_seats), the limit it captures up to."""
+    from ..specs.capture import for_seats
+
+    engine = for_seats(dep.engine, max_num_seqs)
+    return dep if engine is dep.engine else dep.model_copy(update={"engine": engine})

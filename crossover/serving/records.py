@@ -260,7 +260,7 @@ def record_steps(state, params, rec, scratch, s0, steps, m, mi, on, nd, npre, nf
                 ns += 1
             bt[j] = E[i, j]
         SF[SF_SEQS, s] = live_n
-        SI[SI_UNIF, s] = 1 if qmin == qmax else 0
+        SI[SI_UNIF, s] = 1 if qmin == qmax and not mixed_pre else 0  # a step with prompt tokens is never uniform
         SI[SI_MODE, s] = mi
         SI[SI_TOK, s] = np.int64(psum(bq, m))
         SI[SI_SMP, s] = np.int64(psum(bs, ns) + nfirst) if mixed_pre else np.int64(psum(bq, m))

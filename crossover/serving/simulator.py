@@ -24,7 +24,7 @@ from ..model.scenario import Scenario
 from ..errors import CrossoverError
 from ..model.forward import Forward
 from ..model.step import Mix, StepModel
-from .engine import EngineLimits
+from .engine import EngineLimits, seated
 from .routing import Router, check_route
 
 SEGMENT = 256  # most decode-only steps simulated in one vectorised block
@@ -133,7 +133,7 @@ class _Engine:
             assert arrival is not None
             arr = np.asarray(arrival, float).copy()
         sc = arm.scenario
-        self.dep, self.spec = sc.deployment, sc.speculation
+        self.dep, self.spec = seated(sc.deployment, limits.max_num_seqs), sc.speculation
         self.route = Router(self.spec.k, arm.speculate, arm.schedule, arm.hysteresis)
         need = (prompt + output + (np.ceil(self.spec.verify_width) if arm.speculate else 1.0)).astype(float)
         if need.max() > kv_capacity:

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field, PositiveInt, PrivateAttr, model_validato
 
 from ..errors import CrossoverError
 from ..units import COMPUTE_DTYPE, DTYPE_BYTES
+from .capture import on_gpu
 from .frozen import Spec
 from ..defaults import DEFAULT_ENGINE
 from .engine import EngineProfile
@@ -260,6 +261,13 @@ class Deployment(Spec):
             update["kernel_floors_s"] = update["layer_overhead_s"] - eff.layer_overhead_s
         if update:  # the applied fields count as set, so a copy or re-validation applies nothing twice
             object.__setattr__(self, "efficiency", eff.model_copy(update=update))
+        return self
+
+    @model_validator(mode="after")
+    def _graphs_on_gpu(self) -> "Deployment":
+        """The engine's CUDA-graph capture limit where it sizes it from this GPU and TP size (SGLang)."""
+
+        object.__setattr__(self, "engine", on_gpu(self.engine, self.hardware, self.gpus))
         return self
 
     @model_validator(mode="after")

@@ -155,6 +155,12 @@ class EngineProfile(Spec):
     # no cache). spec_capture_sizes: the speculating server's list where the engine captures another.
     capture_sizes: tuple[int, ...] | None = None
     spec_capture_sizes: tuple[int, ...] | None = None
+    # Where the engine sizes its capture limit from the GPU (specs/capture.py): rows [memory bound in GiB,
+    # limit below 4 GPUs of TP, limit at 4 or more], the first row whose bound lies above the GPU's memory.
+    graph_capture_by_memory: tuple[tuple[float, int, int], ...] | None = None
+    # Whether the engine captures graphs up to its running-sequence limit (padded to a captured size: vLLM V0's
+    # _get_max_graph_batch_size), in place of graph_capture_limit when a server's max_num_seqs is known.
+    graph_capture_by_seqs: bool = False
     # Host launch time per layer of an eager forward: the step takes at least layers x this.
     eager_layer_us: float = Field(ge=0)
     # n-gram proposer: CPU lookup per sequence per step on the critical path, and what a sequence
@@ -256,6 +262,14 @@ class EngineProfile(Spec):
             raise ValueError("capture sizes are distinct positive integers in ascending order")
         return v
 
+    def capture_limit(self, speculating: bool) -> int:
+        """The largest step the (speculating) server replays as a graph: the largest size it captures at
+        or below graph_capture_limit where the profile's list reaches that far (the engines drop the
+        others); the limit itself above the list (no padding priced there)."""
+        sizes = self.captured(speculating) or ()
+        kept = [s for s in sizes if s <= self.graph_capture_limit]
+        return kept[-1] if kept and self.graph_capture_limit <= sizes[-1] else self.graph_capture_limit
+
     def captured(self, speculating: bool) -> tuple[int, ...] | None:
         """The graph sizes the (speculating) server captures (None: not listed, no padding priced)."""
         return self.spec_capture_sizes if speculating and self.spec_capture_sizes is not None else self.capture_sizes
@@ -284,7 +298,8 @@ class EngineProfile(Spec):
     def configured(self, cuda_graphs: CudaGraphs | None = None, chunked_prefill: bool | None = None,
                    spec_cuda_graphs: CudaGraphs | None = None,
                    sampling: SamplingParams | None = None,
-                   mla_verify_prefill: MlaVerifyPrefill | None = None) -> "EngineProfile":
+                   mla_verify_prefill: MlaVerifyPrefill | None = None,
+                   cuda_graph_max: int | None = None) -> "EngineProfile":
         """This engine as the user configured it (None: the engine's default).
 
         cuda_graphs: 'full' (uniform decode and verify steps replay a full graph with attention
@@ -296,7 +311,8 @@ class EngineProfile(Spec):
         requests' temperature, top-p and top-k, which pick the sampler's path (its bytes per
         vocabulary entry: sampling_bytes_per_vocab). mla_verify_prefill: where an MLA model's verify
         positions take the attention backend's prefill path, as the backend the server runs (vLLM's
-        --attention-backend) decides it."""
+        --attention-backend) decides it. cuda_graph_max: the largest graph captured, in the engine's graph
+        unit (vLLM's --max-cudagraph-capture-size, SGLang's --cuda-graph-max-bs), for both servers."""
         from ..errors import InputError
 
         update: dict = {}
@@ -335,6 +351,15 @@ class EngineProfile(Spec):
                                  parameter="mla_verify_prefill")
             update["mla_verify_prefill"] = mla_verify_prefill
             settings["mla_verify_prefill"] = mla_verify_prefill
+        if cuda_graph_max is not None:
+            if isinstance(cuda_graph_max, bool) or not isinstance(cuda_graph_max, int) or cuda_graph_max < 1:
+                raise InputError(f"the CUDA-graph capture limit (--cuda-graph-max) is a whole number >= 1 "
+                                 f"{self.graph_capture_unit} (got {cuda_graph_max!r})", parameter="cuda_graph_max")
+            if update.get("graph_capture_limit", self.graph_capture_limit) == 0:
+                raise InputError(f"--cuda-graph-max {cuda_graph_max} with no CUDA graphs ({self.label} "
+                                 f"{'as configured ' if cuda_graphs else ''}captures none)", parameter="cuda_graph_max")
+            update["graph_capture_limit"] = cuda_graph_max
+            settings["cuda_graph_max"] = str(cuda_graph_max)
         if spec_cuda_graphs is not None:
             self.model_copy(update=update).configured(spec_cuda_graphs)  # refused as for both servers
             update["spec_cuda_graphs"] = spec_cuda_graphs

@@ -1,0 +1,148 @@
+"""The CUDA-graph capture limit (issue 21 item 2: "CUDA-graph mode ... and capture sizes"): SGLang's own
+default by GPU memory and TP size (0.5.5 server_args.py _handle_gpu_memory_settings), `--cuda-graph-max`
+as the user set it, the eager steps beyond it, and the launch flags that give it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import assert_one_line_error, run_cli
+
+import crossover
+from crossover.errors import CrossoverError
+from crossover.measurements.server_args import read_server_args
+from crossover.model.graphs import eager_steps
+from crossover.model.step import StepModel
+from crossover.specs import Deployment, load_hardware, load_model
+from crossover.specs.capture import default_capture_limit
+from crossover.specs.loader import load_engine
+
+SGLANG = load_engine("sglang")
+
+
+@pytest.mark.parametrize("hardware, tp, dp, limit", [
+    ("rtx-4090", 1, 1, 24), ("a10g", 4, 1, 80),  # 24 GB: below 35 GiB
+    ("l40s", 1, 1, 32), ("l40s", 4, 1, 160), ("a100-40gb-sxm", 2, 1, 32),  # below 60 GiB
+    ("h100-sxm", 1, 1, 256), ("h100-sxm", 4, 1, 512), ("h200", 2, 1, 256), ("h20", 8, 1, 512),  # below 160 GiB
+    ("b200", 1, 1, 512), ("mi300x", 1, 1, 512),  # above
+    ("h100-sxm", 1, 4, 512),  # SGLang's tp_size counts every data-parallel attention rank's GPUs
+])
+def test_sglang_sizes_its_capture_limit_from_the_gpus_memory_and_tp(hardware, tp, dp, limit):
+    hw = load_hardware(hardware)
+    model = load_model("mixtral-8x7b" if dp > 1 else "llama-3.1-8b")
+    assert default_capture_limit(SGLANG, hw, tp * dp) == limit
+    dep = Deployment(model=model, hardware=hw, tp=tp, data_parallel=dp, engine=SGLANG)
+    assert dep.engine.graph_capture_limit == limit
+    assert dep.engine.capture_limit(False) == dep.engine.capture_limit(True) == limit  # both lists hold it
+    # the engines that size it once keep their profile's value on every GPU
+    assert Deployment(model=model, hardware=hw, tp=tp, data_parallel=dp).engine.graph_capture_limit == 512
+
+
+def test_a_given_limit_is_the_largest_size_captured_at_or_below_it():
+    """SGLang drops the listed sizes above --cuda-graph-max-bs and runs a batch up to the largest one left:
+    100 keeps 96 on both lists; 30 keeps 24 without speculation and 30 with it (its list steps by 2 there)."""
+    at = {n: SGLANG.configured(cuda_graph_max=n) for n in (100, 30)}
+    assert (at[100].capture_limit(False), at[100].capture_limit(True)) == (96, 96)
+    assert (at[30].capture_limit(False), at[30].capture_limit(True)) == (24, 30)
+    assert at[30].settings["cuda_graph_max"] == "30"
+    # vLLM V1's profile lists no sizes: the limit as given
+    assert load_engine("vllm").configured(cuda_graph_max=100).capture_limit(True) == 100
+    # given, it is not replaced by the GPU's default
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("l40s"), engine=at[100])
+    assert dep.engine.capture_limit(False) == 96
+
+
+def test_a_step_beyond_the_limit_runs_eagerly_at_least_its_layers_launch_time():
+    """Llama-3.2-1B (16 layers) under SGLang on an L40S at TP 1: 32 requests replay a graph, 33 run eagerly,
+    the step at least 16 x 45 us; with --cuda-graph-max 64 the 33 replay a graph again."""
+    small, hw = load_model("llama-3.2-1b"), load_hardware("l40s")
+    m = StepModel.of(Deployment(model=small, hardware=hw, engine=SGLANG))
+    b = np.array([32.0, 33.0])
+    eager = eager_steps(m.decode(b, 100.0).target.tokens, np.zeros(2), m.deployment.engine,
+                        m.deployment.eager_layer_s, False)
+    assert eager.tolist() == [False, True]
+    t = m.price(m.decode(b, 100.0)).term("target_forward")
+    assert float(t[1]) >= 16 * 45e-6
+    wider = StepModel.of(Deployment(model=small, hardware=hw, engine=SGLANG.configured(cuda_graph_max=64)))
+    assert eager_steps(wider.decode(b, 100.0).target.tokens, np.zeros(2), wider.deployment.engine,
+                       wider.deployment.eager_layer_s, False) is None
+
+
+def test_outputs_say_the_limit_and_whether_it_was_given():
+    sc = crossover.scenario(model="llama-3.1-8b", hardware="l40s", engine="sglang")
+    r = crossover.predict(sc, batches=[1, 8])
+    assert r.inputs["cuda_graph_max"] == {"off": 32, "on": 32, "unit": "requests"}
+    assert "CUDA graphs full (default), up to 32 requests (default)" in r.to_text()
+    r = run_cli("predict", "--model", "llama-3.1-8b", "--hardware", "l40s", "--engine", "sglang",
+                "--cuda-graph-max", "100", "--batch", "1,8")
+    assert r.returncode == 0 and "up to 96 requests (given)" in r.stdout
+    r = run_cli("predict", "--model", "llama-3.1-8b", "--batch", "1", "--cuda-graph-max", "64", "--json")
+    assert json.loads(r.stdout)["inputs"]["cuda_graph_max"] == {"off": 64, "on": 64, "unit": "tokens"}
+
+
+def test_bad_limits_are_one_line_errors():
+    for extra, needle in ((["--cuda-graph-max", "0"], "--cuda-graph-max"), (["--cuda-graph-max", "x"], "--cuda-graph-max"),
+                          (["--cuda-graphs", "none", "--cuda-graph-max", "8"], "no CUDA graphs")):
+        assert_one_line_error(run_cli("predict", "--model", "llama-3.1-8b", "--batch", "1", *extra), needle)
+    with pytest.raises(CrossoverError, match="whole number >= 1"):
+        SGLANG.configured(cuda_graph_max=2.5)
+    with pytest.raises(CrossoverError, match="captures none"):
+        load_engine("hf").configured(cuda_graph_max=8)
+
+
+@pytest.mark.parametrize("text, limit", [
+    ("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-cudagraph-capture-size 128", 128),
+    ("vllm serve meta-llama/Llama-3.1-8B-Instruct -cc '{\"max_cudagraph_capture_size\": 64}'", 64),
+    ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --cuda-graph-max-bs 80", 80),
+])
+def test_launch_flags_give_the_limit(tmp_path, text, limit):
+    p = tmp_path / "launch.sh"
+    p.write_text(text + "\n", encoding="utf-8")
+    assert read_server_args(p).scenario_keywords()["cuda_graph_max"] == limit
+
+
+def test_launch_flags_that_do_not_give_one_limit_are_said(tmp_path):
+    p = tmp_path / "launch.sh"
+    p.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --cudagraph-capture-sizes 8\n", encoding="utf-8")
+    a = read_server_args(p)
+    assert "cuda_graph_max" not in a.scenario_keywords()
+    assert [k for k, _, _ in a.unmapped] == ["cuda_graph_max"]
+    p.write_text("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disable-cuda-graph "
+                 "--cuda-graph-max-bs 80\n", encoding="utf-8")
+    a = read_server_args(p)
+    assert "cuda_graph_max" not in a.scenario_keywords() and a.scenario_keywords()["cuda_graphs"] == "none"
+
+
+def test_sweep_plan_writes_a_given_limit_in_its_engines_flag():
+    """The limit is in the profile's unit, so only that engine's command carries it."""
+    r = run_cli("sweep-plan", "--model", "llama-3.1-8b", "--engine", "sglang", "--cuda-graph-max", "64", "--method",
+                "eagle3", "--k", "3")
+    assert r.returncode == 0 and r.stdout.count("--cuda-graph-max-bs 64") == 2
+    assert "--max-cudagraph-capture-size" not in r.stdout
+    r = run_cli("sweep-plan", "--model", "llama-3.1-8b", "--cuda-graph-max", "128", "--method", "eagle3", "--k", "3")
+    assert r.returncode == 0 and r.stdout.count("--max-cudagraph-capture-size 128") == 2
+    assert "--cuda-graph-max-bs" not in r.stdout
+
+
+def test_vllm_v0_captures_up_to_its_running_sequence_limit():
+    """vLLM V0 (0.6.3.post1 model_runner.py) captures up to _get_max_graph_batch_size(max_num_seqs): the limit
+    padded to 1, 2, 4 or a multiple of 8, at most 8192; batch expansion's k + 1 sequences per request count,
+    so with --max-num-seqs 64 and k = 4 a speculating step of 13 requests (65 sequences) runs eagerly."""
+    from crossover.serving.engine import seated
+    from crossover.specs.capture import for_seats
+
+    v0 = load_engine("vllm-v0")
+    assert [for_seats(v0, n).graph_capture_limit for n in (2, 3, 64, 100, 256, 10_000)] == [2, 4, 64, 104, 256, 8192]
+    assert for_seats(v0, 512).capture_limit(True) == 512  # beyond the profile's listed sizes: the limit itself
+    assert for_seats(v0, 256) is v0 and for_seats(SGLANG, 64) is SGLANG  # SGLang sizes it from the GPU instead
+    assert for_seats(v0.configured(cuda_graph_max=32), 256).graph_capture_limit == 32  # given: kept
+    sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0", method="ngram", k=4,
+                            match_rate=1.0)
+    dep = seated(sc.deployment, 64)
+    m = StepModel.of(dep, sc.speculation)
+    mix = m.decode(np.array([12.0, 13.0]), 500.0, sc.speculation)
+    work = mix.target.expanded()
+    eager = eager_steps(work.tokens, np.asarray(mix.verifying, float), dep.speculating_engine, dep.eager_layer_s, True)
+    assert eager.tolist() == [False, True]
