@@ -11,7 +11,7 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 
 import crossover
-from crossover.errors import CrossoverError
+from crossover.errors import CrossoverError, InputError
 from crossover.measurements.server_args import read_server_args
 from crossover.model.graphs import eager_steps
 from crossover.model.step import StepModel
@@ -130,8 +130,11 @@ def test_vllm_v0_captures_up_to_its_running_sequence_limit():
     """vLLM V0 (0.6.3.post1 model_runner.py) captures up to _get_max_graph_batch_size(max_num_seqs): the limit
     padded to 1, 2, 4 or a multiple of 8, at most 8192; batch expansion's k + 1 sequences per request count,
     so with --max-num-seqs 64 and k = 4 a speculating step of 13 requests (65 sequences) runs eagerly."""
-    from crossover.serving.engine import seated
-    from crossover.specs.capture import for_seats
+    from crossover.serving.engine import EngineLimits, seated
+    from crossover.specs.capture import for_server
+
+    def for_seats(engine, n):
+        return for_server(engine, n, 8192, 4)
 
     v0 = load_engine("vllm-v0")
     assert [for_seats(v0, n).graph_capture_limit for n in (2, 3, 64, 100, 256, 10_000)] == [2, 4, 64, 104, 256, 8192]
@@ -140,9 +143,44 @@ def test_vllm_v0_captures_up_to_its_running_sequence_limit():
     assert for_seats(v0.configured(cuda_graph_max=32), 256).graph_capture_limit == 32  # given: kept
     sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm-v0", method="ngram", k=4,
                             match_rate=1.0)
-    dep = seated(sc.deployment, 64)
+    dep = seated(sc.deployment, EngineLimits(64), 4)
     m = StepModel.of(dep, sc.speculation)
     mix = m.decode(np.array([12.0, 13.0]), 500.0, sc.speculation)
     work = mix.target.expanded()
     eager = eager_steps(work.tokens, np.asarray(mix.verifying, float), dep.speculating_engine, dep.eager_layer_s, True)
     assert eager.tolist() == [False, True]
+
+
+def test_vllm_v1_captures_up_to_twice_its_running_sequences_times_the_query_length():
+    """vLLM 0.14.1 config/vllm.py _set_cudagraph_sizes: max = min(max_num_seqs x (1 + k) x 2, 512), at most
+    max_num_batched_tokens; captured 1, 2, 4, multiples of 8 below 256, multiples of 16 from 256, each
+    rounded up to a multiple of 1 + k when speculating (adjust_cudagraph_sizes_for_spec_decode) and the
+    largest kept is the limit. By hand: 16 seqs off 16 x 2 = 32; k = 3: 16 x 4 x 2 = 128; 1024 seqs with
+    k = 4: 512, the largest multiple of 5 reached from [.., 480, 496, 512] is round_up(496, 5) = 500; a
+    given 100 keeps 96 (no size between 96 and 100 is captured); a 256-token budget caps it at 256."""
+    from crossover.serving.engine import EngineLimits, seated
+    from crossover.specs.capture import for_server, v1_sizes
+
+    v1 = load_engine("vllm")
+    assert v1_sizes(20, 1) == [1, 2, 4, 8, 16] and v1_sizes(20, 3) == [3, 6, 9, 18] and v1_sizes(3, 4) == []
+    got = [for_server(v1, n, t, k).graph_capture_limit
+           for n, t, k in ((16, 8192, 0), (16, 8192, 3), (1024, 8192, 0), (1024, 8192, 4), (256, 256, 0))]
+    assert got == [32, 128, 512, 500, 256]
+    assert for_server(v1.configured(cuda_graph_max=100), 1024, 8192, 0).graph_capture_limit == 96
+    assert for_server(v1, 1024, 8192, 0) is v1 and for_server(SGLANG, 16, 8192, 3) is SGLANG
+    assert for_server(v1, 16, 2, 3).graph_capture_limit == 2  # a budget below k + 1: the budget, no rounding
+    with pytest.raises(InputError, match="multiple of k \\+ 1 = 4"):
+        for_server(v1.configured(cuda_graph_max=3), 1024, 8192, 3)
+    sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm", method="eagle", k=3)
+    off, on = (seated(sc.deployment, EngineLimits(16), k) for k in (0, 3))
+    assert off.engine.capture_limit(False) == 32 and on.speculating_engine.capture_limit(True) == 128
+    # a 40-token mixed step of the off server runs eagerly, the speculating server's replays a graph
+    assert eager_steps(np.array([40.0]), np.array([0.0]), off.engine, off.eager_layer_s, False).tolist() == [True]
+    assert eager_steps(np.array([40.0]), np.array([0.0]), on.speculating_engine, on.eager_layer_s, True) is None
+
+
+def test_simulate_names_each_servers_graph_limit_from_its_running_sequence_limit():
+    r = run_cli("simulate", "--model", "llama-3.1-8b", "--workload", "sharegpt", "--concurrency", "1",
+                "--max-num-seqs", "16", "--num-prompts", "20", "--quiet", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["inputs"]["cuda_graph_max"] == {"off": 32, "on": 128, "unit": "tokens"}

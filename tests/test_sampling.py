@@ -14,7 +14,7 @@ import crossover
 from crossover.api.build import ENGINES
 from crossover.errors import CrossoverError
 from crossover.model.step import StepModel
-from crossover.specs.engine import SAMPLING_PATHS, SamplingParams
+from crossover.specs.sampling import SAMPLING_PATHS, SamplingParams
 from crossover.specs.loader import load_engine
 
 VOCAB = 128256  # Llama-3.1's vocabulary

@@ -295,7 +295,7 @@ MAX_DATA_PARALLEL = 64  # the most ranks of one engine crossover takes: a bound 
 def _sampling(temperature, top_p, top_k, vocab: int, penalties=(None, None, None)):
     """The requests' sampling parameters as given (None: none given, the greedy default), each
     refused in one line where no engine takes it (vLLM's bounds: sampling_params.py, 0.14.1)."""
-    from ..specs.engine import SamplingParams
+    from ..specs.sampling import SamplingParams
 
     if temperature is None and top_p is None and top_k is None and all(v is None for v in penalties):
         return None

@@ -91,7 +91,7 @@ def simulate(workload: str | Workload, concurrency: Sequence[int] | None = None,
     the best-k schedule; `routing=(low, high)` one that speculates until the running batch rises above
     `high` and resumes when it falls below `low`."""
     from ..analysis.policy import routing_policy
-    from ..serving.engine import EngineLimits, limits_note
+    from ..serving.engine import EngineLimits, limits_note, seated
     from ..serving.sweep import sweep
     from ..specs.workload import load_workload
     r = Run.of(run)
@@ -116,6 +116,10 @@ def simulate(workload: str | Workload, concurrency: Sequence[int] | None = None,
     levels = list(concurrency if concurrency is not None else request_rate)  # type: ignore[arg-type]
     # a limit not given: the engine's default on the GPU, with its own cap on speculating arms (SGLang's 48)
     limits = EngineLimits.of(sc.deployment, max_num_seqs, max_num_batched_tokens)
+    # each server's largest graph where the engine sizes it from these limits (vLLM V0 and V1)
+    resolved["cuda_graph_max"] = {**resolved["cuda_graph_max"],
+                                  "off": seated(sc.deployment, limits, 0).engine.capture_limit(False),
+                                  "on": seated(sc.deployment, limits, sc.speculation.k).speculating_engine.capture_limit(True)}
     schedule: Any = None
     if hysteresis is not None:
         low, high = (int(x) for x in hysteresis)

@@ -116,7 +116,7 @@ def sorting_applies(table: MeasuredTable, sc: Scenario) -> bool:
 def with_sorting(sc: Scenario) -> Scenario:
     """The scenario with requests that sample with a top-p (vLLM's sort path: the bytes depend on
     neither the top-p's value nor the temperature's)."""
-    from ..specs.engine import SamplingParams
+    from ..specs.sampling import SamplingParams
 
     return with_engine(sc, sc.deployment.engine.configured(sampling=SamplingParams(temperature=1.0, top_p=0.9)))
 

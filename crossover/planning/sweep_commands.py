@@ -23,7 +23,7 @@ from ..analysis.engine_config import engine_configs
 from ..analysis.policy import Policy, ranges
 from ..model.scenario import Scenario
 from ..serving.engine import EngineLimits
-from ..specs.engine import SamplingParams
+from ..specs.sampling import SamplingParams
 
 CLIENTS = ("vllm-bench", "guidellm", "aiperf")
 # The releases whose documented flags the commands use (tests/data/client_args.yaml). GuideLLM 0.6 is

@@ -120,10 +120,12 @@ def kv_capacity_tokens(dep: Deployment, sc: Scenario | None = None) -> float:
     return budget / per_token * dep.data_parallel  # each data-parallel rank its own cache
 
 
-def seated(dep: Deployment, max_num_seqs: int) -> Deployment:
-    """The deployment as a server with this running-sequence limit runs it: where the engine's CUDA-graph
-    capture limit follows that limit (vLLM V0, specs/capture.py for_seats), the limit it captures up to."""
-    from ..specs.capture import for_seats
+def seated(dep: Deployment, limits: "EngineLimits", k: int) -> Deployment:
+    """The deployment as a server with these scheduler limits and k draft tokens (0: the server does not
+    speculate) runs it: where the engine's CUDA-graph capture limit follows them (vLLM V0 and V1,
+    specs/capture.py for_server), the limit it captures up to."""
+    from ..specs.capture import for_server
 
-    engine = for_seats(dep.engine, max_num_seqs)
+    seats = limits.seats(k > 0)
+    engine = for_server(dep.engine, seats, limits.max_num_batched_tokens, k)
     return dep if engine is dep.engine else dep.model_copy(update={"engine": engine})

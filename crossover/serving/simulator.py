@@ -133,7 +133,7 @@ class _Engine:
             assert arrival is not None
             arr = np.asarray(arrival, float).copy()
         sc = arm.scenario
-        self.dep, self.spec = seated(sc.deployment, limits.max_num_seqs), sc.speculation
+        self.dep, self.spec = seated(sc.deployment, limits, sc.speculation.k if arm.speculate else 0), sc.speculation
         self.route = Router(self.spec.k, arm.speculate, arm.schedule, arm.hysteresis)
         need = (prompt + output + (np.ceil(self.spec.verify_width) if arm.speculate else 1.0)).astype(float)
         if need.max() > kv_capacity:

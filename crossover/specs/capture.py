@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import InputError
+
 if TYPE_CHECKING:
     from .engine import EngineProfile
     from .hardware import Hardware
@@ -42,14 +44,53 @@ def on_gpu(engine: "EngineProfile", hardware: "Hardware", gpus: int) -> "EngineP
 V0_LARGEST_GRAPH = 8192
 
 
-def for_seats(engine: "EngineProfile", max_num_seqs: int) -> "EngineProfile":
-    """The engine as a server with this running-sequence limit captures graphs, where the limit follows it
-    (graph_capture_by_seqs; vLLM V0 0.6.3.post1 worker/model_runner.py: max_batchsize_to_capture =
-    _get_max_graph_batch_size(max_num_seqs), the limit padded to 1, 2, 4 or a multiple of 8, at most
-    8192). With batch expansion a speculating step's k + 1 sequences per request count against it."""
-    if not engine.graph_capture_by_seqs or engine.graph_capture_limit == 0 or "cuda_graph_max" in engine.settings:
+def v1_sizes(largest: int, query_len: int) -> list[int]:
+    """The token counts vLLM V1 captures up to `largest` (vllm 0.14.1 config/vllm.py _set_cudagraph_sizes:
+    1, 2, 4, multiples of 8 below 256, multiples of 16 from 256), each rounded up to a multiple of the
+    speculating server's query length 1 + k and dropped above `largest` (config/compilation.py
+    adjust_cudagraph_sizes_for_spec_decode, which keeps 1 + k itself where nothing else is left)."""
+    sizes = [s for s in (1, 2, 4) if s <= largest]
+    sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    if query_len > 1:
+        sizes = sorted({r for r in (-(-s // query_len) * query_len for s in sizes) if r <= largest})
+        sizes = sizes or ([query_len] if query_len <= largest else [])
+    return sizes
+
+
+def for_server(engine: "EngineProfile", max_num_seqs: int, max_num_batched_tokens: int, k: int) -> "EngineProfile":
+    """The engine as a server with these scheduler limits and k draft tokens (0: no speculation) captures
+    graphs, where its limit follows them:
+
+    - vLLM V0 (graph_capture_by_seqs; 0.6.3.post1 worker/model_runner.py): max_batchsize_to_capture =
+      _get_max_graph_batch_size(max_num_seqs), the running-sequence limit padded to 1, 2, 4 or a multiple
+      of 8, at most 8192; with batch expansion a speculating step's k + 1 sequences per request count.
+    - vLLM V1 (graph_capture_seq_tokens = 2; 0.14.1 config/vllm.py _set_cudagraph_sizes): unless given,
+      max_cudagraph_capture_size = min(max_num_seqs x (1 + k) x 2, 512), at most max_num_batched_tokens;
+      the largest size it then captures (v1_sizes) is the limit, given or not ('Truncating
+      max_cudagraph_capture_size'): with --max-num-seqs 16 the off server captures up to 32 tokens.
+
+    The user's --cuda-graph-max stands for V0 (its value is the limit); graphs off stay off."""
+    if engine.graph_capture_limit == 0:
         return engine
-    n = int(max_num_seqs)
-    padded = n if n <= 2 else 4 if n <= 4 else -(-n // 8) * 8
-    limit = min(padded, V0_LARGEST_GRAPH)
+    given = "cuda_graph_max" in engine.settings
+    if engine.graph_capture_by_seqs:
+        if given:
+            return engine
+        n = int(max_num_seqs)
+        padded = n if n <= 2 else 4 if n <= 4 else -(-n // 8) * 8
+        limit = min(padded, V0_LARGEST_GRAPH)
+    elif engine.graph_capture_seq_tokens:
+        largest = engine.graph_capture_limit
+        if not given:
+            largest = min(int(max_num_seqs) * (1 + k) * engine.graph_capture_seq_tokens, largest)
+        largest = min(largest, int(max_num_batched_tokens))
+        sizes = v1_sizes(largest, 1 + k)
+        if not sizes and given:  # vLLM refuses to start: no size is a multiple of 1 + k within the limit
+            raise InputError(f"{engine.label} captures no CUDA graph of a multiple of k + 1 = {1 + k} tokens "
+                             f"within {largest} tokens: raise --cuda-graph-max or --max-num-batched-tokens, "
+                             f"or run with --cuda-graphs none")
+        # a token budget below k + 1 cannot run a speculating step at all: the budget itself is the limit
+        limit = sizes[-1] if sizes else v1_sizes(largest, 1)[-1]
+    else:
+        return engine
     return engine if limit == engine.graph_capture_limit else engine.model_copy(update={"graph_capture_limit": limit})
