@@ -21,7 +21,9 @@ import numba
 import numpy as np
 
 from ..model.roofline import window_terms
+from .jit_cache import refresh
 
+refresh()  # before the first compile: a cached loop whose sources changed is dropped
 _terms = numba.njit(cache=True)(window_terms)
 
 # ------------------------------------------------------------------ the layout
