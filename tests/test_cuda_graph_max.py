@@ -133,7 +133,7 @@ def test_vllm_v0_captures_up_to_its_running_sequence_limit():
     from crossover.serving.engine import EngineLimits, seated
     from crossover.specs.capture import for_server
 
-    def for_seats(engine, n):
+    def for_seats(engine, n):  # V0: the running-sequence limit alone
         return for_server(engine, n, 8192, 4)
 
     v0 = load_engine("vllm-v0")
@@ -168,6 +168,9 @@ def test_vllm_v1_captures_up_to_twice_its_running_sequences_times_the_query_leng
     assert got == [32, 128, 512, 500, 256]
     assert for_server(v1.configured(cuda_graph_max=100), 1024, 8192, 0).graph_capture_limit == 96
     assert for_server(v1, 1024, 8192, 0) is v1 and for_server(SGLANG, 16, 8192, 3) is SGLANG
+    v010 = load_engine("vllm-0.10")  # 0.10.1.1: min(2 x max_num_seqs, 512), multiples of 8, no k factor
+    assert [for_server(v010, n, 8192, k).graph_capture_limit for n, k in ((16, 3), (13, 0), (1024, 4))] == [32, 24, 512]
+    assert v1_sizes(20, 3, "vllm-0.10.1") == [1, 2, 4, 8, 16]
     assert for_server(v1, 16, 2, 3).graph_capture_limit == 2  # a budget below k + 1: the budget, no rounding
     with pytest.raises(InputError, match="multiple of k \\+ 1 = 4"):
         for_server(v1.configured(cuda_graph_max=3), 1024, 8192, 3)

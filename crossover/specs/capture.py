@@ -44,12 +44,15 @@ def on_gpu(engine: "EngineProfile", hardware: "Hardware", gpus: int) -> "EngineP
 V0_LARGEST_GRAPH = 8192
 
 
-def v1_sizes(largest: int, query_len: int) -> list[int]:
-    """The token counts vLLM V1 captures up to `largest` (vllm 0.14.1 config/vllm.py _set_cudagraph_sizes:
-    1, 2, 4, multiples of 8 below 256, multiples of 16 from 256), each rounded up to a multiple of the
-    speculating server's query length 1 + k and dropped above `largest` (config/compilation.py
-    adjust_cudagraph_sizes_for_spec_decode, which keeps 1 + k itself where nothing else is left)."""
+def v1_sizes(largest: int, query_len: int, rule: str = "vllm-0.14.1") -> list[int]:
+    """The token counts vLLM V1 captures up to `largest`: 1, 2, 4 and multiples of 8 (vllm 0.10.1.1
+    config/__init__.py _set_cudagraph_sizes), multiples of 16 from 256 on in 0.14.1 (config/vllm.py
+    _set_cudagraph_sizes), where a speculating server rounds each up to a multiple of its query length
+    1 + k and drops those above `largest` (config/compilation.py adjust_cudagraph_sizes_for_spec_decode,
+    which keeps 1 + k itself where nothing else is left; 0.10.1.1 does not round)."""
     sizes = [s for s in (1, 2, 4) if s <= largest]
+    if rule == "vllm-0.10.1":
+        return sizes + list(range(8, largest + 1, 8))
     sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
     if query_len > 1:
         sizes = sorted({r for r in (-(-s // query_len) * query_len for s in sizes) if r <= largest})
@@ -59,38 +62,42 @@ def v1_sizes(largest: int, query_len: int) -> list[int]:
 
 def for_server(engine: "EngineProfile", max_num_seqs: int, max_num_batched_tokens: int, k: int) -> "EngineProfile":
     """The engine as a server with these scheduler limits and k draft tokens (0: no speculation) captures
-    graphs, where its limit follows them:
+    graphs, where its limit follows them (EngineProfile.graph_capture_follows, the version read):
 
-    - vLLM V0 (graph_capture_by_seqs; 0.6.3.post1 worker/model_runner.py): max_batchsize_to_capture =
+    - vllm-0.6.3 (V0, 0.6.3.post1 worker/model_runner.py): max_batchsize_to_capture =
       _get_max_graph_batch_size(max_num_seqs), the running-sequence limit padded to 1, 2, 4 or a multiple
       of 8, at most 8192; with batch expansion a speculating step's k + 1 sequences per request count.
-    - vLLM V1 (graph_capture_seq_tokens = 2; 0.14.1 config/vllm.py _set_cudagraph_sizes): unless given,
-      max_cudagraph_capture_size = min(max_num_seqs x (1 + k) x 2, 512), at most max_num_batched_tokens;
-      the largest size it then captures (v1_sizes) is the limit, given or not ('Truncating
-      max_cudagraph_capture_size'): with --max-num-seqs 16 the off server captures up to 32 tokens.
+      The user's --cuda-graph-max stands as given.
+    - vllm-0.10.1 (0.10.1.1 config/scheduler.py): unless given (--cuda-graph-sizes), cuda_graph_sizes =
+      [min(max_num_seqs x 2, 512)] tokens, captured at 1, 2, 4 and multiples of 8 up to it, none above
+      max_num_batched_tokens (config/__init__.py _set_cudagraph_sizes).
+    - vllm-0.14.1 (config/vllm.py _set_cudagraph_sizes): unless given, max_cudagraph_capture_size =
+      min(max_num_seqs x (1 + k) x 2, 512), at most max_num_batched_tokens; the largest size it then
+      captures (v1_sizes) is the limit, given or not ('Truncating max_cudagraph_capture_size'): with
+      --max-num-seqs 16 the off server captures up to 32 tokens.
 
-    The user's --cuda-graph-max stands for V0 (its value is the limit); graphs off stay off."""
-    if engine.graph_capture_limit == 0:
+    Graphs off stay off."""
+    rule = engine.graph_capture_follows
+    if engine.graph_capture_limit == 0 or not rule:
         return engine
     given = "cuda_graph_max" in engine.settings
-    if engine.graph_capture_by_seqs:
+    if rule == "vllm-0.6.3":
         if given:
             return engine
         n = int(max_num_seqs)
         padded = n if n <= 2 else 4 if n <= 4 else -(-n // 8) * 8
         limit = min(padded, V0_LARGEST_GRAPH)
-    elif engine.graph_capture_seq_tokens:
+    else:
+        query_len = 1 + k if rule == "vllm-0.14.1" else 1
         largest = engine.graph_capture_limit
         if not given:
-            largest = min(int(max_num_seqs) * (1 + k) * engine.graph_capture_seq_tokens, largest)
+            largest = min(int(max_num_seqs) * query_len * 2, largest)
         largest = min(largest, int(max_num_batched_tokens))
-        sizes = v1_sizes(largest, 1 + k)
+        sizes = v1_sizes(largest, query_len, rule)
         if not sizes and given:  # vLLM refuses to start: no size is a multiple of 1 + k within the limit
             raise InputError(f"{engine.label} captures no CUDA graph of a multiple of k + 1 = {1 + k} tokens "
                              f"within {largest} tokens: raise --cuda-graph-max or --max-num-batched-tokens, "
                              f"or run with --cuda-graphs none")
         # a token budget below k + 1 cannot run a speculating step at all: the budget itself is the limit
         limit = sizes[-1] if sizes else v1_sizes(largest, 1)[-1]
-    else:
-        return engine
     return engine if limit == engine.graph_capture_limit else engine.model_copy(update={"graph_capture_limit": limit})

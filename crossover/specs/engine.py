@@ -37,6 +37,7 @@ NgramMiss = Literal["bonus_only", "padded"]
 # Where an MLA model's verify positions take the attention backend's prefill path (EngineProfile.mla_verify_prefill).
 MlaVerifyPrefill = Literal["never", "always", "outside_hopper"]
 DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
+CaptureRule = Literal["", "vllm-0.6.3", "vllm-0.10.1", "vllm-0.14.1"]
 class EngineProfile(Spec):
     """One engine at one version (engines/<name>.yaml)."""
 
@@ -94,12 +95,10 @@ class EngineProfile(Spec):
     # Where the engine sizes its capture limit from the GPU (specs/capture.py): rows [memory bound in GiB,
     # limit below 4 GPUs of TP, limit at 4 or more], the first row whose bound lies above the GPU's memory.
     graph_capture_by_memory: tuple[tuple[float, int, int], ...] | None = None
-    # Whether the engine captures graphs up to its running-sequence limit (padded to a captured size: vLLM V0's
-    # _get_max_graph_batch_size), in place of graph_capture_limit when a server's max_num_seqs is known.
-    graph_capture_by_seqs: bool = False
-    # Where the engine's token limit follows the server's running-sequence limit (vLLM V1: at most
-    # max_num_seqs x (1 + k) x this, specs/capture.py for_server; 0: it does not).
-    graph_capture_seq_tokens: int = Field(default=0, ge=0)
+    # Where the engine sizes its capture limit from the server's scheduler limits (and k), the engine
+    # version whose rule it follows (specs/capture.py for_server: vLLM V0's padded max_num_seqs, V1's
+    # min(2 x max_num_seqs, 512) in 0.10, min(2 x max_num_seqs x (1 + k), 512) in 0.14); "": it does not.
+    graph_capture_follows: CaptureRule = ""
     # Host launch time per layer of an eager forward: the step takes at least layers x this.
     eager_layer_us: float = Field(ge=0)
     # n-gram proposer: CPU lookup per sequence per step on the critical path, and what a sequence
