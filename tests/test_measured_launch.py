@@ -26,7 +26,7 @@ def test_one_launch_file_configures_the_scenario_and_says_where_each_value_came_
     assert (spec.method, spec.k, spec.draft_tp) == ("eagle3", 3, 1)
     (note,) = [d for d in res.diagnostics if d.kind == "server_args"]
     assert "tp 4 (--tensor-parallel-size 4)" in note.message and "cuda graphs none (--enforce-eager)" in note.message
-    assert "max num seqs 128 (--max-num-seqs 128; not priced by measured)" in note.message
+    assert "max num seqs 128 (--max-num-seqs 128; sizes the CUDA-graph limit where the engine does, not the batch)" in note.message
     assert note.evidence["sources"]["tp"].endswith("--tensor-parallel-size 4")
     assert "engine" in note.evidence["engine_defaults"]
 
@@ -87,3 +87,21 @@ def test_a_data_parallel_launch_is_priced_per_rank(tmp_path):
     r = run_cli("measured", "--files", SWEEP, "--hardware", "h100-sxm", "--model", "mixtral-8x7b",
                 "--server-args", str(launch), "--dp", "2")
     assert r.returncode == 0 and "data parallel 2 (-dp 2)" in r.stdout + r.stderr
+
+
+def test_the_launch_files_running_sequence_limit_sizes_each_servers_cuda_graphs(tmp_path):
+    """vLLM 0.14.1 captures up to min(max_num_seqs x (1 + k) x 2, 512) tokens: launched with --max-num-seqs
+    16, the server without speculation replays graphs up to 32 tokens and the EAGLE-3 k = 3 one up to 128
+    (by hand: 16 x 2, 16 x 4 x 2); the note says the limit is priced, not the batch."""
+    off, on = tmp_path / "off.sh", tmp_path / "on.sh"
+    serve = "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 --max-num-seqs 16"
+    off.write_text(serve + "\n")
+    on.write_text(serve + """ --speculative-config '{"method": "eagle3", "model": "x/EAGLE3", "num_speculative_tokens": 3}'\n""")
+    res = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=[str(off), str(on)])
+    dep = res.scenario.deployment
+    assert dep.engine.capture_limit(False) == 32 and dep.speculating_engine.capture_limit(True) == 128
+    (note,) = [d for d in res.diagnostics if d.kind == "server_args"]
+    assert "max num seqs 16 (--max-num-seqs 16; sizes the CUDA-graph limit where the engine does, not the batch)" \
+        in note.message
+    plain = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=f"{LAUNCH}/off.sh", method="eagle3")
+    assert plain.scenario.deployment.speculating_engine.capture_limit(True) == 512  # 256 seqs: the 512 cap

@@ -18,7 +18,9 @@ from .diagnostics import Diagnostic
 SHARED = ("model", "engine", "tp", "weight_dtype", "kv_dtype", "chunked_prefill", "gpu_memory_utilization",
           "expert_parallel", "data_parallel", "cuda_graph_max")
 SPECULATIVE = ("method", "k", "draft", "draft_tp")
-# keywords the files may give that no scenario takes: said, not priced
+# the scheduler limits the files may give: no scenario keyword, but measured sizes each server's
+# CUDA-graph limit from them where the engine does (specs/capture.py for_servers); the speculating
+# server's own, where two files differ, as max_num_seqs_speculating
 SAID_ONLY = ("max_num_seqs", "max_num_batched_tokens")
 
 
@@ -84,7 +86,10 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
                 target = "cuda_graphs_speculating" if r in on and off else "cuda_graphs"
                 put(target, value, src, r.path, flag)
             elif name in SAID_ONLY:
-                said.setdefault(r.path, []).append(f"{name.replace('_', ' ')} {value} ({flag}; not priced by measured)")
+                key = f"{name}_speculating" if r in on and off else name
+                out.setdefault(key, value)
+                said.setdefault(r.path, []).append(f"{name.replace('_', ' ')} {value} ({flag}; sizes the CUDA-graph "
+                                                   "limit where the engine does, not the batch)")
             else:
                 put(name, value, src, r.path, flag)
     provenance = [p for r in read for p in r.provenance()]

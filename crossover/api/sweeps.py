@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..defaults import DEFAULT_BOOTSTRAP, DEFAULT_K, DEFAULT_METHOD
-from ..comparison.engine_effects import engine_effects
+from ..comparison.engine_effects import engine_effects, with_engine
 from ..errors import CrossoverError, InputError, api_boundary
 from .diagnostics import Diagnostic
 from .options import LAUNCH_SCENARIO, SAMPLING_OPTIONS
@@ -214,6 +214,7 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
                   distilled=distilled, **({} if engine is None else {"engine": engine}),
                   **{n: scenario_kwargs[n] for n in (*LAUNCH_KEYWORDS, *SAMPLING_OPTIONS)
                      if scenario_kwargs.get(n) is not None})
+    sc = _graphs_of_servers(sc, scenario_kwargs)
     from ..comparison.diagnosis import diagnose
 
     predicted = predicted_at_levels(table, sc)
@@ -226,6 +227,24 @@ def measured(on: Paths = None, off: Paths = None, *, files: Paths = None, load_a
     diagnosis = diagnose(table, sc, checks, predicted)
     return MeasuredResult(table, sc, checks, predicted, said, engine_effects(table, sc, predicted, exclude=impossible),
                           metrics, diagnosis)
+
+
+def _graphs_of_servers(sc, launch: dict[str, Any]):
+    """The scenario with each server's CUDA-graph capture limit sized from the running-sequence limits
+    its launch file gives, where the engine sizes it so (vLLM V0 and V1: specs/capture.py for_servers);
+    the batch stays the sweep's load."""
+    seqs, budget = launch.get("max_num_seqs"), launch.get("max_num_batched_tokens")
+    spec_seqs = launch.get("max_num_seqs_speculating")
+    if seqs is None and spec_seqs is None and budget is None:
+        return sc
+    from ..serving.engine import EngineLimits
+    from ..specs.capture import for_servers
+
+    dep = sc.deployment
+    limits = EngineLimits.of(dep, seqs, budget)
+    engine = for_servers(dep.engine, limits.max_num_seqs, limits.max_num_batched_tokens, sc.speculation.k,
+                         spec_seqs or limits.spec_max_num_seqs)
+    return sc if engine is dep.engine else with_engine(sc, engine)
 
 
 def read_engine_metrics(paths: Paths) -> dict[str, Any] | None:

@@ -101,3 +101,15 @@ def for_server(engine: "EngineProfile", max_num_seqs: int, max_num_batched_token
         # a token budget below k + 1 cannot run a speculating step at all: the budget itself is the limit
         limit = sizes[-1] if sizes else v1_sizes(largest, 1)[-1]
     return engine if limit == engine.graph_capture_limit else engine.model_copy(update={"graph_capture_limit": limit})
+
+
+def for_servers(engine: "EngineProfile", max_num_seqs: int, max_num_batched_tokens: int, k: int,
+                spec_max_num_seqs: int | None = None) -> "EngineProfile":
+    """The engine of a pair of servers identical but for speculation (k draft tokens, the speculating
+    one at spec_max_num_seqs where its limit differs): each server's capture limit from its own
+    scheduler limits (for_server), the speculating one's as spec_graph_capture_limit where they differ."""
+    off = for_server(engine, max_num_seqs, max_num_batched_tokens, 0).graph_capture_limit
+    on = for_server(engine, spec_max_num_seqs or max_num_seqs, max_num_batched_tokens, k).graph_capture_limit
+    if off == engine.graph_capture_limit and on == off:
+        return engine
+    return engine.model_copy(update={"graph_capture_limit": off, "spec_graph_capture_limit": None if on == off else on})

@@ -92,6 +92,9 @@ class EngineProfile(Spec):
     # no cache). spec_capture_sizes: the speculating server's list where the engine captures another.
     capture_sizes: tuple[int, ...] | None = None
     spec_capture_sizes: tuple[int, ...] | None = None
+    # The speculating server's capture limit where the two servers' differ (set from each server's
+    # scheduler limits and k, specs/capture.py for_servers; None: graph_capture_limit for both).
+    spec_graph_capture_limit: int | None = Field(default=None, ge=0)
     # Where the engine sizes its capture limit from the GPU (specs/capture.py): rows [memory bound in GiB,
     # limit below 4 GPUs of TP, limit at 4 or more], the first row whose bound lies above the GPU's memory.
     graph_capture_by_memory: tuple[tuple[float, int, int], ...] | None = None
@@ -225,11 +228,15 @@ class EngineProfile(Spec):
     @property
     def speculating(self) -> "EngineProfile":
         """This engine as the speculating server runs it (its own CUDA-graph mode where one is set)."""
-        if self.spec_cuda_graphs is None:
+        if self.spec_cuda_graphs is None and self.spec_graph_capture_limit is None:
             return self
         spec = self.__pydantic_private__.get("_speculating")  # derived once per profile, on first use
         if spec is None:
-            spec = self.model_copy(update={"spec_cuda_graphs": None}).configured(self.spec_cuda_graphs)
+            limit = self.spec_graph_capture_limit
+            spec = self.model_copy(update={"spec_cuda_graphs": None, "spec_graph_capture_limit": None,
+                                           **({} if limit is None else {"graph_capture_limit": limit})})
+            if self.spec_cuda_graphs is not None:
+                spec = spec.configured(self.spec_cuda_graphs)
             self.__pydantic_private__["_speculating"] = spec
         return spec
 
