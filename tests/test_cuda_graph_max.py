@@ -113,6 +113,12 @@ def test_launch_flags_that_do_not_give_one_limit_are_said(tmp_path):
                  "--cuda-graph-max-bs 80\n", encoding="utf-8")
     a = read_server_args(p)
     assert "cuda_graph_max" not in a.scenario_keywords() and a.scenario_keywords()["cuda_graphs"] == "none"
+    # vLLM with --enforce-eager captures nothing whatever the size (config/vllm.py sets it 0): said, not an error
+    p.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager --max-cudagraph-capture-size 64\n",
+                 encoding="utf-8")
+    a = read_server_args(p)
+    assert "cuda_graph_max" not in a.scenario_keywords() and a.scenario_keywords()["cuda_graphs"] == "none"
+    assert a.ignored == ["--max-cudagraph-capture-size 64 (--enforce-eager: no CUDA graphs)"]
 
 
 def test_sweep_plan_writes_a_given_limit_in_its_engines_flag():

@@ -392,7 +392,6 @@ SWEEP_PLAN = (
 
 # the spec verbs' actions (hardware / models list, show, import)
 SPEC_JSON = O("json", "one JSON object on stdout", kind="switch", api=None)
-FORCE_PLOT = O("force", "replace an existing --plot file", kind="switch", api=None)
 MODELS_IMPORT = (
     O("name", "spec name", default_text="the config's folder name", api=None),
     O("out", "write the YAML here", default_text="stdout", api=None),

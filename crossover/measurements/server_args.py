@@ -229,8 +229,8 @@ def _vllm(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool =
         if not eager and int(cfg.get("max_cudagraph_capture_size") or 0) > 0:  # 0: vLLM's value with graphs off
             found._put("cuda_graph_max", int(cfg["max_cudagraph_capture_size"]),
                        f"{_head(src)} max_cudagraph_capture_size={cfg['max_cudagraph_capture_size']}")
-        if name in ("compilation_config", "O", "optimization_level") and eager:
-            found.ignored.append(f"{src} (--enforce-eager: no CUDA graphs)")
+        if name in ("compilation_config", "O", "optimization_level", "max_cudagraph_capture_size") and eager:
+            found.ignored.append(f"{src} (--enforce-eager: no CUDA graphs)")  # vLLM then captures none (size 0)
         elif name in VLLM_DIRECT:
             found._put(VLLM_DIRECT[name][0], value, src, VLLM_DIRECT[name][1])
         elif name == "speculative_config":
@@ -260,7 +260,8 @@ def _sglang(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool
     eager = str(ctx.get("disable_cuda_graph", False)).lower() in _TRUE
     for name, value, src in ((n, v, s) for n, v, s in items if v is not None and v != "None"):
         if name in ("cuda_graph_max_bs", "cuda_graph_bs") and eager:
-            found.ignored.append(f"{src} (--disable-cuda-graph: no CUDA graphs)") if not resolved else None
+            if not resolved:
+                found.ignored.append(f"{src} (--disable-cuda-graph: no CUDA graphs)")
         elif name in SGLANG_DIRECT:
             found._put(SGLANG_DIRECT[name][0], value, src, SGLANG_DIRECT[name][1])
         elif name == "speculative_algorithm":

@@ -266,7 +266,6 @@ class Deployment(Spec):
     @model_validator(mode="after")
     def _graphs_on_gpu(self) -> "Deployment":
         """The engine's CUDA-graph capture limit where it sizes it from this GPU and TP size (SGLang)."""
-
         object.__setattr__(self, "engine", on_gpu(self.engine, self.hardware, self.gpus))
         return self
 

@@ -38,6 +38,8 @@ NgramMiss = Literal["bonus_only", "padded"]
 MlaVerifyPrefill = Literal["never", "always", "outside_hopper"]
 DraftCatchUp = Literal["none", "first_pass", "extra_pass"]
 CaptureRule = Literal["", "vllm-0.6.3", "vllm-0.10.1", "vllm-0.14.1"]
+
+
 class EngineProfile(Spec):
     """One engine at one version (engines/<name>.yaml)."""
 
