@@ -205,7 +205,7 @@ class StepModel:
                  # a step with drafts to verify runs the rejection sampler: every request's bonus row through it
                  "sampler": self._sampler(sampled, positions,
                                           np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
-                 "proposer_lookup": gate(verifying * dep.ngram_lookup_per_seq_s) if any_draft and self.ngram else 0.0,
+                 "proposer_lookup": gate(self._lookup(verifying, mix.target.verify_kv)) if any_draft and self.ngram else 0.0,
                  "ragged_attention": (per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
                                                ragged_host(mix, dep.engine, dep.ragged_per_seq_s), 0.0)
                                       if split else ragged_host(mix, engine, dep.ragged_per_seq_s)),
@@ -245,6 +245,16 @@ class StepModel:
             total = total + terms[name]
         total = np.asarray(total)
         return StepBreakdown(terms, total, target if detail else None, drafts if detail else [])
+
+    def _lookup(self, verifying, verify_kv) -> np.ndarray | float:
+        """The n-gram proposer's CPU time: per verifying sequence, and per token of the contexts it
+        searches (the KV the verifying sequences hold, in the longest window)."""
+        dep = self.deployment
+        out = verifying * dep.ngram_lookup_per_seq_s
+        if dep.ngram_lookup_per_token_s > 0.0:
+            tokens = np.asarray(verify_kv, float)
+            out = out + (tokens[-1] if tokens.ndim else tokens) * dep.ngram_lookup_per_token_s
+        return out
 
     def _mla_prefill(self, verify_kv) -> np.ndarray | float:
         """MLA's prefill path over the KV the verifying requests hold (Deployment.mla_verify_prefill), at

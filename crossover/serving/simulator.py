@@ -147,7 +147,9 @@ class _Engine:
         self.order = list(self.modes.values())  # mode index -> mode
         self.draft_prefill = arm.speculate and self.spec.draft_reads_prompts and self.base.draft is not None
         self.expansion = self.dep.speculating_engine.verify_layout == "batch_expansion" and arm.speculate
-        self.mla_prefill = self.dep.mla_verify_prefill and arm.speculate  # the verifying sequences' KV priced
+        # the verifying sequences' KV priced: MLA's prefill path, the n-gram lookup's search over it
+        self.verify_kv = arm.speculate and (self.dep.mla_verify_prefill or (
+            self.spec.method == "ngram" and self.dep.ngram_lookup_per_token_s > 0.0))
         groups = [self._groups(md) for md in self.order]
         tw = np.asarray(self.base.target.windows, float)
         dw = np.asarray(self.base.draft.windows if self.base.draft else (), float)
@@ -182,7 +184,7 @@ class _Engine:
         seats = limits.seats(arm.speculate)
         IP = np.zeros(r.IP_LEN, np.int64)
         IP[r.IP_MAX_SEQS], IP[r.IP_MEASURE_FROM], IP[r.IP_SEGMENT] = seats, measure_from, seg
-        IP[r.IP_DRAFT_PREFILL], IP[r.IP_EXPANSION] = self.draft_prefill, self.expansion or self.mla_prefill
+        IP[r.IP_DRAFT_PREFILL], IP[r.IP_EXPANSION] = self.draft_prefill, self.expansion or self.verify_kv
         IP[r.IP_ROUTE_K], IP[r.IP_LOW], IP[r.IP_HIGH] = self.route.k, self.route.low, self.route.high
         IP[r.IP_CLOSED], IP[r.IP_CHUNKED] = closed, self.dep.engine.chunked_prefill
         FP = np.zeros(r.FP_LEN)
@@ -279,7 +281,7 @@ class _Engine:
                 continue
             target = Forward(tokens, SF[kv:kv + W, sel], SF[qk:qk + W, sel], SI[r.SI_SMP, sel],
                              SF[ex:ex + W, sel] if self.expansion and md.on else 0.0,
-                             SF[vkv:vkv + W, sel] if self.mla_prefill and md.on else 0.0)
+                             SF[vkv:vkv + W, sel] if self.verify_kv and md.on else 0.0)
             passes = tuple((count, Forward(SI[dtok + g, sel], SF[dkv + g * Wd:dkv + (g + 1) * Wd, sel],
                                            SF[dqk + g * Wd:dqk + (g + 1) * Wd, sel],
                                            None if s is None else np.rint(SI[dtok + g, sel] * (s / w)).astype(np.int64)))

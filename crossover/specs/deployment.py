@@ -40,7 +40,8 @@ MIN_FRACTION = 1e-3
 # Efficiency fields whose None means "the engine profile's value" (Deployment has a property of the
 # same name giving the value in effect).
 ENGINE_OVERHEADS = ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "spec_per_position_s",
-                    "draft_step_overhead_s", "eager_layer_s", "ngram_lookup_per_seq_s", "ragged_per_seq_s",
+                    "draft_step_overhead_s", "eager_layer_s", "ngram_lookup_per_seq_s", "ngram_lookup_per_token_s",
+                    "ragged_per_seq_s",
                     "sampler_bytes_per_vocab", "verify_bytes_per_vocab", "bonus_bytes_per_vocab")
 
 
@@ -90,6 +91,7 @@ class Efficiency(Spec):
     draft_step_overhead_s: float | None = Field(default=None, ge=0)
     eager_layer_s: float | None = Field(default=None, ge=0)  # launch floor per layer of an eager forward
     ngram_lookup_per_seq_s: float | None = Field(default=None, ge=0)  # n-gram proposer CPU per sequence
+    ngram_lookup_per_token_s: float | None = Field(default=None, ge=0)  # and per context token it searches
     ragged_per_seq_s: float | None = Field(default=None, ge=0)  # per sequence of a ragged (piecewise) step
     # An MLA model's verify tokens through the attention backend's prefill path. None: as the engine's
     # default MLA backend runs them on this GPU (EngineProfile.mla_verify_prefill); the bound: never.
@@ -107,8 +109,8 @@ class Efficiency(Spec):
             bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, eager_layer_s=0.0, ngram_lookup_per_seq_s=0.0,
-            ragged_per_seq_s=0.0, spec_per_position_s=0.0, sampler_bytes_per_vocab=0.0, verify_bytes_per_vocab=0.0,
-            bonus_bytes_per_vocab=0.0, mla_verify_prefill=False, transition="max",
+            ngram_lookup_per_token_s=0.0, ragged_per_seq_s=0.0, spec_per_position_s=0.0, sampler_bytes_per_vocab=0.0,
+            verify_bytes_per_vocab=0.0, bonus_bytes_per_vocab=0.0, mla_verify_prefill=False, transition="max",
         )
 
 
@@ -394,6 +396,11 @@ class Deployment(Spec):
     def ngram_lookup_per_seq_s(self) -> float:
         """The n-gram proposer's CPU lookup per sequence per step."""
         return self._overhead("ngram_lookup_per_seq_s", self.engine.ngram_lookup_per_seq_s)
+
+    @property
+    def ngram_lookup_per_token_s(self) -> float:
+        """The n-gram proposer's CPU lookup per context token of each sequence it searches per step."""
+        return self._overhead("ngram_lookup_per_token_s", self.engine.ngram_lookup_per_token_s)
 
     @property
     def ragged_per_seq_s(self) -> float:

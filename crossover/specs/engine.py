@@ -106,9 +106,11 @@ class EngineProfile(Spec):
     graph_capture_follows: CaptureRule = ""
     # Host launch time per layer of an eager forward: the step takes at least layers x this.
     eager_layer_us: float = Field(ge=0)
-    # n-gram proposer: CPU lookup per sequence per step on the critical path, and what a sequence
-    # without a match verifies (the bonus position only, or k padded positions).
+    # n-gram proposer: CPU lookup per sequence per step on the critical path, plus per token of the
+    # context it searches where the lookup scans each sequence's whole history (vLLM V1's KMP), and
+    # what a sequence without a match verifies (the bonus position only, or k padded positions).
     ngram_lookup_per_seq_us: float = Field(default=0.0, ge=0)
+    ngram_lookup_per_token_ns: float = Field(default=0.0, ge=0)
     ngram_miss: NgramMiss = "bonus_only"
     # Host time per sequence of a ragged step (sequences with different query lengths: n-gram misses
     # beside matches, prompt chunks beside decodes) that the engine runs with attention outside the
@@ -355,6 +357,10 @@ class EngineProfile(Spec):
     @property
     def ngram_lookup_per_seq_s(self) -> float:
         return self.ngram_lookup_per_seq_us / 1e6
+
+    @property
+    def ngram_lookup_per_token_s(self) -> float:
+        return self.ngram_lookup_per_token_ns / 1e9
 
     @property
     def ragged_per_seq_s(self) -> float:
