@@ -29,6 +29,8 @@ def test_one_launch_file_configures_the_scenario_and_says_where_each_value_came_
     assert "max num seqs 128 (--max-num-seqs 128; sizes the CUDA-graph limit where the engine does, not the batch)" in note.message
     assert note.evidence["sources"]["tp"].endswith("--tensor-parallel-size 4")
     assert "engine" in note.evidence["engine_defaults"]
+    # every server ran eagerly: no CUDA-graph limit was left to a default, there is none
+    assert "cuda_graph_max" not in note.evidence["engine_defaults"] and "cuda_graph_max" not in note.message
 
 
 def test_a_setting_no_file_gives_is_named_as_the_engines_default():
@@ -36,6 +38,7 @@ def test_a_setting_no_file_gives_is_named_as_the_engines_default():
     res = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=f"{LAUNCH}/off.sh", method="eagle3")
     (note,) = [d for d in res.diagnostics if d.kind == "server_args"]
     assert "cuda_graphs" in note.evidence["engine_defaults"] and "cuda_graphs" in note.message
+    assert "cuda_graph_max" in note.evidence["engine_defaults"]  # graphs on: their limit is the default's
     with_graphs = crossover.measured(files=SWEEP, hardware="h100-sxm", server_args=SERVE)
     (note,) = [d for d in with_graphs.diagnostics if d.kind == "server_args"]
     assert "cuda_graphs" not in note.evidence["engine_defaults"]

@@ -95,7 +95,10 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
     provenance = [p for r in read for p in r.provenance()]
     runs_a_draft = bool(on) and on[0].values.get("method", (None,))[0] == "draft"
     graphs_said = {"cuda_graphs"} if {"cuda_graphs", "cuda_graphs_speculating"} & set(where) else set()
-    beside = {*SAID_ONLY, *graphs_said, *(() if runs_a_draft else ("draft",))}  # said apart, or irrelevant
+    modes = [out.get(k, given.get(k)) for k in ("cuda_graphs", "cuda_graphs_speculating")
+             if k in where or k == "cuda_graphs"]
+    eager = {"cuda_graph_max"} if modes and all(m == "none" for m in modes) else set()  # no graphs to limit
+    beside = {*SAID_ONLY, *graphs_said, *eager, *(() if runs_a_draft else ("draft",))}  # said apart, or irrelevant
     left = sorted({p["input"] for p in provenance if p["source"].startswith(ENGINE_DEFAULT)} - set(where) - beside)
     unmapped = [f"{k}: {w}" for r in read for k, t, w in r.unmapped]
     message = "launch configuration: " + ("; ".join(f"{path}: {', '.join(items)}" for path, items in said.items())
