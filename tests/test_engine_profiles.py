@@ -177,6 +177,21 @@ def test_outputs_name_the_engine(capsys):
     assert d["inputs"]["efficiency"]["spec_overhead_s"] == pytest.approx(1.5e-3)
 
 
+def test_outputs_say_where_a_proposer_turns_async_scheduling_off_unpriced(capsys):
+    """vLLM 0.14 keeps async scheduling for EAGLE-type drafts only (vllm/config/vllm.py); the host time
+    the other proposers then expose has no measurement, so the engine line says so."""
+    import json
+    said = "async scheduling off with the draft proposer"
+    for engine, method, off, on in (("vllm", "draft", True, False), ("vllm", "eagle3", True, True),
+                                    ("vllm-0.10", "draft", False, False), ("sglang", "ngram", False, False)):
+        args = ["predict", "--engine", engine, "--method", method, "--batch", "1,8"]
+        args += ["--draft", "llama-3.2-1b"] if method == "draft" else []
+        assert main(args) == 0
+        assert (said in capsys.readouterr().out) == (method == "draft" and engine == "vllm")
+        assert main([*args, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["inputs"]["async_scheduling"] == {"off": off, "on": on}
+
+
 @settings(max_examples=60, deadline=None)
 @given(name=st.sampled_from(ENGINES), batch=st.floats(1, 512), k=st.integers(1, 8),
        ctx=st.floats(0, 32000), method=st.sampled_from(["eagle", "ngram", "medusa"]))

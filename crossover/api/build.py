@@ -360,6 +360,8 @@ def _check_finite_steps(sc: Scenario) -> None:
 
 def inputs(sc: Scenario) -> dict[str, Any]:
     """What a scenario resolved to, as the CLI's `--json` reports it under `inputs`."""
+    from ..specs.engine import ASYNC_SCHEDULING_METHODS
+
     dep, spec = sc.deployment, sc.speculation
     acc, k = spec.acceptance, spec.k
     return {
@@ -380,6 +382,10 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "cuda_graph_max": {"off": dep.engine.capture_limit(False), "on": dep.speculating_engine.capture_limit(True),
                            "unit": dep.engine.graph_capture_unit},
         "chunked_prefill": dep.engine.chunked_prefill, "mla_verify_prefill": dep.mla_verify_prefill,
+        # each server's CPU/GPU overlap (vLLM V1's async scheduling): lost with speculation by the
+        # proposers outside ASYNC_SCHEDULING_METHODS, whose exposed host time is not priced apart
+        "async_scheduling": {"off": dep.engine.async_scheduling,
+                             "on": dep.engine.async_scheduling and spec.method in ASYNC_SCHEDULING_METHODS},
         "gpu_memory_utilization": dep.memory_utilization,
         "sampling": dep.engine.settings.get("sampling", "greedy"), "sampling_path": dep.engine.sampling,
         "engine_settings_given": sorted(dep.engine.settings),

@@ -80,6 +80,10 @@ def engine_line(inputs: dict[str, Any]) -> str:
                 or "cuda_graphs_speculating" in given:
             values["cuda_graphs_speculating"] = f"the speculating server's {inputs['cuda_graphs_speculating']}"
         config = "; " + ", ".join(f"{v} ({'given' if n in given else 'default'})" for n, v in values.items())
+    overlap = inputs.get("async_scheduling") or {}
+    if overlap.get("off") and not overlap.get("on"):  # vLLM V1's CPU/GPU overlap, kept by EAGLE-type drafts only
+        config += (f"; async scheduling off with the {inputs['method']} proposer: the host time it hides without "
+                   "speculation is not priced (no measurement), so the speculating server may be slower than shown")
     return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}"
 
 
