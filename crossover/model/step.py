@@ -188,6 +188,11 @@ class StepModel:
             eager = per_arm(drafting, eager, off_eager, False)
         if eager is not None:  # outside a captured graph: at least the layers' launch time
             target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)
+        prompting = np.asarray(mix.prompting, float)
+        eager_prompts = not engine.prefill_graphs and dep.eager_layer_s > 0.0 and bool(prompting.any())
+        if eager_prompts:  # a step with prompt tokens runs outside the decode graphs: the same floor
+            floor = np.maximum(target_s, self.target_layers * dep.eager_layer_s)
+            target_s = target_s + prompting * (floor - target_s)
 
         def gate(x):
             """`x` where sequences verify (and so draft), 0 where none does."""
@@ -239,6 +244,8 @@ class StepModel:
             pre = run(self.draft, mix.draft_prefill).total
             if mix.draft_passes and any_draft:  # inside the first draft pass: no second launch
                 pre = pre - gate(self.draft.overhead_s)
+            if eager_prompts:  # the draft reads the prompts eagerly too
+                pre = pre + prompting * (np.maximum(pre, self.draft_layers * dep.eager_layer_s) - pre)
             terms["draft_prefill"] = np.where(np.asarray(mix.draft_prefill.tokens) > 0, pre, 0.0)
         total = terms["target_forward"] + terms["step_overhead"]
         for name in StepBreakdown.TERMS[2:]:
@@ -374,14 +381,15 @@ class StepModel:
         seqs = np.asarray(decoding, float) + np.asarray(count, float)
         flat = np.exp(-np.maximum(np.asarray(count, float), 0.0))  # share of steps without a prompt chunk
         if spec is None:
-            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=flat, sequences=seqs)
+            return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=flat, sequences=seqs,
+                       prompting=1.0 - flat)
         target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
         passes = self.draft_passes(decoding, context, spec)
         pre = None
         if self.draft is not None and spec.draft_reads_prompts:
             pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
         return Mix(target, np.asarray(decoding, float), passes, pre, uniform=flat * self.uniform_verify(spec),
-                   sequences=seqs)
+                   sequences=seqs, prompting=1.0 - flat)
 
 
 def _layers(ops: CompiledOps | None) -> float:

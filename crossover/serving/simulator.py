@@ -290,7 +290,7 @@ class _Engine:
             if self.draft_prefill and SI[r.SI_PTOK, sel].any():
                 prefill = Forward(SI[r.SI_PTOK, sel], SF[pkv:pkv + Wd, sel], SF[pqk:pqk + Wd, sel], SI[r.SI_PSMP, sel])
             mix = Mix(target, SF[r.SF_NDEC, sel] if md.on else 0.0, passes, prefill, SI[r.SI_UNIF, sel] > 0,
-                      SF[r.SF_SEQS, sel])
+                      SF[r.SF_SEQS, sel], prompting=(SF[r.SF_PRE, sel] > 0.0).astype(float))
             SF[r.SF_DT, sel] = md.model.price(mix).total
         ST[r.ST_NPRICED] = hi
 

@@ -120,6 +120,10 @@ class EngineProfile(Spec):
     # attention captured. False: every step runs its attention outside the graph (vLLM V1's PIECEWISE
     # default before 0.11) and pays ragged_per_seq_us per sequence, with speculation or without.
     full_graphs: bool = True
+    # Whether a step that carries prompt tokens replays a CUDA graph (vLLM V1's PIECEWISE graphs take
+    # prefill and mixed steps). False: the engine captures decode steps only and runs a step with prompt
+    # tokens eagerly, so it takes at least its layers' launch time (eager_layer_us), the draft's too.
+    prefill_graphs: bool = True
     # Whether a step prefills prompt chunks beside decodes (chunked prefill). Without it a step with
     # prompts to prefill is a prefill-only step: running sequences wait and nothing speculates.
     chunked_prefill: bool = True
