@@ -197,3 +197,49 @@ def test_the_mla_verify_flag_sets_the_servers_backend_path():
     with pytest.raises(InputError, match="decode or prefill"):
         crossover.scenario(model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1, mla_verify="fast")
     assert_one_line_error(run_cli(*base, "--hardware", "b200", "--mla-verify", "fast"), "--mla-verify", "invalid choice")
+
+
+def test_the_mtp_layers_catch_up_pass_takes_the_prefill_path_too_by_hand():
+    """vLLM's MTP drafter runs its first pass over every verified position (vllm/v1/spec_decode/eagle.py
+    propose, 0.14.1) through the same MLA backend: where the target's verify takes the prefill path, the
+    draft's one MLA layer does too. DeepSeek-V3 (61 layers) MTP k = 1 on 8 x B200, batch 64, context 2048:
+    the draft forward grows by the target's term / 61 (the same KV, one layer); its width-1 passes
+    (k = 3) are decodes and add nothing more."""
+    on, off = _dep("b200", mla_verify_prefill="always"), _dep("b200", mla_verify_prefill="never")
+    b = np.array([64.0])
+    for k in (1, 3):
+        spec = Speculation("mtp", k, Acceptance.rate(0.8))
+        m_on, m_off = StepModel.of(on, spec), StepModel.of(off, spec)
+        assert m_on.mtp_mla_tp == 8 and m_on.target_layers == 61 and m_on.draft_layers == 1
+        st_on, st_off = (m.price(m.decode(b, 2048.0, spec)) for m in (m_on, m_off))
+        grew = float(st_on.term("draft_forwards")[0] - st_off.term("draft_forwards")[0])
+        assert grew == pytest.approx(float(st_on.term("mla_verify_prefill")[0]) / 61, rel=1e-9)
+    # an EAGLE head for the same target has no MLA layer: nothing added
+    eagle = Speculation("eagle3", 3, Acceptance.rate(0.8))
+    m = StepModel.of(on, eagle)
+    assert m.mtp_mla_tp is None
+    # a draft TP of 1 puts all 128 heads on one GPU: the pass's up-projection 8x the FLOPs
+    one = Speculation("mtp", 1, Acceptance.rate(0.8), draft_tp=1)
+    assert StepModel.of(on, one).mtp_mla_tp == 1
+
+
+def test_the_simulator_prices_the_mtp_catch_up_pass_through_the_same_path(monkeypatch):
+    """The simulator's draft passes carry the KV a multi-token pass holds (its catch-up over the verified
+    positions), priced by the same StepModel.price: every multi-token pass it prices holds its KV."""
+    w, base = load_workload("random-1024-128")
+    p, o = w.means(base=base)
+    seen = []
+    price = StepModel.price
+
+    def spy(self, mix, detail=False):
+        for _, f in mix.draft_passes:
+            kv, held = np.asarray(f.kv, float), np.asarray(f.verify_kv, float)
+            if np.ndim(held):
+                seen.append((kv.copy(), held.copy()))
+        return price(self, mix, detail)
+
+    monkeypatch.setattr(StepModel, "price", spy)
+    sc = Scenario(_dep("b200", mla_verify_prefill="always"), MTP, p + o / 2, p, o)
+    run_level(sc, w, "concurrency", 16, num_prompts=32, seed=0, base=base, arms=(True,))
+    assert seen and all(np.array_equal(kv, held) for kv, held in seen)
+    assert sum(float(held.sum()) for _, held in seen) > 0

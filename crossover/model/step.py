@@ -126,6 +126,9 @@ class StepModel:
     cost: CostMode
     draft_kv_budget: int | None = None  # the draft attends to at most this many cached tokens
     ngram: bool = False  # proposals come from the engine's n-gram lookup (a CPU cost per sequence)
+    # An MLA model's MTP draft: the TP its layer runs at (its catch-up pass over the verified positions
+    # takes MLA's prefill path where the target's verify does); None: no such draft.
+    mtp_mla_tp: int | None = None
 
     @staticmethod
     def of(deployment: Deployment, speculation: Speculation | None = None, cost: str | None = None) -> "StepModel":
@@ -231,7 +234,10 @@ class StepModel:
                 floor = self.draft_layers * dep.eager_layer_s  # each pass at least its layers' launch time
                 seconds = [np.maximum(one, floor) for one in seconds]
             passes = 0.0
-            for (count, _), one in zip(groups, seconds):
+            mla = self.mtp_mla_tp is not None and dep.mla_verify_prefill  # the MTP layer's multi-token pass
+            for (count, w), one in zip(groups, seconds):
+                if mla:  # MLA's prefill path over the context of the positions the pass takes in
+                    one = one + self._mla_prefill(w.verify_kv, self.draft_layers, self.mtp_mla_tp)
                 terms["draft_forwards"] = terms["draft_forwards"] + count * one
                 passes = passes + count
             if mix.draft_at is not None:  # the passes cover those steps only: 0 at the others
@@ -263,16 +269,17 @@ class StepModel:
             out = out + (tokens[-1] if tokens.ndim else tokens) * dep.ngram_lookup_per_token_s
         return out
 
-    def _mla_prefill(self, verify_kv) -> np.ndarray | float:
+    def _mla_prefill(self, verify_kv, layers: float | None = None, tp: int | None = None) -> np.ndarray | float:
         """MLA's prefill path over the KV the verifying requests hold (Deployment.mla_verify_prefill), at
-        every layer: bytes and FLOPs per token from ops.mla_prefill_per_token."""
+        every layer of the target (or `layers` at `tp`: an MTP draft's): bytes and FLOPs per token from
+        ops.mla_prefill_per_token."""
         tokens = np.asarray(verify_kv, float)
         tokens = tokens[-1] if tokens.ndim else tokens  # the whole-context window (MLA layers have none)
         if not np.any(tokens):
             return 0.0
         dep = self.deployment
-        nbytes, flops = mla_prefill_per_token(dep.model, dep.tp, dep.kv_bytes, dep.act_bytes)
-        n = self.target_layers * tokens
+        nbytes, flops = mla_prefill_per_token(dep.model, dep.tp if tp is None else tp, dep.kv_bytes, dep.act_bytes)
+        n = (self.target_layers if layers is None else layers) * tokens
         return combine(n * nbytes / dep.bandwidth, n * flops / dep.flops, self.target.transition, self.target.p)
 
     @staticmethod
@@ -399,7 +406,10 @@ def _layers(ops: CompiledOps | None) -> float:
 @lru_cache(maxsize=256)
 def _step_model(deployment: Deployment, drafter: Speculation | None, budget: int | None, ngram: bool) -> StepModel:
     draft = None if drafter is None else compiled_draft(drafter, deployment)
-    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[deployment.cost], budget, ngram)
+    mtp_tp = None
+    if drafter is not None and drafter.method == "mtp" and deployment.model.mla is not None:
+        mtp_tp = drafter.draft_deployment(deployment).tp
+    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[deployment.cost], budget, ngram, mtp_tp)
 
 
 def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:

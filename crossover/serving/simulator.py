@@ -282,9 +282,11 @@ class _Engine:
             target = Forward(tokens, SF[kv:kv + W, sel], SF[qk:qk + W, sel], SI[r.SI_SMP, sel],
                              SF[ex:ex + W, sel] if self.expansion and md.on else 0.0,
                              SF[vkv:vkv + W, sel] if self.verify_kv and md.on else 0.0)
+            # a multi-token draft pass (an MTP layer's catch-up) holds its sequences' KV as a verify does
             passes = tuple((count, Forward(SI[dtok + g, sel], SF[dkv + g * Wd:dkv + (g + 1) * Wd, sel],
                                            SF[dqk + g * Wd:dqk + (g + 1) * Wd, sel],
-                                           None if s is None else np.rint(SI[dtok + g, sel] * (s / w)).astype(np.int64)))
+                                           None if s is None else np.rint(SI[dtok + g, sel] * (s / w)).astype(np.int64),
+                                           0.0, SF[dkv + g * Wd:dkv + (g + 1) * Wd, sel] if w > 1 else 0.0))
                            for g, (w, count, s) in enumerate(self.groups[i]))
             prefill = None
             if self.draft_prefill and SI[r.SI_PTOK, sel].any():
