@@ -243,3 +243,24 @@ def test_the_simulator_prices_the_mtp_catch_up_pass_through_the_same_path(monkey
     run_level(sc, w, "concurrency", 16, num_prompts=32, seed=0, base=base, arms=(True,))
     assert seen and all(np.array_equal(kv, held) for kv, held in seen)
     assert sum(float(held.sum()) for _, held in seen) > 0
+
+
+def test_triton_mla_captures_no_full_graphs_so_both_servers_run_piecewise():
+    """vLLM 0.14.1 runs Triton MLA outside compute capability 9.x and 10.x and on ROCm; its builder keeps
+    AttentionCGSupport.NEVER, so FULL_AND_PIECEWISE resolves to PIECEWISE for every step: the server
+    without speculation pays the attention outside the graph too (40 us per sequence, by hand at batch 64).
+    Hopper (FlashAttention MLA) keeps full graphs on both; Blackwell (CUTLASS MLA) on the off server."""
+    b = np.array([64.0])
+    for hardware, off_mode, on_mode in (("mi300x", "piecewise", "piecewise"), ("a100-80gb-sxm", "piecewise", "piecewise"),
+                                        ("h200", "full", "full"), ("b200", "full", "piecewise")):
+        dep = _dep(hardware)
+        assert (dep.engine.cuda_graphs, dep.speculating_engine.cuda_graphs) == (off_mode, on_mode), hardware
+        m = StepModel.of(dep, MTP)
+        ragged = float(m.price(m.decode(b, 2048.0)).term("ragged_attention")[0])
+        assert ragged == pytest.approx(64 * 40e-6 if off_mode == "piecewise" else 0.0), hardware
+    # a backend named as scoring verify as a decode (--mla-verify decode) keeps the profile's graphs
+    assert _dep("mi300x", mla_verify_prefill="never").engine.cuda_graphs == "full"
+    # a dense model on the same GPU is untouched, and SGLang has no such rule
+    dense = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("a100-80gb-sxm"), tp=1,
+                       engine=load_engine("vllm"))
+    assert dense.engine.cuda_graphs == "full" and _dep("mi300x", "sglang").engine.cuda_graphs == "full"

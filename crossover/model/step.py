@@ -213,7 +213,8 @@ class StepModel:
                  # a step with drafts to verify runs the rejection sampler: every request's bonus row through it
                  "sampler": self._sampler(sampled, positions,
                                           np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
-                 "proposer_lookup": gate(self._lookup(verifying, mix.target.verify_kv)) if any_draft and self.ngram else 0.0,
+                 "proposer_lookup": (gate(self._lookup(verifying, mix.target.verify_kv))
+                                     if any_draft and self.ngram else 0.0),
                  "ragged_attention": (per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
                                                ragged_host(mix, dep.engine, dep.ragged_per_seq_s), 0.0)
                                       if split else ragged_host(mix, engine, dep.ragged_per_seq_s)),

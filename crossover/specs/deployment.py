@@ -1,8 +1,5 @@
-"""A deployment: a model on `tp` accelerators with dtypes, and the efficiency and overhead dials.
-
-Every default below is documented with where it comes from; `crossover calibrate` (later) fits
-them to a measured sweep. Pure roofline ("speed of light") is `Efficiency.speed_of_light()`.
-"""
+"""A deployment: a model on `tp` accelerators with dtypes, and the efficiency and overhead dials. Every default
+names its source; `crossover calibrate` fits them to a sweep; pure roofline is `Efficiency.speed_of_light()`."""
 
 from __future__ import annotations
 
@@ -269,6 +266,16 @@ class Deployment(Spec):
     def _graphs_on_gpu(self) -> "Deployment":
         """The engine's CUDA-graph capture limit where it sizes it from this GPU and TP size (SGLang)."""
         object.__setattr__(self, "engine", on_gpu(self.engine, self.hardware, self.gpus))
+        return self
+
+    @model_validator(mode="after")
+    def _mla_graphs(self) -> "Deployment":
+        """PIECEWISE graphs on both servers where an MLA model's default backend captures none in full
+        (EngineProfile.mla_graphs_never_on), unless --mla-verify decode named another backend."""
+        eng = self.engine
+        if (self.model.mla is not None and eng.full_graphs and eng.graph_capture_limit
+                and self.efficiency.mla_verify_prefill is not False and eng.mla_graphs_never_on(self.hardware)):
+            object.__setattr__(self, "engine", eng.model_copy(update={"full_graphs": False}))
         return self
 
     @model_validator(mode="after")

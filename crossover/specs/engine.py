@@ -327,6 +327,17 @@ class EngineProfile(Spec):
             return hardware.capability_major != 9
         return self.mla_verify_prefill == "always"
 
+    def mla_graphs_never_on(self, hardware) -> bool:
+        """Whether an MLA model runs this engine's Triton MLA backend on this GPU, which captures no full
+        graphs: vLLM 0.14.1's default outside compute capability 9.x (FlashAttention MLA) and 10.x
+        (CUTLASS MLA), on ROCm too (platforms/cuda.py, rocm.py); its MLACommonMetadataBuilder keeps the
+        builder default AttentionCGSupport.NEVER, so gpu_model_runner.py's cudagraph-mode resolution
+        makes FULL_AND_PIECEWISE PIECEWISE for every step, with speculation or without."""
+        if self.mla_verify_prefill != "outside_hopper":
+            return False
+        major = hardware.capability_major
+        return major not in (9, 10) if hardware.vendor == "nvidia" else hardware.vendor == "amd"
+
     @property
     def cuda_graphs(self) -> str:
         """The CUDA-graph mode in effect: full, piecewise or none."""
