@@ -110,8 +110,8 @@ def test_the_serving_simulator_prices_the_verifying_requests_kv():
     w, base = load_workload("random-1024-128")
     p, o = w.means(base=base)
     out = {}
-    for mode in ("never", "always"):
-        sc = Scenario(_dep("h200", mla_verify_prefill=mode), MTP, p + o / 2, p, o)
+    for mode in ("never", "always"):  # on Blackwell: CUTLASS MLA keeps the off server's full graphs
+        sc = Scenario(_dep("b200", mla_verify_prefill=mode), MTP, p + o / 2, p, o)
         out[mode] = run_level(sc, w, "concurrency", 32, num_prompts=64, seed=0, base=base)
     assert out["always"]["off"]["mean_tpot_ms"] == pytest.approx(out["never"]["off"]["mean_tpot_ms"], rel=1e-12)
     assert out["always"]["on"]["mean_tpot_ms"] > 1.5 * out["never"]["on"]["mean_tpot_ms"]
@@ -258,8 +258,15 @@ def test_triton_mla_captures_no_full_graphs_so_both_servers_run_piecewise():
         m = StepModel.of(dep, MTP)
         ragged = float(m.price(m.decode(b, 2048.0)).term("ragged_attention")[0])
         assert ragged == pytest.approx(64 * 40e-6 if off_mode == "piecewise" else 0.0), hardware
-    # a backend named as scoring verify as a decode (--mla-verify decode) keeps the profile's graphs
+    # a backend named as scoring verify as a decode (--mla-verify decode) keeps the profile's graphs; one named
+    # as taking the prefill path is Triton MLA outside 10.x (CUTLASS MLA there), Hopper included
     assert _dep("mi300x", mla_verify_prefill="never").engine.cuda_graphs == "full"
+    assert _dep("h200", mla_verify_prefill="always").engine.cuda_graphs == "piecewise"
+    assert _dep("b200", mla_verify_prefill="always").engine.cuda_graphs == "full"
+    assert _dep("h200", "vllm-0.10").engine.cuda_graphs == "piecewise"  # 0.10: every step PIECEWISE anyway
+    out = run_cli("predict", "--model", "deepseek-v3", "--hardware", "mi300x", "--tp", "8", "--method", "mtp",
+                  "--k", "1", "--batch", "1").stdout
+    assert "Triton MLA: no full graphs, both servers piecewise" in out
     # a dense model on the same GPU is untouched, and SGLang has no such rule
     dense = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("a100-80gb-sxm"), tp=1,
                        engine=load_engine("vllm"))

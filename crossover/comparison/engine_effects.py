@@ -63,10 +63,12 @@ def ran_engine(table: MeasuredTable, sc: Scenario) -> dict[str, str]:
 
 
 def with_engine(sc: Scenario, engine) -> Scenario:
-    """The scenario with another engine profile (or the same one configured otherwise)."""
+    """The scenario with another engine profile (or the same one configured otherwise), validated as a new
+    deployment: the engine as it runs on this GPU (Deployment's validators: capture limits, MLA graphs)."""
     from ..model.scenario import Scenario
 
-    return Scenario(sc.deployment.model_copy(update={"engine": engine}), sc.speculation, sc.context, sc.prompt_len,
+    dep = sc.deployment
+    return Scenario(type(dep)(**{**dict(dep), "engine": engine}), sc.speculation, sc.context, sc.prompt_len,
                     sc.output_len)
 
 

@@ -73,7 +73,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
         if "sampling" in inputs:
             values["sampling"] = f"sampling {inputs['sampling']}"
         if inputs.get("mla_verify_prefill"):  # the engine's MLA backend here takes one query token per request
-            values["mla_verify_prefill"] = "MLA verify through the attention backend's prefill path"
+            values["mla_verify_prefill"] = "MLA verify through the attention backend's prefill path" + (
+                " (Triton MLA: no full graphs, both servers piecewise)" if inputs.get("mla_triton") else "")
         elif "mla_verify_prefill" in given:
             values["mla_verify_prefill"] = "MLA verify as a decode"
         if inputs.get("cuda_graphs_speculating", inputs["cuda_graphs"]) != inputs["cuda_graphs"] \

@@ -332,10 +332,16 @@ class EngineProfile(Spec):
         graphs: vLLM 0.14.1's default outside compute capability 9.x (FlashAttention MLA) and 10.x
         (CUTLASS MLA), on ROCm too (platforms/cuda.py, rocm.py); its MLACommonMetadataBuilder keeps the
         builder default AttentionCGSupport.NEVER, so gpu_model_runner.py's cudagraph-mode resolution
-        makes FULL_AND_PIECEWISE PIECEWISE for every step, with speculation or without."""
+        makes FULL_AND_PIECEWISE PIECEWISE for every step, with speculation or without. A backend given as
+        taking the prefill path (--mla-verify prefill) is CUTLASS MLA on 10.x and Triton MLA elsewhere. The
+        backends of 0.14.1 (graph_capture_follows); 0.10 runs every step PIECEWISE anyway."""
+        if self.graph_capture_follows != "vllm-0.14.1":
+            return False
+        major = hardware.capability_major if hardware.vendor == "nvidia" else None
+        if self.mla_verify_prefill == "always":
+            return major != 10
         if self.mla_verify_prefill != "outside_hopper":
             return False
-        major = hardware.capability_major
         return major not in (9, 10) if hardware.vendor == "nvidia" else hardware.vendor == "amd"
 
     @property
