@@ -271,3 +271,13 @@ def test_triton_mla_captures_no_full_graphs_so_both_servers_run_piecewise():
     dense = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("a100-80gb-sxm"), tp=1,
                        engine=load_engine("vllm"))
     assert dense.engine.cuda_graphs == "full" and _dep("mi300x", "sglang").engine.cuda_graphs == "full"
+
+
+def test_the_engine_line_does_not_claim_an_mla_setting_that_does_not_apply():
+    """--mla-verify on a model without MLA attention is said as unused; an eager server has no graphs to
+    make piecewise."""
+    out = run_cli("predict", "--model", "llama-3.1-8b", "--mla-verify", "prefill", "--batch", "1").stdout
+    assert "--mla-verify unused (llama-3.1-8b has no MLA attention)" in out and "MLA verify as a decode" not in out
+    out = run_cli("predict", "--model", "deepseek-v3", "--hardware", "mi300x", "--tp", "8", "--method", "mtp",
+                  "--k", "1", "--batch", "1", "--cuda-graphs", "none").stdout
+    assert "CUDA graphs none (given)" in out and "Triton MLA" not in out

@@ -76,7 +76,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
             values["mla_verify_prefill"] = "MLA verify through the attention backend's prefill path" + (
                 " (Triton MLA: no full graphs, both servers piecewise)" if inputs.get("mla_triton") else "")
         elif "mla_verify_prefill" in given:
-            values["mla_verify_prefill"] = "MLA verify as a decode"
+            values["mla_verify_prefill"] = ("MLA verify as a decode" if inputs.get("mla_model", True) else
+                                            f"--mla-verify unused ({inputs['model']} has no MLA attention)")
         if inputs.get("cuda_graphs_speculating", inputs["cuda_graphs"]) != inputs["cuda_graphs"] \
                 or "cuda_graphs_speculating" in given:
             values["cuda_graphs_speculating"] = f"the speculating server's {inputs['cuda_graphs_speculating']}"
