@@ -383,8 +383,7 @@ def inputs(sc: Scenario) -> dict[str, Any]:
                            "unit": dep.engine.graph_capture_unit},
         "chunked_prefill": dep.engine.chunked_prefill, "mla_verify_prefill": dep.mla_verify_prefill,
         "mla_model": dep.model.mla is not None,
-        "mla_triton": (dep.model.mla is not None and dep.engine.cuda_graphs != "none"
-                       and dep.engine.mla_graphs_never_on(dep.hardware)),
+        "mla_triton": dep.mla_triton,
         # each server's CPU/GPU overlap (vLLM V1's async scheduling): lost with speculation by the
         # proposers outside ASYNC_SCHEDULING_METHODS, whose exposed host time is not priced apart
         "async_scheduling": {"off": dep.engine.async_scheduling,

@@ -38,8 +38,7 @@ MIN_FRACTION = 1e-3
 # same name giving the value in effect).
 ENGINE_OVERHEADS = ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "spec_per_position_s",
                     "draft_step_overhead_s", "eager_layer_s", "ngram_lookup_per_seq_s", "ngram_lookup_per_token_s",
-                    "ragged_per_seq_s",
-                    "sampler_bytes_per_vocab", "verify_bytes_per_vocab", "bonus_bytes_per_vocab")
+                    "ragged_per_seq_s", "sampler_bytes_per_vocab", "verify_bytes_per_vocab", "bonus_bytes_per_vocab")
 
 
 class Efficiency(Spec):
@@ -268,14 +267,16 @@ class Deployment(Spec):
         object.__setattr__(self, "engine", on_gpu(self.engine, self.hardware, self.gpus))
         return self
 
+    @property
+    def mla_triton(self) -> bool:
+        """An MLA model on a backend with no full graphs here (EngineProfile.mla_graphs_never_on; not the bound)."""
+        return (self.model.mla is not None and self.engine.graph_capture_limit > 0
+                and self.efficiency.mla_verify_prefill is not False and self.engine.mla_graphs_never_on(self.hardware))
+
     @model_validator(mode="after")
     def _mla_graphs(self) -> "Deployment":
-        """PIECEWISE graphs on both servers where an MLA model's default backend captures none in full
-        (EngineProfile.mla_graphs_never_on), unless --mla-verify decode named another backend."""
-        eng = self.engine
-        if (self.model.mla is not None and eng.full_graphs and eng.graph_capture_limit
-                and self.efficiency.mla_verify_prefill is not False and eng.mla_graphs_never_on(self.hardware)):
-            object.__setattr__(self, "engine", eng.model_copy(update={"full_graphs": False}))
+        if self.mla_triton and self.engine.full_graphs:  # both servers PIECEWISE, speculating or not
+            object.__setattr__(self, "engine", self.engine.model_copy(update={"full_graphs": False}))
         return self
 
     @model_validator(mode="after")
