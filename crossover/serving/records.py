@@ -61,7 +61,7 @@ XI_RID, XI_LAST, XI_LEN = range(3)
 # Params: what a run reads (U, the random stream, is drawn ahead and replaced by the driver)
 Params = namedtuple("Params", "U IP FP R L schedule k2m MI MF MS MW tw dw")
 # IP, integer parameters: seats, the first measured request, most steps per block, the draft reads
-# prompts, the verifying sequences' sums kept (batch expansion, MLA's prefill path), the routed k, the hysteresis band (low, high), closed-loop, chunked prefill
+# prompts, the verifying sequences' sums kept (batch expansion, MLA's prefill path, the n-gram lookup), the routed k, the hysteresis band (low, high), closed-loop, chunked prefill
 (IP_MAX_SEQS, IP_MEASURE_FROM, IP_SEGMENT, IP_DRAFT_PREFILL, IP_EXPANSION, IP_ROUTE_K, IP_LOW, IP_HIGH, IP_CLOSED,
  IP_CHUNKED, IP_LEN) = range(11)
 # FP, float parameters: tokens per step, KV cache tokens, the draft's KV budget (inf: none)
@@ -71,7 +71,7 @@ FP_MAX_TOKENS, FP_KV_CAP, FP_DRAFT_BUDGET, FP_LEN = range(4)
 R_PROMPT, R_OUTPUT, R_NEED, R_ARR, R_LEN = range(5)
 # L: where the per-window blocks start in the rows of Records.SF and SI, and the block sizes: the
 # target's KV tokens read, query x key pairs, batch expansion's re-reads and the KV the verifying
-# sequences hold (MLA's prefill path; W windows each), the draft
+# sequences hold (MLA's prefill path, the n-gram lookup; W windows each), the draft
 # prefill's (Wd each), the draft passes' per group of one width (G x Wd each), the draft tokens per
 # group (SI); windows W, draft windows Wd, groups G
 L_KV, L_QK, L_EXP, L_VKV, L_PKV, L_PQK, L_DKV, L_DQK, L_DTOK, L_W, L_WD, L_G, L_LEN = range(13)
