@@ -18,7 +18,8 @@ from crossover.model.ops import model_ops
 from crossover.model.step import StepModel
 from crossover.serving.engine import EngineLimits, kv_capacity_tokens
 from crossover.specs import Deployment, load_hardware, load_model
-from crossover.specs.deployment import Efficiency, dp_problem
+from crossover.specs.deployment import Efficiency
+from crossover.specs.parallel import dp_problem
 
 
 def _dep(model="mixtral-8x7b", hw="h100-sxm", tp=1, dp=1, **kw):

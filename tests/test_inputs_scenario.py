@@ -14,7 +14,7 @@ from crossover.api.build import _deployment, scenario
 from crossover.errors import CrossoverError
 from crossover.model.memory import batch_ceiling, check_batches
 from crossover.specs import load_hardware, load_model
-from crossover.specs.deployment import tp_problem, valid_tps
+from crossover.specs.parallel import tp_problem, valid_tps
 from crossover.analysis.whatif import parse_axis
 
 # --- item 13 / 21: TP an engine accepts --------------------------------------------------------

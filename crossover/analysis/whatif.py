@@ -180,7 +180,7 @@ def grid(sc: Scenario, x_axis: str, xs: list, y_axis: str, ys: list) -> Grid:
     for hi, hw in enumerate(hw_values):
         s = sc
         if hw is not None:
-            s = Scenario(sc.deployment.model_copy(update={"hardware": load_hardware(hw)}), spec, sc.context)
+            s = Scenario(sc.deployment.on_hardware(load_hardware(hw)), spec, sc.context)
         # x varies along columns (a row vector), y along rows (a column vector): broadcasting keeps
         # every term on the axes it depends on
         X = np.asarray([0.0] if x_axis == "hardware" else xs, float)[None, :]

@@ -83,7 +83,7 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
 
     from ..model import memory
     from ..specs import Deployment
-    from ..specs.deployment import dp_problem, tp_problem
+    from ..specs.parallel import dp_problem, tp_problem
 
     ep, dp = bool(common.get("expert_parallel", False)), int(common.get("data_parallel", 1))
     if tp is None:
@@ -188,7 +188,7 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     from ..model.scenario import Scenario
     from ..model.kernels.mode import cost_mode as kernel_cost_mode
     from ..specs import load_hardware, load_model
-    from ..specs.deployment import tp_problem
+    from ..specs.parallel import tp_problem
     from ..defaults import DEFAULT_ENGINE
     from ..specs.loader import load_engine
     from ..model.step import COST_MODES

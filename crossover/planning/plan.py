@@ -32,7 +32,8 @@ from .ranking import FleetPlan, Option
 from .pricing import HOURS_PER_MONTH, Costs
 from ..serving.engine import MAX_NUM_SEQS, EngineLimits
 from ..serving.sweep import run_level
-from ..specs.deployment import Deployment, dp_problem, tp_problem
+from ..specs.deployment import Deployment
+from ..specs.parallel import dp_problem, tp_problem
 from ..specs.hardware import Hardware
 from ..specs.model import Model
 from ..model.speculation import MAX_K, Speculation
