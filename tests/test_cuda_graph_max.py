@@ -60,14 +60,12 @@ def test_a_step_beyond_the_limit_runs_eagerly_at_least_its_layers_launch_time():
     small, hw = load_model("llama-3.2-1b"), load_hardware("l40s")
     m = StepModel.of(Deployment(model=small, hardware=hw, engine=SGLANG))
     b = np.array([32.0, 33.0])
-    eager = eager_steps(m.decode(b, 100.0).target.tokens, np.zeros(2), m.deployment.engine,
-                        m.deployment.eager_layer_s, False)
+    eager = eager_steps(m.decode(b, 100.0).target.tokens, np.zeros(2), m.deployment.engine, False)
     assert eager.tolist() == [False, True]
     t = m.price(m.decode(b, 100.0)).term("target_forward")
     assert float(t[1]) >= 16 * 45e-6
     wider = StepModel.of(Deployment(model=small, hardware=hw, engine=SGLANG.configured(cuda_graph_max=64)))
-    assert eager_steps(wider.decode(b, 100.0).target.tokens, np.zeros(2), wider.deployment.engine,
-                       wider.deployment.eager_layer_s, False) is None
+    assert eager_steps(wider.decode(b, 100.0).target.tokens, np.zeros(2), wider.deployment.engine, False) is None
 
 
 def test_outputs_say_the_limit_and_whether_it_was_given():
@@ -153,7 +151,7 @@ def test_vllm_v0_captures_up_to_its_running_sequence_limit():
     m = StepModel.of(dep, sc.speculation)
     mix = m.decode(np.array([12.0, 13.0]), 500.0, sc.speculation)
     work = mix.target.expanded()
-    eager = eager_steps(work.tokens, np.asarray(mix.verifying, float), dep.speculating_engine, dep.eager_layer_s, True)
+    eager = eager_steps(work.tokens, np.asarray(mix.verifying, float), dep.speculating_engine, True)
     assert eager.tolist() == [False, True]
 
 
@@ -184,8 +182,8 @@ def test_vllm_v1_captures_up_to_twice_its_running_sequences_times_the_query_leng
     off, on = (seated(sc.deployment, EngineLimits(16), k) for k in (0, 3))
     assert off.engine.capture_limit(False) == 32 and on.speculating_engine.capture_limit(True) == 128
     # a 40-token mixed step of the off server runs eagerly, the speculating server's replays a graph
-    assert eager_steps(np.array([40.0]), np.array([0.0]), off.engine, off.eager_layer_s, False).tolist() == [True]
-    assert eager_steps(np.array([40.0]), np.array([0.0]), on.speculating_engine, on.eager_layer_s, True) is None
+    assert eager_steps(np.array([40.0]), np.array([0.0]), off.engine, False).tolist() == [True]
+    assert eager_steps(np.array([40.0]), np.array([0.0]), on.speculating_engine, True) is None
 
 
 def test_simulate_names_each_servers_graph_limit_from_its_running_sequence_limit():
@@ -193,3 +191,25 @@ def test_simulate_names_each_servers_graph_limit_from_its_running_sequence_limit
                 "--max-num-seqs", "16", "--num-prompts", "20", "--quiet", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["inputs"]["cuda_graph_max"] == {"off": 32, "on": 128, "unit": "tokens"}
+
+
+def test_a_uniform_step_beyond_the_graph_limit_pays_the_piecewise_host_time():
+    """vLLM 0.14.1 replays no graph for a step beyond its largest capture size (512 tokens: min(256 x
+    (1 + 3) x 2, 512) speculating with k = 3, min(256 x 2, 512) off), so its attention runs outside
+    any graph as a PIECEWISE step's does and pays ragged_per_seq_us (40 us) per sequence. By hand:
+    128 requests verify 512 tokens (captured): 0; 129 verify 516: 129 x 40 us = 5.16 ms; 200: 8 ms; the
+    server without speculation decodes 129 tokens in a graph: 0. A mean step with 0.05 prompts per
+    step: its uniform share is keyed on its decodes alone, so the off server pays the prompt share
+    (1 - e^-0.05) x 129.05 x 40 us and the speculating one 129.05 x 40 us."""
+    sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm", method="eagle", k=3)
+    m = StepModel.of(sc.deployment, sc.speculation)
+    assert sc.deployment.speculating_engine.capture_limit(True) == 512
+    b = np.array([128.0, 129.0, 200.0])
+    on = m.price(m.decode(b, 1000.0, sc.speculation)).term("ragged_attention")
+    np.testing.assert_allclose(on, [0.0, 129 * 40e-6, 200 * 40e-6], rtol=1e-12, atol=0)
+    assert float(np.max(m.price(m.decode(b, 1000.0)).term("ragged_attention"))) == 0.0
+    one = np.array([129.0])
+    on_p = m.price(m.with_prompts(one, 0.05, 2000.0, 1000.0, sc.speculation)).term("ragged_attention")
+    off_p = m.price(m.with_prompts(one, 0.05, 2000.0, 1000.0)).term("ragged_attention")
+    assert float(on_p[0]) == pytest.approx(129.05 * 40e-6, rel=1e-12)
+    assert float(off_p[0]) == pytest.approx((1 - np.exp(-0.05)) * 129.05 * 40e-6, rel=1e-12)

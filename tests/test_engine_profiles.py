@@ -134,7 +134,7 @@ def test_an_eager_step_takes_at_least_its_layers_launch_time():
     v1 = StepModel.of(_dep("vllm", model=small))
     b = np.array([400.0, 600.0])  # 400 tokens graphed, 600 eager
     mix = v1.decode(b, 100.0)
-    eager = eager_steps(mix.target.tokens, np.zeros(2), v1.deployment.engine, v1.deployment.eager_layer_s, False)
+    eager = eager_steps(mix.target.tokens, np.zeros(2), v1.deployment.engine, False)
     assert eager is not None and list(eager) == [False, True]
 
 

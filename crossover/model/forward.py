@@ -78,6 +78,9 @@ class Mix:
     # The share of the steps it stands for that carry prompt tokens (0 or 1 per simulated step): on an
     # engine that captures decode steps only (EngineProfile.prefill_graphs False) those run eagerly.
     prompting: np.ndarray | float = 0.0
+    # A mean step's uniform share's target tokens (its decodes and verifies, without the prompts): the
+    # graph key of those steps (None: the step's own tokens).
+    decode_tokens: np.ndarray | float | None = None
 
     def busiest_rank(self, n: int) -> "Mix":
         """The step of the busiest of `n` data-parallel ranks the sequences are balanced over
@@ -92,7 +95,7 @@ class Mix:
         fd = f if self.draft_at is None else f[..., self.draft_at]  # the steps the passes describe
         return Mix(self.target.scaled(f), part(self.verifying), tuple((c, w.scaled(fd)) for c, w in self.draft_passes),
                    None if self.draft_prefill is None else self.draft_prefill.scaled(f), self.uniform,
-                   part(self.sequences), self.draft_at, self.prompting)
+                   part(self.sequences), self.draft_at, self.prompting, part(self.decode_tokens))
 
 
 def joined(works: list[Forward]) -> tuple[Forward, tuple]:

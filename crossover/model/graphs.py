@@ -40,12 +40,9 @@ def replayed(tokens, verifying, engine, speculating: bool) -> dict:
             "sizes_listed": engine.captured(speculating) is not None}
 
 
-def eager_steps(tokens, verifying: np.ndarray, engine, eager_layer_s: float, speculating: bool) -> np.ndarray | None:
-    """Where the target forward runs outside a captured CUDA graph (None: nowhere, or no launch floor
-    to price): its graph key beyond the (speculating) server's largest graph, everywhere where it
-    captures none."""
-    if eager_layer_s == 0.0:
-        return None
+def eager_steps(tokens, verifying: np.ndarray, engine, speculating: bool) -> np.ndarray | None:
+    """Where the target forward runs outside a captured CUDA graph (None: nowhere): its graph key
+    beyond the (speculating) server's largest graph, everywhere where it captures none."""
     limit = engine.capture_limit(speculating)
     if limit == 0:
         return np.True_
@@ -53,14 +50,22 @@ def eager_steps(tokens, verifying: np.ndarray, engine, eager_layer_s: float, spe
     return over if over.any() else None
 
 
-def ragged_host(mix, engine, per_seq: float) -> np.ndarray | float:
+def ragged_host(mix, engine, per_seq: float, tokens, speculating: bool) -> np.ndarray | float:
     """Host time of a step whose attention runs outside a full CUDA graph, `per_seq` per sequence: a
     ragged step's, 0 for uniform steps where the engine replays those as full graphs (every step's
-    where it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: an
-    eager step builds the same per-sequence attention metadata (its launch floor is a separate cost)."""
+    where it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: a
+    uniform step whose key (its `tokens`; a mean step's uniform share: its decodes, Mix.decode_tokens)
+    exceeds the (speculating) server's largest graph replays none and runs its attention as a
+    PIECEWISE step does, with the same per-sequence metadata (its launch floor is a separate cost)."""
+    if per_seq == 0.0:
+        return 0.0
     # share of the steps whose attention runs outside the graph
     ragged = 1.0 - np.asarray(mix.uniform, float) if engine.full_graphs else np.float64(1.0)
-    if per_seq == 0.0 or not ragged.any():
+    key = tokens if mix.decode_tokens is None else mix.decode_tokens
+    eager = eager_steps(key, np.asarray(mix.verifying, float), engine, speculating)
+    if eager is not None:
+        ragged = np.where(eager, 1.0, ragged)
+    if not ragged.any():
         return 0.0
     seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
     return ragged * seqs * per_seq

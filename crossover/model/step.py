@@ -185,11 +185,10 @@ class StepModel:
             work = Forward(work.tokens * pad, work.kv, work.qk, sampled_rows * pad, work.expansion, work.verify_kv)
         target = run(self.target, work)
         target_s = target.total
-        eager = eager_steps(tokens, verifying, engine, dep.eager_layer_s, any_draft)
+        eager = eager_steps(tokens, verifying, engine, any_draft)  # outside a captured graph (or None)
         if split:
-            off_eager = eager_steps(tokens, verifying, dep.engine, dep.eager_layer_s, False)
-            eager = per_arm(drafting, eager, off_eager, False)
-        if eager is not None:  # outside a captured graph: at least the layers' launch time
+            eager = per_arm(drafting, eager, eager_steps(tokens, verifying, dep.engine, False), False)
+        if eager is not None and dep.eager_layer_s > 0.0:  # at least the layers' launch time
             target_s = np.where(eager, np.maximum(target_s, self.target_layers * dep.eager_layer_s), target_s)
         prompting = np.asarray(mix.prompting, float)
         eager_prompts = not engine.prefill_graphs and dep.eager_layer_s > 0.0 and bool(prompting.any())
@@ -215,9 +214,9 @@ class StepModel:
                                           np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
                  "proposer_lookup": (gate(self._lookup(verifying, mix.target.verify_kv))
                                      if any_draft and self.ngram else 0.0),
-                 "ragged_attention": (per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s),
-                                               ragged_host(mix, dep.engine, dep.ragged_per_seq_s), 0.0)
-                                      if split else ragged_host(mix, engine, dep.ragged_per_seq_s)),
+                 "ragged_attention": (per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s, tokens, True),
+                                               ragged_host(mix, dep.engine, dep.ragged_per_seq_s, tokens, False), 0.0)
+                                      if split else ragged_host(mix, engine, dep.ragged_per_seq_s, tokens, any_draft)),
                  "mla_verify_prefill": (gate(self._mla_prefill(mix.target.verify_kv))
                                         if any_draft and dep.mla_verify_prefill else 0.0)}
         if mix.draft_passes and self.draft is None:
@@ -390,14 +389,15 @@ class StepModel:
         flat = np.exp(-np.maximum(np.asarray(count, float), 0.0))  # share of steps without a prompt chunk
         if spec is None:
             return Mix(uniform(self.target, decoding, 1.0, context) + target_pre, uniform=flat, sequences=seqs,
-                       prompting=1.0 - flat)
-        target = uniform(self.target, decoding, spec.verify_width, context) + target_pre
+                       prompting=1.0 - flat, decode_tokens=np.asarray(decoding, float))
+        dec = uniform(self.target, decoding, spec.verify_width, context)
+        target = dec + target_pre
         passes = self.draft_passes(decoding, context, spec)
         pre = None
         if self.draft is not None and spec.draft_reads_prompts:
             pre = prompts(self.draft, count, prompt_len, float(self.draft_context(prompt_len)))
         return Mix(target, np.asarray(decoding, float), passes, pre, uniform=flat * self.uniform_verify(spec),
-                   sequences=seqs, prompting=1.0 - flat)
+                   sequences=seqs, prompting=1.0 - flat, decode_tokens=dec.tokens)
 
 
 def _layers(ops: CompiledOps | None) -> float:
