@@ -89,8 +89,15 @@ def test_predict_with_prompt_and_output_lengths():
     d = json.loads(r.stdout)
     assert d["inputs"]["prompt_len"] == 1024 and d["inputs"]["context"] == 1024 + 64
     plain = json.loads(run_cli("predict", "--model", "llama-3.1-8b", "--context", "1088", "--json").stdout)
-    # the prefill share lowers the speedup at every batch (Amdahl + prefill uses the idle FLOPs)
-    for mixed, pure in zip(d["points"], plain["points"]):
+    # the prefill share lowers the speedup (Amdahl + prefill uses the idle FLOPs) at every batch whose
+    # pure verify step keeps its CUDA graph (k = 3: 4 tokens a sequence, vLLM's graphs to 512 tokens);
+    # beyond it the pure on arm runs its attention outside the graph, which the mixed steps (a prompt
+    # chunk in nearly all of them) do in both arms anyway
+    kept = [(m, p) for m, p in zip(d["points"], plain["points"]) if m["batch"] * 4 <= 512]
+    assert len(kept) >= 10
+    for mixed, pure in kept:
         assert mixed["speedup"] < pure["speedup"]
+    beyond = [(m, p) for m, p in zip(d["points"], plain["points"]) if m["batch"] * 4 > 512]
+    assert beyond and all(p["speedup"] < kept[-1][1]["speedup"] for _, p in beyond)  # the pure arm's step down
     bad = run_cli("predict", "--prompt-len", "1024")
     assert_one_line_error(bad, "--output-len")

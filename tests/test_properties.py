@@ -81,7 +81,13 @@ def test_speedup_at_the_crossover_is_one(model, hw, k, a, ctx):
     d = deployment(model, hw)
     sc = Scenario(d, Speculation("eagle", k, Acceptance.rate(a)), ctx)
     for c in find_crossings(sc, 4096.0):
-        assert speedup(sc, [c.batch])[0] == pytest.approx(1.0, abs=1e-4)
+        at = speedup(sc, [c.batch])[0]
+        if at == pytest.approx(1.0, abs=1e-4):
+            continue
+        # or the speedup jumps through 1 there (the verify step leaves its CUDA graph): 1 lies between
+        # its values just below and just above the crossover, on the side its direction names
+        below, above = speedup(sc, [c.batch * (1 - 1e-3), c.batch * (1 + 1e-3)])
+        assert (below > 1 > above) if c.direction == "down" else (below < 1 < above), (c, below, at, above)
 
 
 def test_regimes_are_all_reachable():

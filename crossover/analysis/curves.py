@@ -110,8 +110,8 @@ class Crossing:
 # Points of the log grid the crossover is bracketed and located on. Against 3 rounds of 32-point
 # bisection on the priced curve, over 207 roots (6 models x 6 methods x 3 engines, pure decode and
 # with the prefill share, ranges to 64 and 512): at 64 points the cubic lands within 7e-7 of the root
-# (median), 6e-6 (p90); at a step in the curve, within 7e-4 (the step lies between two of the 32
-# points priced across its bracket). 48 points: 2.5e-6 / 1.8e-5.
+# (median), 6e-6 (p90); a step in the curve is located within 1/32^2 of its grid bracket (two rounds
+# of 32 points priced across it). 48 points: 2.5e-6 / 1.8e-5.
 CROSSING_GRID = 64
 
 
@@ -177,7 +177,9 @@ def find_crossings(sc: Scenario, b_max: float, model: StepModel | None = None, g
     batches: each sign change brackets a root, which the cubic through the 4 grid values around it
     (in log batch, where the grid is uniform) locates. Only where those values show a step rather
     than a smooth curve (a CUDA-graph limit, a memory boundary; `_smooth`) is the bracket priced again,
-    at `width` points in one call, and the step located between two of them by a secant. `on_grid`:
+    at `width` points in one call, then the sub-bracket holding the sign change likewise, and the root
+    located between two of those points by a secant: where the speedup jumps through 1 (a step that
+    loses its CUDA graph) the crossover is the jump, within 1/width^2 of the grid bracket. `on_grid`:
     the grid's batches and the speedup already evaluated there (predict prices them in the same pass
     as the batches asked for)."""
     if b_max <= 1:
@@ -194,12 +196,15 @@ def find_crossings(sc: Scenario, b_max: float, model: StepModel | None = None, g
     lx0, h = float(np.log(xs[0])), float(np.log(xs[-1] / xs[0])) / (len(xs) - 1)
     roots = {int(i): float(np.exp(lx0 + h * _cubic_root(f, int(i)))) for i in idx if _smooth(f, int(i))}
     rough = np.array([i for i in idx if int(i) not in roots], int)
-    if rough.size:  # steps: priced across their brackets in one call
-        pts = np.linspace(xs[rough], xs[rough + 1], width).T  # (brackets, width)
-        fv = (speedup(sc, pts.ravel(), model) - 1.0).reshape(pts.shape)
-        j = np.argmax(np.signbit(fv[:, :-1]) != np.signbit(fv[:, 1:]), axis=1)
+    if rough.size:  # steps: priced across their brackets in one call, twice (1/width^2 of the bracket)
+        lo, hi = xs[rough], xs[rough + 1]
         rows = np.arange(rough.size)
-        lo, hi, flo, fhi = pts[rows, j], pts[rows, j + 1], fv[rows, j], fv[rows, j + 1]
+        for _ in range(2):
+            pts = np.linspace(lo, hi, width).T  # (brackets, width)
+            fv = (speedup(sc, pts.ravel(), model) - 1.0).reshape(pts.shape)
+            j = np.argmax(np.signbit(fv[:, :-1]) != np.signbit(fv[:, 1:]), axis=1)
+            lo, hi, flo, fhi = pts[rows, j], pts[rows, j + 1], fv[rows, j], fv[rows, j + 1]
+        # a smooth but steep root: the secant; a jump through 1 (the step is the crossover): where it lies
         root = lo - flo * (hi - lo) / np.where(fhi != flo, fhi - flo, 1.0)
         roots.update(zip(rough.tolist(), root.tolist()))
     return [Crossing(roots[int(i)], "down" if f[i] > 0 else "up") for i in idx]
