@@ -197,8 +197,10 @@ def test_a_uniform_step_beyond_the_graph_limit_pays_the_piecewise_host_time():
     """vLLM 0.14.1 replays no graph for a step beyond its largest capture size (512 tokens: min(256 x
     (1 + 3) x 2, 512) speculating with k = 3, min(256 x 2, 512) off), so its attention runs outside
     any graph as a PIECEWISE step's does and pays ragged_per_seq_us (40 us) per sequence. By hand:
-    128 requests verify 512 tokens (captured): 0; 129 verify 516: 129 x 40 us = 5.16 ms; 200: 8 ms; the
-    server without speculation decodes 129 tokens in a graph: 0. A mean step with 0.05 prompts per
+    128 requests verify 512 tokens (captured, but half such verify steps miss a FULL graph:
+    spec_graph_miss): 128 x 40 us x 0.5; 129 verify 516: 129 x 40 us = 5.16 ms, the whole of it (no
+    graph to miss, so no half on top); 200: 8 ms; the server without speculation decodes 129 tokens in a
+    graph: 0. A mean step with 0.05 prompts per
     step: its uniform share is keyed on its decodes alone, so the off server pays the prompt share
     (1 - e^-0.05) x 129.05 x 40 us and the speculating one 129.05 x 40 us."""
     sc = crossover.scenario(model="llama-3.1-8b", hardware="h100-sxm", engine="vllm", method="eagle", k=3)
@@ -206,7 +208,8 @@ def test_a_uniform_step_beyond_the_graph_limit_pays_the_piecewise_host_time():
     assert sc.deployment.speculating_engine.capture_limit(True) == 512
     b = np.array([128.0, 129.0, 200.0])
     on = m.price(m.decode(b, 1000.0, sc.speculation)).term("ragged_attention")
-    np.testing.assert_allclose(on, [0.0, 129 * 40e-6, 200 * 40e-6], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(on, [128 * 40e-6 * 0.5, 129 * 40e-6, 200 * 40e-6], rtol=1e-12, atol=0)
+    assert np.all(m.price(m.decode(b, 1000.0, sc.speculation)).term("spec_overhead_per_seq") == 0.0)
     assert float(np.max(m.price(m.decode(b, 1000.0)).term("ragged_attention"))) == 0.0
     one = np.array([129.0])
     on_p = m.price(m.with_prompts(one, 0.05, 2000.0, 1000.0, sc.speculation)).term("ragged_attention")

@@ -70,6 +70,8 @@ def test_each_profile_prices_an_eagle_step_by_hand(name):
     passes = {"first_pass": wide + 2 * draft, "extra_pass": wide + 3 * draft, "none": 3 * draft}[p.draft_catch_up]
     launches = (4 if p.draft_catch_up == "extra_pass" else 3) * p.draft_pass_overhead_ms / 1e3
     outside = 0.0 if p.full_graphs else b * p.ragged_per_seq_us / 1e6  # attention outside the graph, every step
+    # the verify batches that miss a full graph (vLLM V1: half of them) run their attention outside it
+    outside_on = b * p.ragged_per_seq_us / 1e6 * (p.spec_graph_miss if p.full_graphs else 1.0)
     # the sampler over Llama-3.1-8B's 128256-entry vocabulary at the achieved bandwidth: off, 8 sampled
     # positions; on, 8 bonus positions at the plain sampler's bytes and their bonus rows' extra, and
     # 8 x 3 drafts at the verify bytes
@@ -78,7 +80,7 @@ def test_each_profile_prices_an_eagle_step_by_hand(name):
     sampler_on = (8 * (p.sampler_bytes_per_vocab + p.bonus_bytes_per_vocab) + 24 * p.verify_bytes_per_vocab) * vocab / bw
     positions = 8 * 4 * p.spec_per_position_us / 1e6  # every verified position, bonus included
     want_on = (fwd_on + p.step_overhead_ms / 1e3 + passes + launches
-               + p.spec_step_overhead_ms / 1e3 + b * p.spec_per_seq_us / 1e6 + outside + sampler_on + positions)
+               + p.spec_step_overhead_ms / 1e3 + b * p.spec_per_seq_us / 1e6 + outside_on + sampler_on + positions)
     want_off = fwd_off + p.step_overhead_ms / 1e3 + outside + sampler_off
     on = model.price(model.decode(np.array([b]), ctx, spec)).total[0]
     off = model.price(model.decode(np.array([b]), ctx)).total[0]
@@ -233,20 +235,28 @@ def test_ngram_match_rate_defaults_to_the_published_proposal_rate_and_is_shown(c
 
 def test_a_ragged_step_pays_attention_outside_the_graph_per_sequence():
     """vLLM V1: n-gram at match rate 0.55 verifies 1 or k+1 positions per sequence (a ragged batch,
-    PIECEWISE graphs): 40 us per sequence; EAGLE's uniform verify does not pay it; a step that
-    prefills prompts beside decodes is ragged in both arms; SGLang pads n-gram drafts (uniform)."""
+    PIECEWISE graphs): 40 us per sequence, once (not again as the full-graph miss of a uniform verify);
+    EAGLE's uniform verify pays it where it misses a FULL graph, half the time (spec_graph_miss); a step
+    that prefills prompts beside decodes is ragged in both arms; SGLang pads n-gram drafts (uniform)."""
     dep = _dep("vllm")
     ngram = Speculation("ngram", 4, Acceptance.rate(0.6, match_rate=0.55))
     m = StepModel.of(dep, ngram)
     b = np.array([10.0, 100.0])
     st_ = m.price(m.decode(b, 1000.0, ngram))
     np.testing.assert_allclose(st_.term("ragged_attention"), b * 40e-6, rtol=1e-12)
+    assert np.all(st_.term("spec_overhead_per_seq") == 0.0)
     eagle = Speculation("eagle", 4, Acceptance.rate(0.6))
     me = StepModel.of(dep, eagle)
-    assert np.all(me.price(me.decode(b, 1000.0, eagle)).term("ragged_attention") == 0.0)
+    np.testing.assert_allclose(me.price(me.decode(b, 1000.0, eagle)).term("ragged_attention"), b * 0.5 * 40e-6,
+                               rtol=1e-12)
+    assert np.all(me.price(me.decode(b, 1000.0)).term("ragged_attention") == 0.0)  # the off arm's full graphs
     mixed = me.price(me.with_prompts(np.array([30.0]), np.array([2.0]), 100.0, 1000.0))  # off arm, 230 tokens
     # a mean step with 2 prompts: prompts arrive independently, so 1 - e^-2 of the steps carry one
     assert float(mixed.term("ragged_attention")[0]) == pytest.approx(32 * 40e-6 * (1 - np.exp(-2.0)))
+    # the on arm: the steps with a prompt chunk are ragged, half of the others miss their FULL graph
+    mixed_on = me.price(me.with_prompts(np.array([30.0]), np.array([2.0]), 100.0, 1000.0, eagle))
+    assert float(mixed_on.term("ragged_attention")[0]) == pytest.approx(
+        32 * 40e-6 * (1 - np.exp(-2.0) * (1 - 0.5)))
     big = np.array([300.0])  # 300 x 3.2 = 960 tokens: beyond V1's 512-token capture, eager, still ragged
     np.testing.assert_allclose(m.price(m.decode(big, 1000.0, ngram)).term("ragged_attention"), big * 40e-6)
     padded = replace(ngram, pad_misses=True)

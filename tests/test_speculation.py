@@ -63,8 +63,10 @@ def test_ngram_match_rate_scales_drafted_positions():
 
 
 def test_verify_with_q1_and_no_draft_equals_decode():
-    # no speculative bookkeeping and no n-gram lookup (it runs, matched or not): a plain decode
-    eff = Efficiency(spec_overhead_s=0.0, spec_overhead_per_seq_s=0.0, ngram_lookup_per_seq_s=0.0)
+    # no speculative bookkeeping, no n-gram lookup (it runs, matched or not) and no attention outside a
+    # FULL graph (a verify batch that misses one): a plain decode
+    eff = Efficiency(spec_overhead_s=0.0, spec_overhead_per_seq_s=0.0, ngram_lookup_per_seq_s=0.0,
+                     ragged_per_seq_s=0.0)
     d = dep(eff=eff)
     s = Speculation("ngram", 3, Acceptance.rate(0.5, match_rate=0.0))
     b = np.array([1.0, 16.0, 128.0])
@@ -136,6 +138,7 @@ def test_spec_step_shows_its_parts():
     eff = d  # the overheads in effect
     assert float(st.total[0]) == pytest.approx(
         float(st.draft[0] + st.verify[0]) + eff.spec_overhead_s + 4 * eff.spec_overhead_per_seq_s
+        + 4 * eff.ragged_per_seq_s * eff.engine.spec_graph_miss  # the verify batches that miss a FULL graph
         + (4 * (eff.sampler_bytes_per_vocab + eff.bonus_bytes_per_vocab) + 12 * eff.verify_bytes_per_vocab) * 128256
         / eff.bandwidth, rel=1e-12)
     # by hand: target forward at q = 4, the step overhead, three draft passes with their launches

@@ -158,12 +158,13 @@ def test_draft_tps_an_engine_refuses_are_one_line(argv, needle):
 
 def test_the_speculating_server_can_run_its_own_cuda_graph_mode():
     """--cuda-graphs-speculating piecewise: the speculating server runs attention outside the graph on
-    every step (64 x 40 us at batch 64), the other keeps full graphs: off unchanged, on +2.56 ms."""
+    every step (64 x 40 us at batch 64), the other keeps full graphs: off unchanged, on +1.28 ms (with
+    full graphs half its verify steps miss one and pay it already: spec_graph_miss)."""
     kw = dict(model="llama-3.1-8b", hardware="h100-sxm", acceptance=0.7)
     base = crossover.predict(crossover.scenario(**kw), batches=[64])
     split = crossover.predict(crossover.scenario(cuda_graphs_speculating="piecewise", **kw), batches=[64])
     assert split.prediction.curves.step_off[0] == pytest.approx(base.prediction.curves.step_off[0], rel=1e-12)
-    assert split.prediction.curves.step_on[0] == pytest.approx(base.prediction.curves.step_on[0] + 64 * 40e-6,
+    assert split.prediction.curves.step_on[0] == pytest.approx(base.prediction.curves.step_on[0] + 64 * 40e-6 * 0.5,
                                                                 rel=1e-9)
     assert split.inputs["cuda_graphs"] == "full" and split.inputs["cuda_graphs_speculating"] == "piecewise"
     assert "the speculating server's piecewise (given)" in split.to_text()

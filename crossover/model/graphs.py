@@ -56,11 +56,18 @@ def ragged_host(mix, engine, per_seq: float, tokens, speculating: bool) -> np.nd
     where it never does: EngineProfile.full_graphs). It holds beyond the graph capture limit too: a
     uniform step whose key (its `tokens`; a mean step's uniform share: its decodes, Mix.decode_tokens)
     exceeds the (speculating) server's largest graph replays none and runs its attention as a
-    PIECEWISE step does, with the same per-sequence metadata (its launch floor is a separate cost)."""
+    PIECEWISE step does, with the same per-sequence metadata (its launch floor is a separate cost).
+    A speculating server's uniform verify steps inside the limit miss a full graph in the share
+    EngineProfile.spec_graph_miss of them (vLLM V1: its capture sizes rounded to multiples of 1 + k)."""
     if per_seq == 0.0:
         return 0.0
     # share of the steps whose attention runs outside the graph
-    ragged = 1.0 - np.asarray(mix.uniform, float) if engine.full_graphs else np.float64(1.0)
+    if engine.full_graphs:
+        drafting = np.asarray(mix.verifying, float) > 0
+        miss = engine.spec_graph_miss * drafting if speculating and engine.spec_graph_miss else 0.0
+        ragged = 1.0 - np.asarray(mix.uniform, float) * (1.0 - miss)
+    else:
+        ragged = np.float64(1.0)
     key = tokens if mix.decode_tokens is None else mix.decode_tokens
     eager = eager_steps(key, np.asarray(mix.verifying, float), engine, speculating)
     if eager is not None:

@@ -120,6 +120,10 @@ class EngineProfile(Spec):
     # attention captured. False: every step runs its attention outside the graph (vLLM V1's PIECEWISE
     # default before 0.11) and pays ragged_per_seq_us per sequence, with speculation or without.
     full_graphs: bool = True
+    # Share of the speculating server's uniform verify steps inside its capture limit that find no full
+    # graph of their token count and run their attention outside it as a ragged step does (paying
+    # ragged_per_seq_us per sequence): vLLM V1 rounds its spec capture sizes to multiples of 1 + k.
+    spec_graph_miss: float = Field(default=0.0, ge=0, le=1)
     # Whether a step that carries prompt tokens replays a CUDA graph (vLLM V1's PIECEWISE graphs take
     # prefill and mixed steps). False: the engine captures decode steps only and runs a step with prompt
     # tokens eagerly, so it takes at least its layers' launch time (eager_layer_us), the draft's too.
