@@ -56,7 +56,10 @@ def test_a_three_level_sweep_fits_fewer_parameters_than_levels_each_identified()
 
 
 def test_a_well_measured_sweep_keeps_every_parameter():
-    truth = _scenario(bandwidth_fraction=0.7, flops_fraction=0.6, step_overhead_s=2e-3, draft_step_overhead_s=0.3e-3)
+    # every parameter away from its bounds in the truth (20 us per verifying sequence: the vllm profile's
+    # own default is 0)
+    truth = _scenario(bandwidth_fraction=0.7, flops_fraction=0.6, step_overhead_s=2e-3, draft_step_overhead_s=0.3e-3,
+                      spec_overhead_per_seq_s=20e-6)
     start = Scenario(_scenario().deployment, Speculation("eagle", 3, Acceptance.rate(0.5)), 1088, 1024, 128)
     fit = calibrate(start, _sweep(truth, [1, 2, 4, 8, 16, 32, 64, 96, 128, 192]), fit_acceptance=True, bootstrap=0)
     assert fit.at_default == {} and fit.at_bound == {} and len(fit.names) == 6

@@ -268,7 +268,7 @@ def test_measured_checks_a_saved_calibration_against_another_sweep(tmp_path):
     base = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--tp", "1", "--method", "eagle3", "--no-distilled"]
     fit = tmp_path / "fit.yaml"
     c = run_cli("calibrate", "--on", str(MEASURED / "vllm_on"), "--off", str(MEASURED / "vllm_off"), *base,
-                "--out", str(fit), "--bootstrap", "0")
+                "--out", str(fit), "--bootstrap", "0", "--force")  # (3 levels: one stays beyond |ln| 0.1)
     assert c.returncode == 0, c.stderr
     plain = json.loads(run_cli("measured", "--files", str(MEASURED / "sweep.csv"), *base, "--json").stdout)
     held = json.loads(run_cli("measured", "--files", str(MEASURED / "sweep.csv"), *base, "--calibration", str(fit),

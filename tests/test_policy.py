@@ -188,3 +188,27 @@ def test_whatif_cli_csv_json_and_plot(tmp_path):
     assert png.stat().st_size > 10_000
     bad = run_cli("whatif", "--x", "batch=1..8", "--y", "acceptance=0.5..1.5")
     assert_one_line_error(bad, "acceptance")
+
+
+def test_speculation_that_pays_again_beyond_the_graph_limit_is_routed_by_band():
+    """Llama-3.1-70B on 4 x H100 at context 128 (the fuzz campaign's case: an index error): speculation
+    stops paying at batch 241 and pays again from 513, where the server without speculation leaves its
+    512-token CUDA graph and pays attention outside it on every step, which the speculating one, beyond
+    its own graph already and with fewer steps per token, pays less often. The rule, the routing notes
+    and the vLLM schedule say so; nothing reads it as "off from batch 241"."""
+    dep = Deployment(model=load_model("llama-3.1-70b"), hardware=load_hardware("h100-sxm"), tp=4)
+    pol = best_k_policy(Scenario(dep, Speculation("eagle", 3, Acceptance.rate(0.7)), 128.0), 1024, 8)
+    assert pol.off_ranges == [(241, 512)] and pol.speculate_below_batch == 241
+    assert pol.best_k[512] > 0 and pol.best_k[511] == 0  # batch 513 speculates, 512 does not
+    # why: batch 513 is the first whose plain decode (one token a request) leaves the 512-token graph
+    assert eager_steps(np.array([512.0, 513.0]), np.zeros(2), dep.engine, False).tolist() == [False, True]
+    cfg = engine_configs(pol, "yuhuili/EAGLE-LLaMA3.1-Instruct-70B")
+    assert cfg["rule"] == "speculate except at batches 241-512 (k = 7 at batch 1)"
+    route = "send traffic at batches 241-512 to a server without speculation."
+    assert any(n.endswith(route) for n in cfg["sglang"]["notes"])
+    assert cfg["vllm"]["speculative_config"]["num_speculative_tokens_per_batch_size"][-2:] == [[241, 512, 0],
+                                                                                             [513, 1024, 1]]
+    r = run_cli("policy", "--context", "128", "--batch-max", "1024", "--k-max", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["off_ranges"] == [[241, 512]] and d["speculate_below_batch"] == 241

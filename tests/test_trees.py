@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import itertools
 
+import numpy as np
+
 import pytest
 from conftest import run_cli
 from hypothesis import given, settings
@@ -16,6 +18,7 @@ from crossover.specs import Deployment, load_hardware, load_model
 from crossover.model.speculation import EAGLE1_TREE_PATHS, Speculation
 from crossover.model.acceptance import Acceptance
 from crossover.analysis.trees import best_tree_paths, best_tree_policy, branching
+from crossover.model.graphs import eager_steps
 
 
 def test_likeliest_paths_by_hand():
@@ -77,7 +80,14 @@ def test_tree_size_falls_with_load():
     plan = best_tree_policy(Scenario(dep, Speculation("eagle3", 6, Acceptance.rate(0.7)), 1024), 512, 24)
     sched = plan.schedule()
     nodes = [r["nodes"] for r in sched]
-    assert nodes == sorted(nodes, reverse=True) and nodes[0] == 24 and nodes[-1] < 8
+    assert nodes[0] == 24 and nodes[-1] < 8
+    # the tree shrinks as the batch grows, except where the smaller tree's verify step has just left
+    # vLLM's 512-token CUDA graph (batch x (nodes + 1) tokens): a larger one can win again there
+    engine = dep.engine.speculating
+    for a, b in zip(sched, sched[1:]):
+        if b["nodes"] > a["nodes"]:
+            tokens = np.array([b["batch_min"] * (a["nodes"] + 1.0)])
+            assert a["nodes"] > 0 and eager_steps(tokens, np.array([float(b["batch_min"])]), engine, True) is not None, sched
     assert plan.sizes[0] == 0 and plan.tau[0] == 1.0  # size 0 is speculation off
     assert sched[0]["batch_min"] == 1 and sched[-1]["batch_max"] == 512
 

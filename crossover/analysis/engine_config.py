@@ -81,9 +81,11 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
     sched = pol.schedule
     k_top = max((r["k"] for r in sched), default=0)
     below = pol.speculate_below_batch
+    off, top = pol.off_ranges, int(pol.batches[-1])
+    route = _route(off, top)
     k_first = max(sched[0]["k"], 1) if sched else 1
     ckpt, ph = _checkpoint(pol, draft_model)
-    never = below == 1  # speculation never pays in the range checked
+    never = off == [(1, top)]  # speculation never pays in the range checked
     extra = (f"--draft-model-id applies to draft, eagle, eagle3 and medusa: {spec.method} loads no separate "
              f"checkpoint, so {draft_model!r} is not written" if draft_model and spec.method not in _CHECKPOINT else None)
     tp = pol.scenario.deployment.tp
@@ -125,8 +127,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
             f"vLLM {_short(static_since)}-0.23 have no per-batch k (0.11-0.15 silently drop the unknown key and would "
             f"speculate at k = {max(k_top, 1)} at every batch; 0.16-0.23 refuse it): use "
             f"--speculative-config {shlex.quote(_json(static))} (k = {k_first}, batch 1's best)"
-            + (f" and send traffic above batch {below - 1} to a server without speculation." if below else
-               ", which pays over the whole batch range checked."))
+            + (f" and {route}" if below else ", which pays over the whole batch range checked."))
     if spec.method == "draft":
         vnotes.append("vLLM 0.11-0.14 refuse method draft_model (NotImplementedError in EngineArgs): draft models "
                       "need vLLM >= 0.15.")
@@ -206,8 +207,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
                 "SGLang has no per-batch-size k schedule upstream and its adaptive speculation is EAGLE's: "
                 f"NGRAM keeps one width; set it for the load served most (k per batch: {tiers or [1]}).",
                 "Route by load instead where speculation stops paying: "
-                + (f"send traffic above batch {below - 1} to a server without speculation." if below else
-                   "it pays over the whole batch range checked."),
+                + (route if below else "it pays over the whole batch range checked."),
                 "--cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.20) matters: speculative batches "
                 "above it run without CUDA graphs.",
             ],
@@ -219,10 +219,26 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
         rule = f"speculate (k = {k_first}) at every batch up to {int(pol.batches[-1])}"
     elif never:
         rule = "do not speculate: it never pays in this range"
-    else:
+    elif off == [(below, top)]:
         rule = f"speculate below batch {below} (k = {k_first} at batch 1), off from batch {below}"
+    else:  # it pays again above an off range (beyond a CUDA-graph limit)
+        rule = (f"speculate except at batches {_ranges_said(off, top)}"
+                + (f" (k = {k_first} at batch 1)" if below > 1 else ""))
     out["rule"] = rule
     return out
+
+
+def _ranges_said(off: list[tuple[int, int]], last: int) -> str:
+    """e.g. '241-512 and 900-1024' ('900 and above' where a range ends at the last batch checked)."""
+    said = [f"{lo} and above" if hi == last and lo != hi else f"{lo}-{hi}" if lo != hi else f"{lo}" for lo, hi in off]
+    return ", ".join(said[:-1]) + (" and " if len(said) > 1 else "") + said[-1]
+
+
+def _route(off: list[tuple[int, int]], last: int) -> str:
+    """Where to send traffic to a server without speculation (the batches where it does not pay)."""
+    if len(off) == 1 and off[0][1] == last:
+        return f"send traffic above batch {off[0][0] - 1} to a server without speculation."
+    return f"send traffic at batches {_ranges_said(off, last)} to a server without speculation." if off else ""
 
 
 def _title(engine: str, lo: str | None, hi: str | None) -> str:

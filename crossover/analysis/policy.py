@@ -34,13 +34,18 @@ class Policy:
         return self.tput.max(axis=0)
 
     @property
+    def off_ranges(self) -> list[tuple[int, int]]:
+        """The batch ranges (inclusive) where speculation does not pay (best k 0). Usually one, to the end
+        of the range; more where it pays again beyond a CUDA-graph limit (both servers outside their
+        graphs: the speculating one, with fewer steps per token, pays that host time less often)."""
+        return [(r["batch_min"], r["batch_max"]) for r in ranges(self.batches, self.best_k) if r["k"] == 0]
+
+    @property
     def speculate_below_batch(self) -> int | None:
-        """Speculation pays below this batch and never at or above it (None: it pays up to b_max; 1: never)."""
-        on = self.best_k > 0
-        if on.all():
-            return None
-        last_on = np.nonzero(on)[0]
-        return int(self.batches[last_on[-1] + 1]) if last_on.size else 1
+        """The first batch where speculation stops paying (None: it pays at every batch; 1: not even at
+        batch 1); `off_ranges` says whether it pays again above it."""
+        off = self.off_ranges
+        return off[0][0] if off else None
 
     def gains(self) -> dict[str, float]:
         """Schedule throughput over always-on (configured k) and always-off, across the batch range."""

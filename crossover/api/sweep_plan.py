@@ -166,9 +166,16 @@ def _new_levels(interval, floor: float, top: float, n: int, integer: bool, done:
     if interval is not None:
         inside = [v for v in placed if interval.holds(v)]
         outside = [v for v in placed if not interval.holds(v)]
-        while len(outside) > len(inside):  # the measured levels were inside: keep the new ones there the most
+        # the measured levels were inside: keep the new ones there the most; one more placed level can
+        # bring two new ones (n + 1): those beyond n go from outside first, from the middle
+        while outside and (len(outside) > len(inside) or len(inside) + len(outside) > n):
             outside.pop(len(outside) // 2)
+        while len(inside) > n:
+            inside.pop(len(inside) // 2)
         placed = sorted(inside + outside)
+    else:
+        while len(placed) > n:
+            placed.pop(len(placed) // 2)
     if not placed:
         raise CrossoverError("every planned level is measured already: give more --levels or a higher --peak")
     return placed

@@ -14,6 +14,7 @@ def policy_dict(pol, configs: dict[str, Any]) -> dict[str, Any]:
     return {
         "schedule": pol.schedule,
         "speculate_below_batch": pol.speculate_below_batch,
+        "off_ranges": [list(r) for r in pol.off_ranges],
         "engine_configs": {k: configs[k] for k in ("vllm", "sglang", "tensorrt_llm")},
         "rule": configs["rule"],
         "gains": {k: round(v, 4) for k, v in pol.gains().items()},
