@@ -216,3 +216,22 @@ def test_a_uniform_step_beyond_the_graph_limit_pays_the_piecewise_host_time():
     off_p = m.price(m.with_prompts(one, 0.05, 2000.0, 1000.0)).term("ragged_attention")
     assert float(on_p[0]) == pytest.approx(129.05 * 40e-6, rel=1e-12)
     assert float(off_p[0]) == pytest.approx((1 - np.exp(-0.05)) * 129.05 * 40e-6, rel=1e-12)
+
+
+def test_a_crossover_at_the_graph_limit_says_so_and_a_larger_limit_moves_it():
+    """Llama-3.1-8B with Qwama-0.5B at k = 5 on an H100: the verify step's 6 tokens a request outgrow
+    vLLM's 512-token graph above batch 512 / 6 = 85.33, where the speedup jumps through 1: the crossover
+    is that jump, and predict names it with the flag that moves it; with graphs to 1024 tokens it lies
+    further out (108.4), on the smooth curve, and nothing is said."""
+    args = ["predict", "--model", "llama-3.1-8b", "--method", "draft", "--draft", "qwama-0.5b", "--k", "5",
+            "--acceptance", "0.6", "--draft-tp", "1"]
+    d = json.loads(run_cli(*args, "--json").stdout)
+    assert d["crossover_batch"] == pytest.approx(512 / 6, abs=0.01)
+    assert d["crossover_at_graph_limit"] == {"server": "speculating", "batch": 85.333, "limit": 512,
+                                             "unit": "tokens", "width": 6.0}
+    text = run_cli(*args).stdout
+    assert ("at the speculating server's CUDA-graph limit: above it its verify step (6 tokens a request) outgrows "
+            "the largest graph (512 tokens)") in text and "--max-cudagraph-capture-size" in text
+    wide = json.loads(run_cli(*args, "--cuda-graph-max", "1024", "--json").stdout)
+    assert wide["crossover_batch"] > 100 and wide["crossover_at_graph_limit"] is None
+    assert "CUDA-graph limit:" not in run_cli(*args, "--cuda-graph-max", "1024").stdout

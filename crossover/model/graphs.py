@@ -40,6 +40,16 @@ def replayed(tokens, verifying, engine, speculating: bool) -> dict:
             "sizes_listed": engine.captured(speculating) is not None}
 
 
+def limit_batch(engine, speculating: bool, width: float) -> float | None:
+    """The batch beyond which a uniform step of `width` positions a request (its verify width; 1 for a
+    plain decode) outgrows the (speculating) server's largest CUDA graph: where its graph key
+    (graph_key: tokens, expanded sequences, or requests) passes capture_limit. None: no graph."""
+    limit = engine.capture_limit(speculating)
+    if limit == 0:
+        return None
+    return float(limit) if engine.graph_capture_unit == "requests" else limit / float(width)
+
+
 def eager_steps(tokens, verifying: np.ndarray, engine, speculating: bool) -> np.ndarray | None:
     """Where the target forward runs outside a captured CUDA graph (None: nowhere): its graph key
     beyond the (speculating) server's largest graph, everywhere where it captures none."""

@@ -43,6 +43,7 @@ def prediction_dict(pred: Prediction) -> dict[str, Any]:
     return {
         "crossover_batch": None if cb is None else _num(cb, 3),
         "crossover_within_memory": None if cb is None else bool(cb <= pred.max_batch_on),
+        "crossover_at_graph_limit": _at_graph_limit(pred),
         "crossings": [{"batch": _num(x.batch, 3), "direction": x.direction} for x in pred.crossings],
         "regime": pred.regime,
         "max_batch_off": pred.max_batch_off,
@@ -52,6 +53,25 @@ def prediction_dict(pred: Prediction) -> dict[str, Any]:
         "wasted_positions_per_step": _num(spec.verify_width - tau, 6),
         "points": points,
     }
+
+
+def _at_graph_limit(pred: Prediction) -> dict[str, Any] | None:
+    """Where the crossover is a server's CUDA-graph limit (its uniform step outgrows the largest graph
+    there and runs its attention outside it: the speedup jumps through 1): which server, the batch, the
+    limit and its unit. None elsewhere."""
+    from ..model.graphs import limit_batch
+
+    cb = pred.crossover_batch
+    if cb is None:
+        return None
+    dep, spec = pred.scenario.deployment, pred.scenario.speculation
+    for server, engine, width in (("speculating", dep.speculating_engine, spec.verify_width),
+                                  ("plain", dep.engine, 1.0)):
+        b = limit_batch(engine, server == "speculating", width)
+        if b is not None and abs(cb / b - 1.0) < 1e-3:
+            return {"server": server, "batch": _num(b, 3), "limit": int(engine.capture_limit(server == "speculating")),
+                    "unit": engine.graph_capture_unit, "width": _num(width, 6)}
+    return None
 
 
 def engine_line(inputs: dict[str, Any]) -> str:
@@ -172,6 +192,14 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
         what = "stops paying off" if first["direction"] == "down" else "starts paying off"
         mem = "" if d["crossover_within_memory"] else " (beyond the memory limit with speculation)"
         lines.append(f"crossover: batch {d['crossover_batch']:.1f} - speculation {what} there{mem}")
+        g = d["crossover_at_graph_limit"]
+        if g is not None:
+            step = (f"verify step ({g['width']:g} tokens a request)" if g["server"] == "speculating" else
+                    "decode step (one token a request)")
+            lines.append(f"           at the {'speculating' if g['server'] == 'speculating' else 'plain'} server's "
+                         f"CUDA-graph limit: above it its {step} outgrows the largest graph ({g['limit']} "
+                         f"{g['unit']}) and runs attention outside it; a larger capture limit moves it "
+                         f"(--cuda-graph-max: vLLM's --max-cudagraph-capture-size, SGLang's --cuda-graph-max-bs)")
         for extra in d["crossings"][1:]:
             lines.append(f"           and again at batch {extra['batch']:.1f} ({extra['direction']})")
     return "\n".join(lines)
