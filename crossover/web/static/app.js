@@ -179,7 +179,9 @@ export function render() {
   const down = p.crossings.length && p.crossings[0].direction === "down";
   $("regime").innerHTML = cb === null
     ? `in batch ${fmt(bmin)}–${fmt(bmax)}: speculation is ${p.regime === "always_faster" ? "faster" : "slower"} throughout`
-    : `speculation ${down ? "stops" : "starts"} paying off there${p.crossover_within_memory ? "" : " (beyond the memory limit)"}`;
+    : `speculation ${down ? "stops" : "starts"} paying off there${p.crossover_within_memory ? "" : " (beyond the memory limit)"}` +
+      (p.crossover_at_graph_limit ? `: the ${p.crossover_at_graph_limit.server} server's CUDA-graph limit ` +
+        `(${p.crossover_at_graph_limit.limit} ${esc(p.crossover_at_graph_limit.unit)}; --cuda-graph-max moves it)` : "");
   if (Number(state.mix)) $("context-out").textContent = `${fmt(inp.context, 5)} (prompt + output / 2)`;
   const acc = inp.acceptance_kind === "tau" ? `tau ${inp.acceptance}` : `acceptance ${inp.acceptance}`;
   $("summary").innerHTML = `${esc(inp.model)} on ${inp.tp} × ${esc(inp.hardware)}${inp.tp_auto ? " (auto TP)" : ""}, ` +
