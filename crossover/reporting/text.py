@@ -68,7 +68,10 @@ def _at_graph_limit(pred: Prediction) -> dict[str, Any] | None:
     for server, engine, width in (("speculating", dep.speculating_engine, spec.verify_width),
                                   ("plain", dep.engine, 1.0)):
         b = limit_batch(engine, server == "speculating", width)
-        if b is not None and abs(cb / b - 1.0) < 1e-3:
+        if b is None:
+            continue
+        b *= dep.data_parallel  # the batch is every rank's: each steps its share (ceil: within a rank's count)
+        if abs(cb - b) <= max(1e-3 * b, float(dep.data_parallel - 1)):
             return {"server": server, "batch": _num(b, 3), "limit": int(engine.capture_limit(server == "speculating")),
                     "unit": engine.graph_capture_unit, "width": _num(width, 6)}
     return None
