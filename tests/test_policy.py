@@ -212,3 +212,33 @@ def test_speculation_that_pays_again_beyond_the_graph_limit_is_routed_by_band():
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["off_ranges"] == [[241, 512]] and d["speculate_below_batch"] == 241
+
+
+def test_dynamic_sd_is_priced_as_vllm_runs_it_every_step_piecewise():
+    """vLLM's Dynamic SD (num_speculative_tokens_per_batch_size) runs every step PIECEWISE on model runner V1
+    (issue #49548): by hand at batch 64 (k = 4 there) the step pays 64 x 40 us of attention outside the graph
+    where full graphs paid half of it (the verify batches that miss one), so the schedule's tokens/s is
+    64 tau / (step + 64 x 40 us x 0.5); at a k = 0 batch the plain step pays all of b x 40 us. The vLLM note
+    says the mean gain priced so and where one Dynamic-SD server is slower than one without speculation."""
+    from crossover.analysis.policy import dynamic_sd_throughput
+
+    dep = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1)
+    sc = Scenario(dep, Speculation("eagle3", 7, Acceptance.rate(0.72)), 1024)
+    pol = best_k_policy(sc, 256, 7)
+    dyn = dynamic_sd_throughput(pol)
+    i = 63
+    k = int(pol.best_k[i])
+    c = evaluate(Scenario(dep, sc.speculation.with_k(k), 1024), [64.0])
+    tau = sc.speculation.with_k(k).tau
+    assert k == 4 and dyn[i] == pytest.approx(64 * tau / (c.step_on[0] + 64 * 40e-6 * 0.5), rel=1e-9)
+    ratio = dyn / pol.tput[0]
+    cfg = engine_configs(pol, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")["vllm"]
+    d = cfg["dynamic_sd_piecewise"]
+    assert d["mean_gain_over_always_off"] == pytest.approx(float(np.mean(ratio)))
+    assert d["slower_than_off"] == [[252, 256]] and np.all(ratio[251:] < 1) and np.all(ratio[:251] >= 1)
+    assert any("Dynamic SD runs every step with PIECEWISE CUDA graphs" in n and "252 and above" in n
+               for n in cfg["notes"])
+    # an engine that has no full graphs to lose (vLLM 0.10: PIECEWISE already) or is not vLLM V1: nothing
+    old = Deployment(model=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"), tp=1,
+                     engine=load_engine("vllm-0.10"))
+    assert dynamic_sd_throughput(best_k_policy(Scenario(old, sc.speculation, 1024), 16, 3)) is None

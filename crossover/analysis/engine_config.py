@@ -131,6 +131,9 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
     if spec.method == "draft":
         vnotes.append("vLLM 0.11-0.14 refuse method draft_model (NotImplementedError in EngineArgs): draft models "
                       "need vLLM >= 0.15.")
+    dynamic = _dynamic_sd(pol) if not never else None
+    if dynamic is not None:
+        vnotes.append(dynamic["note"])
     vnotes.append("disable_by_batch_size is ignored since vLLM v0.10.0 (V0 removed) and is gone from "
                   "SpeculativeConfig since 0.17 (#35060): use the schedule above instead.")
     vmin = max(VLLM_DYNAMIC_SINCE, _VLLM_METHOD_SINCE.get(spec.method, "0"), key=_vkey)
@@ -145,6 +148,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
                        "versions": {"min": static_since, "max": "0.23.0"}},
             "placeholders": _placed(ph, "model"),
             "notes": vnotes,
+            "dynamic_sd_piecewise": None if dynamic is None else {k: v for k, v in dynamic.items() if k != "note"},
         },
     }
 
@@ -226,6 +230,31 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
                 + (f" (k = {k_first} at batch 1)" if below > 1 else ""))
     out["rule"] = rule
     return out
+
+
+def _dynamic_sd(pol: Policy) -> dict[str, Any] | None:
+    """What the schedule gives on one vLLM server that runs it as Dynamic SD, every step PIECEWISE on
+    vLLM's model runner V1 (policy.dynamic_sd_throughput), against a server without speculation on
+    full graphs: the mean gain, and where it is slower (route those batches to that server)."""
+    import numpy as np
+
+    from .policy import dynamic_sd_throughput, ranges
+
+    tput = dynamic_sd_throughput(pol)
+    if tput is None:
+        return None
+    ratio = tput / pol.tput[0]
+    full = float(np.mean(pol.best_tput / pol.tput[0]))
+    slower = [(r["batch_min"], r["batch_max"]) for r in ranges(pol.batches, (ratio < 1.0).astype(int)) if r["k"] == 1]
+    top = int(pol.batches[-1])
+    note = ("on vLLM's model runner V1, Dynamic SD runs every step with PIECEWISE CUDA graphs, attention outside "
+            "the graph (vllm issue #49548: 59.6 -> 50.0 tok/s single stream): priced so, this schedule on one "
+            f"server gains mean {float(np.mean(ratio)):.3f}x over a server without speculation on full graphs "
+            f"(not {full:.3f}x)"
+            + (f", and is slower than it at batches {_ranges_said(slower, top)}: send those to that server instead."
+               if slower else "."))
+    return {"mean_gain_over_always_off": float(np.mean(ratio)), "slower_than_off": [list(r) for r in slower],
+            "note": note}
 
 
 def _ranges_said(off: list[tuple[int, int]], last: int) -> str:

@@ -60,6 +60,27 @@ class Policy:
         }
 
 
+def dynamic_sd_throughput(pol: Policy) -> np.ndarray | None:
+    """Output tokens/s following the schedule on one vLLM V1 server that runs it as Dynamic SD
+    (num_speculative_tokens_per_batch_size), which on vLLM's model runner V1 runs every step with
+    PIECEWISE CUDA graphs (attention outside the graph; vllm issue #49548: 59.6 -> 50.0 tok/s single
+    stream): each batch at its k with both steps piecewise, k = 0 batches as plain decodes of that
+    server. None where the engine is not vLLM V1 running full graphs (nothing changes there)."""
+    sc = pol.scenario
+    engine = sc.deployment.engine
+    if engine.framework != "vllm" or engine.verify_layout != "multi_query" or not engine.full_graphs:
+        return None
+    pw = sc.with_engine(engine.configured(cuda_graphs="piecewise"))
+    b = pol.batches.astype(float)
+    out = np.empty_like(b)
+    for k in sorted({int(x) for x in pol.best_k}):
+        at = pol.best_k == k
+        c = evaluate(Scenario(pw.deployment, sc.speculation.with_k(max(k, 1)), sc.context, sc.prompt_len,
+                              sc.output_len), b[at])
+        out[at] = c.tokens_per_s_off if k == 0 else c.tokens_per_s_on
+    return out
+
+
 def best_k_policy(sc: Scenario, b_max: int, k_max: int) -> Policy:
     """Throughput of k = 0..k_max at every integer batch 1..b_max; the schedule of the best k."""
     if not 1 <= k_max <= MAX_K:

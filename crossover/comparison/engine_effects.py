@@ -63,13 +63,8 @@ def ran_engine(table: MeasuredTable, sc: Scenario) -> dict[str, str]:
 
 
 def with_engine(sc: Scenario, engine) -> Scenario:
-    """The scenario with another engine profile (or the same one configured otherwise), validated as a new
-    deployment: the engine as it runs on this GPU (Deployment's validators: capture limits, MLA graphs)."""
-    from ..model.scenario import Scenario
-
-    dep = sc.deployment
-    return Scenario(type(dep)(**{**dict(dep), "engine": engine}), sc.speculation, sc.context, sc.prompt_len,
-                    sc.output_len)
+    """The scenario with another engine profile (or the same one configured otherwise): Scenario.with_engine."""
+    return sc.with_engine(engine)
 
 
 def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str, Any] | None:

@@ -52,6 +52,14 @@ class Scenario:
         """Whether the prefill/decode mix is modelled."""
         return self.prompt_len is not None
 
+    def with_engine(self, engine) -> "Scenario":
+        """This scenario with another engine profile (or the same one configured otherwise), validated as
+        a new deployment: the engine as it runs on this GPU (Deployment's validators: capture limits,
+        MLA graphs)."""
+        dep = self.deployment
+        return Scenario(type(dep)(**{**dict(dep), "engine": engine}), self.speculation, self.context,
+                        self.prompt_len, self.output_len, self.tp_auto, self.defaults_used)
+
     @cached_property
     def memory_limits(self) -> tuple[int, int]:
         """The largest batch without and with speculation (its draft's weights and KV cache), each
