@@ -75,8 +75,10 @@ def _placed(ph: dict[str, Any] | None, key: str) -> list[dict[str, Any]]:
     return [] if ph is None else [{**ph, "key": key}]
 
 
-def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any]:
-    """vLLM, TensorRT-LLM and SGLang settings that apply the schedule, with where versions differ."""
+def engine_configs(pol: Policy, draft_model: str | None = None, priced: bool = True) -> dict[str, Any]:
+    """vLLM, TensorRT-LLM and SGLang settings that apply the schedule, with where versions differ.
+    `priced`: the policy's throughputs are the model's (policy.best_k_policy), so the vLLM notes can
+    price the schedule as Dynamic SD runs it; False for a schedule written out without them."""
     spec = pol.scenario.speculation
     sched = pol.schedule
     k_top = max((r["k"] for r in sched), default=0)
@@ -131,7 +133,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None) -> dict[str, Any
     if spec.method == "draft":
         vnotes.append("vLLM 0.11-0.14 refuse method draft_model (NotImplementedError in EngineArgs): draft models "
                       "need vLLM >= 0.15.")
-    dynamic = _dynamic_sd(pol) if not never else None
+    dynamic = _dynamic_sd(pol) if priced and not never else None
     if dynamic is not None:
         vnotes.append(dynamic["note"])
     vnotes.append("disable_by_batch_size is ignored since vLLM v0.10.0 (V0 removed) and is gone from "

@@ -196,12 +196,10 @@ def screen(dep: Deployment, spec: Speculation, prompt_len: float, output_len: fl
     r = _at(curve, curve.batch.size - 1, output_len, "routed")
     r.k = int(chosen[feasible].max())
     r.schedule = ranges(curve.batch, curve.k)
-    on_mask = curve.k > 0
-    last_off_start = None
-    if not on_mask[-1]:
-        idx = np.nonzero(on_mask)[0]
-        last_off_start = int(curve.batch[idx[-1] + 1]) if idx.size else 1
-    r.speculate_below = last_off_start
+    # "on below N" only where speculation is off in one run to the capacity; where it pays again above
+    # an off run (beyond a CUDA-graph limit) the schedule says the bands
+    off_runs = [x for x in r.schedule if x["k"] == 0]
+    r.speculate_below = (off_runs[0]["batch_min"] if len(off_runs) == 1 and r.schedule[-1]["k"] == 0 else None)
     out.append(r)
     return out
 

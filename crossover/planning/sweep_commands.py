@@ -67,7 +67,7 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
     dep = sc.deployment
     spec = sc.speculation
     draft = spec.draft.name if spec.method == "draft" and spec.draft is not None else None
-    cfg = engine_configs(fixed_k_policy(sc, limits.max_num_seqs), draft_model_id or draft)
+    cfg = engine_configs(fixed_k_policy(sc, limits.max_num_seqs), draft_model_id or draft, priced=False)
     model, ph = model_id(sc)
     notes: list[str] = []
     quant = []
