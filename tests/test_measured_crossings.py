@@ -123,3 +123,27 @@ def test_level_crossings_equal_the_plain_loop(levels, rtol):
     loads, ratios = [x for x, _ in levels], [r for _, r in levels]
     got = level_crossings(loads, ratios, rtol)
     assert (got.crossings, got.crossover, got.side) == _reference_crossings(loads, ratios, rtol)
+
+
+def test_strict_failing_says_its_one_error_line_and_no_notes_before_it(tmp_path):
+    """The fuzz campaign: SGLang bench_serving results (whose reading prints notes: the method and the
+    engine profile taken from the files) with points beyond the speed of light on an L4, `--strict`:
+    exit 2 used to come with the two notes and the error on stderr. Now the error line alone; the
+    output (stdout) still shows the physics check it points to."""
+    base = {"backend": "sglang-oai", "dataset_name": "random", "request_rate": float("inf"), "max_concurrency": 32,
+            "random_input_len": 1024, "random_output_len": 128, "duration": 20.9, "completed": 320,
+            "total_input_tokens": 327680, "total_output_tokens": 40960, "mean_tpot_ms": 14.96,
+            "median_tpot_ms": 14.9, "mean_e2e_latency_ms": 1990.2}
+    on = {**base, "output_throughput": 1959.8, "accept_length": 2.41,
+          "server_info": {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                          "speculative_num_draft_tokens": 4}}
+    off = {**base, "output_throughput": 1398.3, "accept_length": None,
+           "server_info": {"model_path": "meta-llama/Llama-3.1-8B-Instruct", "tp_size": 1, "speculative_algorithm": None}}
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(on) + "\n" + json.dumps(off) + "\n")
+    args = ["measured", "--files", str(f), "--hardware", "l4", "--model", "llama-3.1-8b", "--tp", "1"]
+    plain = run_cli(*args)
+    assert plain.returncode == 0 and "note: engine profile sglang" in plain.stderr, plain.stderr
+    r = run_cli(*args, "--strict")
+    assert_one_line_error(r, "beyond the speed of light", "--strict")
+    assert "BEATS PHYSICS" in r.stdout or "beats" in r.stdout.lower()

@@ -43,9 +43,11 @@ def cmd_measured(args: argparse.Namespace) -> int:
                    distilled=not getattr(args, "no_distilled", False),
                    engine_metrics=engine_metrics_files(args.engine_metrics), server_args=args.server_args,
                    **_launch(args))
+    bad = res.impossible
+    failing = bool(getattr(args, "strict", False) and bad)  # exit 2: its one error line is all stderr says
     later = [d for d in res.diagnostics if d.kind == SKIPPED]  # the skipped check is said after the output
     for d in res.diagnostics:
-        if d not in later:
+        if d not in later and not failing:
             print(d.line, file=sys.stderr)
     if args.plot:
         from ..api.build import inputs
@@ -53,10 +55,9 @@ def cmd_measured(args: argparse.Namespace) -> int:
 
         plot_measured(res.table, (res.scenario, inputs(res.scenario)) if res.scenario else None, args.plot, res.predicted)
     print_result(args, res)
-    for d in later:
+    for d in later if not failing else ():
         print(d.line, file=sys.stderr)
-    bad = res.impossible
-    if getattr(args, "strict", False) and bad:
+    if failing:
         where = ", ".join(f"{c.arm} at {c.load:g}" for c in bad[:4]) + (" ..." if len(bad) > 4 else "")
         raise CrossoverError(f"{len(bad)} measured point(s) beyond the speed of light ({where}); see the physics "
                              f"check above (--strict)")
