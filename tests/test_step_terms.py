@@ -77,6 +77,16 @@ def test_the_breakdown_rows_add_up_to_the_step(engine, batch):
         terms = sum(t[f"{arm}_ms"] for n, t in bd["terms"].items() if n != "target_forward")
         assert rows + terms == pytest.approx(bd[f"total_{arm}_ms"], abs=1e-5)
     assert set(bd["terms"]) == set(StepBreakdown.TERMS)
+    # the graphs line: vLLM V1's verify batches inside the 512-token limit miss a full graph half the time
+    # (that share is the on arm's ragged_attention: batch x 40 us x 0.5); beyond it none is replayed
+    on = bd["graphs"]["on"]
+    assert bd["graphs"]["off"]["miss"] == 0.0
+    if engine == "vllm":
+        assert on["miss"] == (0.5 if batch == 4.0 else 0.0) and (on["replayed"] is None) == (batch == 300.0)
+        share = 0.5 if batch == 4.0 else 1.0
+        assert bd["terms"]["ragged_attention"]["on_ms"] == pytest.approx(batch * 40e-3 * share, rel=1e-9)
+    else:
+        assert on["miss"] == 0.0
 
 
 def test_cuda_graphs_none_runs_v0_eagerly_with_its_multi_query_scorer():

@@ -31,13 +31,15 @@ def padding(tokens, verifying: np.ndarray, engine, speculating: bool) -> np.ndar
 
 def replayed(tokens, verifying, engine, speculating: bool) -> dict:
     """One step's graph in words' terms (the first element): its key and unit, the captured size it
-    replays (None: it runs eagerly, beyond the capture limit or with graphs off), the limit, and whether
-    the engine's profile lists its captured sizes (else no padding is priced)."""
+    replays (None: it runs eagerly, beyond the capture limit or with graphs off), the limit, whether
+    the engine's profile lists its captured sizes (else no padding is priced), and the share of such
+    verify steps that miss a full graph (EngineProfile.spec_graph_miss; 0 for a plain step)."""
     key = float(np.ravel(graph_key(tokens, np.asarray(verifying, float), engine))[0])
     limit = engine.capture_limit(speculating)
     size = None if limit == 0 or key > limit else float(engine.padded_key(np.array([key]), speculating)[0])
+    miss = engine.spec_graph_miss if speculating and size is not None and engine.full_graphs else 0.0
     return {"key": key, "unit": engine.graph_capture_unit, "replayed": size, "limit": float(limit),
-            "sizes_listed": engine.captured(speculating) is not None}
+            "sizes_listed": engine.captured(speculating) is not None, "miss": float(miss)}
 
 
 def limit_batch(engine, speculating: bool, width: float) -> float | None:

@@ -140,10 +140,12 @@ def _graph_said(g: dict[str, Any]) -> str:
     if g["replayed"] is None:
         why = "graphs off" if g["limit"] == 0 else f"beyond the {g['limit']:g}-{one} capture limit"
         return f"eager ({g['key']:g} {g['unit']}, {why})"
+    miss = (f"; {g['miss']:.0%} of such verify steps miss a full graph and run attention outside it "
+            f"(ragged_attention)" if g.get("miss") else "")
     if not g.get("sizes_listed", True):
-        return f"captured ({g['key']:g} {g['unit']}; padding to the captured sizes not priced)"
+        return f"captured ({g['key']:g} {g['unit']}; padding to the captured sizes not priced{miss})"
     pad = f", padded from {g['key']:g}" if g["replayed"] > g["key"] else ""
-    return f"replays the {g['replayed']:g}-{one} graph{pad}"
+    return f"replays the {g['replayed']:g}-{one} graph{pad}{miss}"
 
 
 def acceptance_said(inputs: dict[str, Any]) -> str:
