@@ -248,6 +248,30 @@ class Prediction:
         """Whether each batch fits in memory with the draft's weights and KV cache."""
         return self.curves.batch <= self.max_batch_on
 
+    @property
+    def crossover_at_graph_limit(self) -> dict | None:
+        """Where the crossover is a server's CUDA-graph limit (its uniform step outgrows the largest graph
+        there and runs its attention outside it: the speedup jumps through 1): `server` (speculating or
+        plain), the `batch` (every data-parallel rank's: each steps its share), the `limit`, its `unit` and
+        the step's `width` in tokens a request. None elsewhere."""
+        from ..model.graphs import limit_batch
+
+        cb = self.crossover_batch
+        if cb is None:
+            return None
+        dep, spec = self.scenario.deployment, self.scenario.speculation
+        for server, engine, width in (("speculating", dep.speculating_engine, spec.verify_width),
+                                      ("plain", dep.engine, 1.0)):
+            speculating = server == "speculating"
+            b = limit_batch(engine, speculating, width)
+            if b is None:
+                continue
+            b *= dep.data_parallel  # (each rank's count is a ceil: within one batch a rank)
+            if abs(cb - b) <= max(1e-3 * b, float(dep.data_parallel - 1)):
+                return {"server": server, "batch": b, "limit": int(engine.capture_limit(speculating)),
+                        "unit": engine.graph_capture_unit, "width": float(width)}
+        return None
+
 
 def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
     """Curves at `batches`, the crossover root on [1, max(batches)], and the memory limits."""

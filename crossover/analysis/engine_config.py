@@ -246,7 +246,7 @@ def _dynamic_sd(pol: Policy) -> dict[str, Any] | None:
     if tput is None:
         return None
     ratio = tput / pol.tput[0]
-    full = float(np.mean(pol.best_tput / pol.tput[0]))
+    full = pol.gains()["mean_gain_over_always_off"]
     slower = [(r["batch_min"], r["batch_max"]) for r in ranges(pol.batches, (ratio < 1.0).astype(int)) if r["k"] == 1]
     top = int(pol.batches[-1])
     note = ("on vLLM's model runner V1, Dynamic SD runs every step with PIECEWISE CUDA graphs, attention outside "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..defaults import DEFAULT_BOOTSTRAP, DEFAULT_K, DEFAULT_METHOD
-from ..comparison.engine_effects import engine_effects, with_engine
+from ..comparison.engine_effects import engine_effects
 from ..errors import CrossoverError, InputError, api_boundary
 from .diagnostics import Diagnostic
 from .options import LAUNCH_SCENARIO, SAMPLING_OPTIONS
@@ -244,7 +244,7 @@ def _graphs_of_servers(sc, launch: dict[str, Any]):
     limits = EngineLimits.of(dep, seqs, budget)
     engine = for_servers(dep.engine, limits.max_num_seqs, limits.max_num_batched_tokens, sc.speculation.k,
                          spec_seqs or limits.spec_max_num_seqs)
-    return sc if engine is dep.engine else with_engine(sc, engine)
+    return sc if engine is dep.engine else sc.with_engine(engine)
 
 
 def read_engine_metrics(paths: Paths) -> dict[str, Any] | None:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .compare import measured_crossover
-from .engine_effects import ASYNC_OFF_SAID, MLA_PREFILL_SAID, async_lost, ran_engine, with_engine
+from .engine_effects import ASYNC_OFF_SAID, MLA_PREFILL_SAID, async_lost, ran_engine
 
 if TYPE_CHECKING:
     from ..measurements import MeasuredTable
@@ -220,20 +220,20 @@ def _causes(table, sc: Scenario, usable, worst: dict[str, Any]) -> list[dict[str
     if ran == "vllm" and engine.framework == "vllm" and engine.verify_layout == "multi_query" and engine.full_graphs:
         priced("piecewise_graphs", "PIECEWISE CUDA graphs (compilation_config cudagraph_mode; vLLM before 0.11 "
                "captures PIECEWISE only): attention outside the graph every step, paid per sequence, which "
-               "speculation pays over fewer steps", with_engine(sc, engine.configured(cuda_graphs="piecewise")))
+               "speculation pays over fewer steps", sc.with_engine(engine.configured(cuda_graphs="piecewise")))
     if engine.graph_capture_limit:
         priced("cuda_graphs_none", f"CUDA graphs disabled ({EAGER_FLAG.get(ran, 'eager mode')}): every forward pays "
-               "its layers' launch time", with_engine(sc, engine.configured(cuda_graphs="none")))
+               "its layers' launch time", sc.with_engine(engine.configured(cuda_graphs="none")))
     if ran == "vllm" and engine.verify_layout == "multi_query":
         priced("batch_expansion", "vLLM V0's batch-expansion scorer (vLLM before 0.10, or VLLM_USE_V1=0): k + 1 "
-               "single-query sequences per request, each re-reading its KV cache", with_engine(sc, load_engine("vllm-v0")))
+               "single-query sequences per request, each re-reading its KV cache", sc.with_engine(load_engine("vllm-v0")))
     if ran == "vllm" and sc.deployment.model.mla is not None:  # the MLA backend's verify path, either way
         if not sc.deployment.mla_verify_prefill:
-            priced("mla_verify_prefill", MLA_PREFILL_SAID, with_engine(sc, engine.configured(mla_verify_prefill="always")))
+            priced("mla_verify_prefill", MLA_PREFILL_SAID, sc.with_engine(engine.configured(mla_verify_prefill="always")))
         else:
             priced("mla_verify_decode", "an MLA attention backend that scores the verify tokens as a decode "
                    "(--attention-backend FLASHINFER_MLA or FLASHMLA), not the prefill path the profile prices here",
-                   with_engine(sc, engine.configured(mla_verify_prefill="never")))
+                   sc.with_engine(engine.configured(mla_verify_prefill="never")))
     if ran == "vllm" and async_lost(engine, spec.method):
         priced("async_scheduling_off", ASYNC_OFF_SAID.format(spec.method),
                why="its host time is no setting the model re-prices")

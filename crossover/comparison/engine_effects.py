@@ -62,17 +62,12 @@ def ran_engine(table: MeasuredTable, sc: Scenario) -> dict[str, str]:
             "sampling": sampling}
 
 
-def with_engine(sc: Scenario, engine) -> Scenario:
-    """The scenario with another engine profile (or the same one configured otherwise): Scenario.with_engine."""
-    return sc.with_engine(engine)
-
-
 def _predicted_with(table: MeasuredTable, sc: Scenario, engine: str) -> dict[str, Any] | None:
     """The model at the measured levels with another engine profile (predicted_at_levels)."""
     from .compare import predicted_at_levels
     from ..specs.loader import load_engine
 
-    return predicted_at_levels(table, with_engine(sc, load_engine(engine)))
+    return predicted_at_levels(table, sc.with_engine(load_engine(engine)))
 
 
 # What the model says of requests that sampled with a top-p it was not told of
@@ -115,7 +110,7 @@ def with_sorting(sc: Scenario) -> Scenario:
     neither the top-p's value nor the temperature's)."""
     from ..specs.sampling import SamplingParams
 
-    return with_engine(sc, sc.deployment.engine.configured(sampling=SamplingParams(temperature=1.0, top_p=0.9)))
+    return sc.with_engine(sc.deployment.engine.configured(sampling=SamplingParams(temperature=1.0, top_p=0.9)))
 
 
 def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any] | None,
@@ -169,7 +164,7 @@ def engine_effects(table: MeasuredTable, sc: Scenario, predicted: dict[str, Any]
     if vllm and sc.deployment.model.mla is not None and not sc.deployment.mla_verify_prefill:
         from .compare import predicted_at_levels
 
-        pm = predicted_at_levels(table, with_engine(sc, engine.configured(mla_verify_prefill="always")))
+        pm = predicted_at_levels(table, sc.with_engine(engine.configured(mla_verify_prefill="always")))
         causes.append({"effect": MLA_PREFILL_SAID,
                        "check": f"with it the model predicts {pm['speedup'][i]:.3f} there" if pm else ""})
     if vllm and spec.method == "ngram" and engine.verify_layout == "multi_query":

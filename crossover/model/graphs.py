@@ -37,7 +37,7 @@ def replayed(tokens, verifying, engine, speculating: bool) -> dict:
     key = float(np.ravel(graph_key(tokens, np.asarray(verifying, float), engine))[0])
     limit = engine.capture_limit(speculating)
     size = None if limit == 0 or key > limit else float(engine.padded_key(np.array([key]), speculating)[0])
-    miss = engine.spec_graph_miss if speculating and size is not None and engine.full_graphs else 0.0
+    miss = engine.graph_miss(speculating) if size is not None else 0.0
     return {"key": key, "unit": engine.graph_capture_unit, "replayed": size, "limit": float(limit),
             "sizes_listed": engine.captured(speculating) is not None, "miss": float(miss)}
 
@@ -75,8 +75,9 @@ def ragged_host(mix, engine, per_seq: float, tokens, speculating: bool) -> np.nd
         return 0.0
     # share of the steps whose attention runs outside the graph
     if engine.full_graphs:
-        drafting = np.asarray(mix.verifying, float) > 0
-        miss = engine.spec_graph_miss * drafting if speculating and engine.spec_graph_miss else 0.0
+        miss = engine.graph_miss(speculating)
+        if miss:  # the verify steps only: the elements where sequences verify
+            miss = miss * (np.asarray(mix.verifying, float) > 0)
         ragged = 1.0 - np.asarray(mix.uniform, float) * (1.0 - miss)
     else:
         ragged = np.float64(1.0)

@@ -40,10 +40,12 @@ def prediction_dict(pred: Prediction) -> dict[str, Any]:
         })
     cb = pred.crossover_batch
     spec = pred.scenario.speculation
+    at = pred.crossover_at_graph_limit
     return {
         "crossover_batch": None if cb is None else _num(cb, 3),
         "crossover_within_memory": None if cb is None else bool(cb <= pred.max_batch_on),
-        "crossover_at_graph_limit": _at_graph_limit(pred),
+        "crossover_at_graph_limit": at if at is None else {**at, "batch": _num(at["batch"], 3),
+                                                           "width": _num(at["width"], 6)},
         "crossings": [{"batch": _num(x.batch, 3), "direction": x.direction} for x in pred.crossings],
         "regime": pred.regime,
         "max_batch_off": pred.max_batch_off,
@@ -53,28 +55,6 @@ def prediction_dict(pred: Prediction) -> dict[str, Any]:
         "wasted_positions_per_step": _num(spec.verify_width - tau, 6),
         "points": points,
     }
-
-
-def _at_graph_limit(pred: Prediction) -> dict[str, Any] | None:
-    """Where the crossover is a server's CUDA-graph limit (its uniform step outgrows the largest graph
-    there and runs its attention outside it: the speedup jumps through 1): which server, the batch, the
-    limit and its unit. None elsewhere."""
-    from ..model.graphs import limit_batch
-
-    cb = pred.crossover_batch
-    if cb is None:
-        return None
-    dep, spec = pred.scenario.deployment, pred.scenario.speculation
-    for server, engine, width in (("speculating", dep.speculating_engine, spec.verify_width),
-                                  ("plain", dep.engine, 1.0)):
-        b = limit_batch(engine, server == "speculating", width)
-        if b is None:
-            continue
-        b *= dep.data_parallel  # the batch is every rank's: each steps its share (ceil: within a rank's count)
-        if abs(cb - b) <= max(1e-3 * b, float(dep.data_parallel - 1)):
-            return {"server": server, "batch": _num(b, 3), "limit": int(engine.capture_limit(server == "speculating")),
-                    "unit": engine.graph_capture_unit, "width": _num(width, 6)}
-    return None
 
 
 def engine_line(inputs: dict[str, Any]) -> str:
@@ -201,7 +181,7 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
         if g is not None:
             step = (f"verify step ({g['width']:g} tokens a request)" if g["server"] == "speculating" else
                     "decode step (one token a request)")
-            lines.append(f"           at the {'speculating' if g['server'] == 'speculating' else 'plain'} server's "
+            lines.append(f"           at the {g['server']} server's "
                          f"CUDA-graph limit: above it its {step} outgrows the largest graph ({g['limit']} "
                          f"{g['unit']}) and runs attention outside it; a larger capture limit moves it "
                          f"(--cuda-graph-max: vLLM's --max-cudagraph-capture-size, SGLang's --cuda-graph-max-bs)")

@@ -215,6 +215,12 @@ class EngineProfile(Spec):
             raise ValueError("capture sizes are distinct positive integers in ascending order")
         return v
 
+    def graph_miss(self, speculating: bool) -> float:
+        """The share of this server's uniform steps inside its capture limit that miss a full graph and run
+        attention outside it (spec_graph_miss for the speculating server's verify steps; 0 without full graphs,
+        where every step runs it outside anyway, and for a plain decode)."""
+        return self.spec_graph_miss if speculating and self.full_graphs else 0.0
+
     def capture_limit(self, speculating: bool) -> int:
         """The largest step the (speculating) server replays as a graph: the largest size it captures at
         or below graph_capture_limit where the profile's list reaches that far (the engines drop the
