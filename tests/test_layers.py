@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("", "cli", "web", "__main__", "step"),  # the package's exports, the leaves; step: the old location
 ]
 SUBLAYERS: dict[str, list[tuple[str, ...]]] = {
-    "model": [("ops",), ("collectives",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("forward", "graphs"), ("step",), ("breakdown",),
+    "model": [("ops",), ("collectives",), ("roofline",), ("kernels",), ("memory",), ("acceptance", "speculation"), ("forward", "graphs"), ("step_terms",), ("step",),
+              ("breakdown",),
               ("scenario",)],
     "analysis": [("crossings",), ("curves",), ("sweep_fit", "load_fit"), ("calibration_bootstrap",),
                  ("policy", "trees", "adaptive", "whatif", "calibration", "bounds", "assumptions"),

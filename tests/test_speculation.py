@@ -63,10 +63,11 @@ def test_ngram_match_rate_scales_drafted_positions():
 
 
 def test_verify_with_q1_and_no_draft_equals_decode():
-    # no speculative bookkeeping, no n-gram lookup (it runs, matched or not) and no attention outside a
-    # FULL graph (a verify batch that misses one): a plain decode
+    # no speculative bookkeeping, no n-gram lookup (it runs, matched or not), no attention outside a
+    # FULL graph (a verify batch that misses one) and no host work per sequence (the async scheduling the
+    # n-gram proposer turns off hides it without speculation): a plain decode
     eff = Efficiency(spec_overhead_s=0.0, spec_overhead_per_seq_s=0.0, ngram_lookup_per_seq_s=0.0,
-                     ragged_per_seq_s=0.0)
+                     ragged_per_seq_s=0.0, host_per_seq_s=0.0)
     d = dep(eff=eff)
     s = Speculation("ngram", 3, Acceptance.rate(0.5, match_rate=0.0))
     b = np.array([1.0, 16.0, 128.0])

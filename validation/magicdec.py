@@ -84,11 +84,12 @@ def _deployment(model: str, hardware: str, tp: int, efficiency=None):
     """The row's deployment. MagicDec's gpt-fast-style backend (sources.md, section 5: FlashInfer and
     CUDA graphs) runs static batches, each step captured whole at its own shape: no capture limit at
     the sizes it ran (graphs to 8192 tokens here) and no verify batch that misses its graph and runs
-    attention outside it (no ragged host time); the rest of the host time is the default profile's."""
+    attention outside it (no ragged host time), and no scheduler walking its requests each step (no host
+    time per sequence); the rest of the host time is the default profile's."""
     from crossover.specs import Deployment, Efficiency, load_hardware, load_model
     from crossover.specs.loader import load_engine
 
-    eff = (efficiency or Efficiency()).model_copy(update={"ragged_per_seq_s": 0.0})
+    eff = (efficiency or Efficiency()).model_copy(update={"ragged_per_seq_s": 0.0, "host_per_seq_s": 0.0})
     return Deployment(model=load_model(model), hardware=load_hardware(hardware), tp=tp,
                       engine=load_engine("vllm").configured(cuda_graph_max=8192), efficiency=eff)
 

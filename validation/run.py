@@ -142,6 +142,10 @@ def _dspark_scenario(k: int, alpha: float) -> Scenario:
     # CUDA graphs captured to 4096 tokens, as the source ran it (published_points.csv notes: "cudagraph
     # capture 4096"), not the 0.14 default of 512
     engine = load_engine("vllm").configured(sampling=DSPARK_SAMPLING, mla_verify_prefill="never", cuda_graph_max=4096)
+    # The DSpark drafter keeps async scheduling (vllm/config/vllm.py in the 2026 releases that ship it lists
+    # dspark beside the EAGLE types: engine_facts.md 2.6), which the Medusa stand-in for its block drafter
+    # would turn off in the 0.14 profile
+    engine = engine.model_copy(update={"async_methods": (*engine.async_methods, "medusa")})
     dep = Deployment(model=load_model("deepseek-v3"), hardware=load_hardware("b300"), tp=8, kv_dtype="fp8",
                      expert_parallel=True, engine=engine)
     return Scenario(dep, Speculation("medusa", k, Acceptance.rate(alpha)), DSPARK_PROMPT + DSPARK_OUTPUT / 2,

@@ -360,8 +360,6 @@ def _check_finite_steps(sc: Scenario) -> None:
 
 def inputs(sc: Scenario) -> dict[str, Any]:
     """What a scenario resolved to, as the CLI's `--json` reports it under `inputs`."""
-    from ..specs.engine import ASYNC_SCHEDULING_METHODS
-
     dep, spec = sc.deployment, sc.speculation
     acc, k = spec.acceptance, spec.k
     return {
@@ -385,9 +383,8 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "mla_model": dep.model.mla is not None,
         "mla_triton": dep.mla_triton,
         # each server's CPU/GPU overlap (vLLM V1's async scheduling): lost with speculation by the
-        # proposers outside ASYNC_SCHEDULING_METHODS, whose exposed host time is not priced apart
-        "async_scheduling": {"off": dep.engine.async_scheduling,
-                             "on": dep.engine.async_scheduling and spec.method in ASYNC_SCHEDULING_METHODS},
+        # proposers outside the engine's async_methods, whose host work per sequence is then exposed
+        "async_scheduling": {"off": dep.engine.overlaps(None), "on": dep.speculating_engine.overlaps(spec.method)},
         "gpu_memory_utilization": dep.memory_utilization,
         "sampling": dep.engine.settings.get("sampling", "greedy"), "sampling_path": dep.engine.sampling,
         "engine_settings_given": sorted(dep.engine.settings),

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .compare import measured_crossover
-from .engine_effects import ASYNC_OFF_SAID, MLA_PREFILL_SAID, async_lost, ran_engine
+from .engine_effects import ASYNC_OFF_SAID, ASYNC_OFF_WHY, MLA_PREFILL_SAID, async_lost, ran_engine
 
 if TYPE_CHECKING:
     from ..measurements import MeasuredTable
@@ -236,7 +236,7 @@ def _causes(table, sc: Scenario, usable, worst: dict[str, Any]) -> list[dict[str
                    sc.with_engine(engine.configured(mla_verify_prefill="never")))
     if ran == "vllm" and async_lost(engine, spec.method):
         priced("async_scheduling_off", ASYNC_OFF_SAID.format(spec.method),
-               why="its host time is no setting the model re-prices")
+               why=ASYNC_OFF_WHY)
     return out
 
 
@@ -360,5 +360,5 @@ def _rate_causes(table, sc: Scenario, worst: dict[str, Any]) -> list[dict[str, A
     if ran == "vllm" and async_lost(engine, sc.speculation.method):
         out.append({"cause": "async_scheduling_off", "checked": False, "explains": None,
                     "setting": ASYNC_OFF_SAID.format(sc.speculation.method),
-                    "why": "its host time is no setting the model re-prices"})
+                    "why": ASYNC_OFF_WHY})
     return out

@@ -82,12 +82,15 @@ ASYNC_OFF_SAID = ("the {} proposer turns vLLM V1's async scheduling off (the def
                   "path of every speculative step and hidden under the GPU without speculation")
 
 
+# why that cause stays unchecked: the prediction prices the scheduler's part of the host work it exposes
+ASYNC_OFF_WHY = ("the prediction prices the scheduler's share of that host time (the profile's host_per_seq_us, a "
+                 "lower bound); the input preparation and output processing beyond it have no measurement to re-price")
+
+
 def async_lost(engine, method: str) -> bool:
     """Whether the speculative arm runs without the async scheduling the other arm has: a profile that
-    schedules asynchronously (vLLM V1 from 0.14) and a method outside specs.engine.ASYNC_SCHEDULING_METHODS."""
-    from ..specs.engine import ASYNC_SCHEDULING_METHODS
-
-    return engine.async_scheduling and method not in ASYNC_SCHEDULING_METHODS
+    schedules asynchronously (vLLM V1 from 0.14) and a method outside its async_methods."""
+    return engine.overlaps(None) and not engine.speculating.overlaps(method)
 
 
 MLA_PREFILL_SAID = ("an MLA attention backend that takes one query token per request (every MLA backend of vLLM 0.10; "

@@ -22,12 +22,12 @@ import numpy as np
 
 from ..errors import CrossoverError
 from .kernels.mode import cost_mode as kernel_cost_mode
-from .roofline import CompiledOps, StepCost, combine, compiled_target
+from .roofline import CompiledOps, StepCost, compiled_target
 from ..specs.deployment import Deployment
 from .forward import Forward, Mix, joined, prompts, ragged, uniform
 from .graphs import eager_steps, padding, per_arm, ragged_host
-from .ops import mla_prefill_per_token
 from .speculation import Speculation, compiled_draft
+from .step_terms import draft_positions, host_seconds, lookup_seconds, mla_prefill_seconds, sampler_seconds
 
 
 @dataclass
@@ -41,7 +41,7 @@ class StepBreakdown:
 
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
              "spec_overhead", "spec_overhead_per_seq", "spec_overhead_per_position", "sampler", "proposer_lookup",
-             "ragged_attention", "mla_verify_prefill")
+             "ragged_attention", "mla_verify_prefill", "host_per_seq")
 
     def term(self, name: str) -> np.ndarray:
         """One term's seconds, broadcast to the shape of `total`."""
@@ -129,6 +129,9 @@ class StepModel:
     # An MLA model's MTP draft: the TP its layer runs at (its catch-up pass over the verified positions
     # takes MLA's prefill path where the target's verify does); None: no such draft.
     mtp_mla_tp: int | None = None
+    # Whether the speculating server overlaps its host work with the GPU (EngineProfile.overlaps: vLLM
+    # V1 keeps async scheduling for EAGLE-type drafts only)
+    overlap_on: bool = False
 
     @staticmethod
     def of(deployment: Deployment, speculation: Speculation | None = None, cost: str | None = None) -> "StepModel":
@@ -202,7 +205,7 @@ class StepModel:
 
         t = mix.target  # the positions that sample their next token (logits): all, or those named
         sampled = np.asarray(t.tokens if t.sampled is None else t.sampled, float)
-        positions = self._draft_positions(mix, verifying, sampled) if any_draft else 0.0  # drafts verified
+        positions = draft_positions(mix, verifying, sampled) if any_draft else 0.0  # drafts verified
         terms = {"target_forward": target_s, "step_overhead": dep.step_overhead_s,
                  "draft_forwards": 0.0, "draft_step_overhead": 0.0, "draft_prefill": 0.0,
                  "spec_overhead": gate(dep.spec_overhead_s) if any_draft else 0.0,
@@ -210,14 +213,14 @@ class StepModel:
                  "spec_overhead_per_position": (gate((verifying + positions) * dep.spec_per_position_s)
                                                 if any_draft else 0.0),
                  # a step with drafts to verify runs the rejection sampler: every request's bonus row through it
-                 "sampler": self._sampler(sampled, positions,
+                 "sampler": sampler_seconds(dep, sampled, positions,
                                           np.where(np.asarray(positions) > 0, verifying, 0.0) if any_draft else 0.0),
-                 "proposer_lookup": (gate(self._lookup(verifying, mix.target.verify_kv))
+                 "proposer_lookup": (gate(lookup_seconds(dep, verifying, mix.target.verify_kv))
                                      if any_draft and self.ngram else 0.0),
                  "ragged_attention": (per_arm(drafting, ragged_host(mix, engine, dep.ragged_per_seq_s, tokens, True),
                                                ragged_host(mix, dep.engine, dep.ragged_per_seq_s, tokens, False), 0.0)
                                       if split else ragged_host(mix, engine, dep.ragged_per_seq_s, tokens, any_draft)),
-                 "mla_verify_prefill": (gate(self._mla_prefill(mix.target.verify_kv))
+                 "mla_verify_prefill": (gate(mla_prefill_seconds(self, mix.target.verify_kv))
                                         if any_draft and dep.mla_verify_prefill else 0.0)}
         if mix.draft_passes and self.draft is None:
             raise CrossoverError("this step model has no draft forward to run")
@@ -237,7 +240,7 @@ class StepModel:
             mla = self.mtp_mla_tp is not None and dep.mla_verify_prefill  # the MTP layer's multi-token pass
             for (count, w), one in zip(groups, seconds):
                 if mla:  # MLA's prefill path over the context of the positions the pass takes in
-                    one = one + self._mla_prefill(w.verify_kv, self.draft_layers, self.mtp_mla_tp)
+                    one = one + mla_prefill_seconds(self, w.verify_kv, self.draft_layers, self.mtp_mla_tp)
                 terms["draft_forwards"] = terms["draft_forwards"] + count * one
                 passes = passes + count
             if mix.draft_at is not None:  # the passes cover those steps only: 0 at the others
@@ -254,52 +257,15 @@ class StepModel:
                 pre = pre + prompting * (np.maximum(pre, self.draft_layers * dep.eager_layer_s) - pre)
             terms["draft_prefill"] = np.where(np.asarray(mix.draft_prefill.tokens) > 0, pre, 0.0)
         total = terms["target_forward"] + terms["step_overhead"]
-        for name in StepBreakdown.TERMS[2:]:
+        for name in StepBreakdown.TERMS[2:-1]:
             total = total + terms[name]
-        total = np.asarray(total)
+        # the host work per sequence last: a server that overlaps it with the GPU waits only for its excess
+        off_overlap = dep.engine.overlaps(None)
+        overlapped = (self.overlap_on if every else off_overlap if not any_draft
+                      else np.where(drafting, self.overlap_on, off_overlap))
+        terms["host_per_seq"] = host_seconds(dep, mix, total, overlapped)
+        total = np.asarray(total + terms["host_per_seq"])
         return StepBreakdown(terms, total, target if detail else None, drafts if detail else [])
-
-    def _lookup(self, verifying, verify_kv) -> np.ndarray | float:
-        """The n-gram proposer's CPU time: per verifying sequence, and per token of the contexts it
-        searches (the KV the verifying sequences hold, in the longest window)."""
-        dep = self.deployment
-        out = verifying * dep.ngram_lookup_per_seq_s
-        if dep.ngram_lookup_per_token_s > 0.0:
-            tokens = np.asarray(verify_kv, float)
-            out = out + (tokens[-1] if tokens.ndim else tokens) * dep.ngram_lookup_per_token_s
-        return out
-
-    def _mla_prefill(self, verify_kv, layers: float | None = None, tp: int | None = None) -> np.ndarray | float:
-        """MLA's prefill path over the KV the verifying requests hold (Deployment.mla_verify_prefill), at
-        every layer of the target (or `layers` at `tp`: an MTP draft's): bytes and FLOPs per token from
-        ops.mla_prefill_per_token."""
-        tokens = np.asarray(verify_kv, float)
-        tokens = tokens[-1] if tokens.ndim else tokens  # the whole-context window (MLA layers have none)
-        if not np.any(tokens):
-            return 0.0
-        dep = self.deployment
-        nbytes, flops = mla_prefill_per_token(dep.model, dep.tp if tp is None else tp, dep.kv_bytes, dep.act_bytes)
-        n = (self.target_layers if layers is None else layers) * tokens
-        return combine(n * nbytes / dep.bandwidth, n * flops / dep.flops, self.target.transition, self.target.p)
-
-    @staticmethod
-    def _draft_positions(mix: Mix, verifying: np.ndarray, sampled: np.ndarray) -> np.ndarray:
-        """Draft positions the step verifies: its `sampled` positions beyond one per sequence (each
-        sequence samples its next token; a verifying one samples each of its drafts as well)."""
-        seqs = np.asarray(sampled if mix.sequences is None else mix.sequences, float)
-        return np.where(verifying > 0, np.maximum(sampled - seqs, 0.0), 0.0)
-
-    def _sampler(self, sampled: np.ndarray, positions, verifying) -> np.ndarray | float:
-        """The sampler's fp32 traffic over the target's vocabulary at one GPU's achieved bandwidth, on the
-        requests' sampling path: each sampled position, the rejection sampler's over each verified draft
-        in place of the plain sampler's, each verifying request's bonus row beyond a sampled row's."""
-        dep = self.deployment
-        per_pos, per_draft, per_bonus = dep.sampler_bytes_per_vocab, dep.verify_bytes_per_vocab, dep.bonus_bytes_per_vocab
-        if not (per_pos or per_draft or per_bonus):
-            return 0.0
-        positions = np.asarray(positions, float)
-        traffic = (sampled - positions) * per_pos + positions * per_draft + np.asarray(verifying, float) * per_bonus
-        return traffic * dep.model.vocab_size / dep.bandwidth
 
     # ------------------------------------------------------------------ common mixes
 
@@ -410,7 +376,9 @@ def _step_model(deployment: Deployment, drafter: Speculation | None, budget: int
     mtp_tp = None
     if drafter is not None and drafter.method == "mtp" and deployment.model.mla is not None:
         mtp_tp = drafter.draft_deployment(deployment).tp
-    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[deployment.cost], budget, ngram, mtp_tp)
+    overlap = deployment.speculating_engine.overlaps(drafter.method) if drafter is not None else False
+    return StepModel(deployment, compiled_target(deployment), draft, COST_MODES[deployment.cost], budget, ngram, mtp_tp,
+                     overlap)
 
 
 def step_time(dep: Deployment, batch, q=1, context=0) -> StepBreakdown:

@@ -87,8 +87,10 @@ def engine_line(inputs: dict[str, Any]) -> str:
         config = "; " + ", ".join(f"{v} ({'given' if n in given else 'default'})" for n, v in values.items())
     overlap = inputs.get("async_scheduling") or {}
     if overlap.get("off") and not overlap.get("on"):  # vLLM V1's CPU/GPU overlap, kept by EAGLE-type drafts only
-        config += (f"; async scheduling off with the {inputs['method']} proposer: the host time it hides without "
-                   "speculation is not priced (no measurement), so the speculating server may be slower than shown")
+        per = (inputs.get("efficiency") or {}).get("host_per_seq_s")
+        config += (f"; async scheduling off with the {inputs['method']} proposer: the host work it hides without "
+                   f"speculation{f' ({per * 1e6:g} us per running sequence, the scheduler only: a lower bound)' if per else ''} "
+                   "is on the critical path of every speculative step")
     return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}"
 
 
@@ -103,6 +105,11 @@ def breakdown_table(bd: dict[str, Any]) -> str:
                                                       "with the MoE layers' gather and reduce-scatter" if dp["moe"] else ""))
     if "graphs" in bd:
         lines.append("  CUDA graph: " + "; ".join(f"{arm} {_graph_said(g)}" for arm, g in bd["graphs"].items()))
+    if bd.get("host"):
+        h = bd["host"]
+        said = {True: "hidden under the GPU up to its time (async scheduling)", False: "on the critical path"}
+        lines.append(f"  host work {h['per_seq_us']:g} us per sequence: " + "; ".join(
+            f"{arm} {h[arm]['ms']:.3f} ms {said[h[arm]['overlapped']]}" for arm in ("off", "on")) + " (host_per_seq)")
     lines.append(f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by")
     for r in bd["ops"]:
         off = "-" if r["off_ms"] is None else f"{r['off_ms']:.3f}"

@@ -139,9 +139,14 @@ class EngineProfile(Spec):
     # k+1 query tokens of a request as a decode).
     mla_verify_prefill: MlaVerifyPrefill = "never"
     # Whether the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling,
-    # the default from 0.14): a speculative method outside ASYNC_SCHEDULING_METHODS turns it off. Not
-    # priced apart (no per-step host figure); measured's diagnosis names it.
+    # the default from 0.14), so that the GPU waits only for the host work beyond its own (host_per_seq_us);
+    # a speculative method outside async_methods turns it off for the speculating server.
     async_scheduling: bool = False
+    async_methods: tuple[str, ...] = ASYNC_SCHEDULING_METHODS
+    # Host time per running sequence per step (scheduling, input preparation, output processing): on
+    # the critical path where the server steps synchronously, hidden up to the GPU's time where it
+    # schedules asynchronously. Grows with the batch.
+    host_per_seq_us: float = Field(default=0.0, ge=0)
     # The running-request cap the engine sets for itself when speculation is on and the user set
     # none (SGLang: 48); None: the same cap as without speculation.
     spec_max_running: int | None = Field(default=None, ge=1)
@@ -392,6 +397,15 @@ class EngineProfile(Spec):
     @property
     def ngram_lookup_per_token_s(self) -> float:
         return self.ngram_lookup_per_token_ns / 1e9
+
+    @property
+    def host_per_seq_s(self) -> float:
+        return self.host_per_seq_us * 1e-6
+
+    def overlaps(self, method: str | None) -> bool:
+        """Whether this server overlaps its host work with the GPU: with async scheduling on, without
+        speculation (method None) or with a method that keeps it (async_methods)."""
+        return self.async_scheduling and (method is None or method in self.async_methods)
 
     @property
     def ragged_per_seq_s(self) -> float:
