@@ -14,7 +14,8 @@ from .errors import CrossoverError
 if TYPE_CHECKING:  # the API, imported on first use (a command imports only what its verb needs)
     from .api.sweeps import calibrate_sweep as calibrate, measured
     from .api.verbs import plan, policy, predict, report, simulate, whatif
-    from .api.build import inputs, scenario
+    from .api.build import scenario
+    from .api.inputs import inputs
     from .api.sweep_plan import sweep_plan
 
 __version__ = "0.1.0"
@@ -27,7 +28,7 @@ __all__ = ["CrossoverError", "calibrate", "inputs", "measured", "plan", "policy"
 _LAZY = {"calibrate": ("api.sweeps", "calibrate_sweep"), "measured": ("api.sweeps", "measured"),
          "plan": ("api.verbs", "plan"), "policy": ("api.verbs", "policy"), "predict": ("api.verbs", "predict"),
          "simulate": ("api.verbs", "simulate"), "whatif": ("api.verbs", "whatif"), "report": ("api.verbs", "report"),
-         "inputs": ("api.build", "inputs"), "scenario": ("api.build", "scenario"),
+         "inputs": ("api.inputs", "inputs"), "scenario": ("api.build", "scenario"),
          "sweep_plan": ("api.sweep_plan", "sweep_plan")}
 
 

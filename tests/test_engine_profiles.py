@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import vllm_scrape
+from conftest import run_cli, vllm_scrape
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -191,14 +191,17 @@ def test_outputs_say_where_a_proposer_turns_async_scheduling_off(capsys):
     line says so."""
     import json
     said = "async scheduling off with the draft proposer: the host work it hides without speculation (12.7 us"
-    for engine, method, off, on in (("vllm", "draft", True, False), ("vllm", "eagle3", True, True),
-                                    ("vllm-0.10", "draft", False, False), ("sglang", "ngram", False, False)):
+    for engine, method, off, on, setting in (("vllm", "draft", True, False, "on"), ("vllm", "eagle3", True, True, "on"),
+                                             ("vllm-0.10", "draft", False, False, "off"),
+                                             ("sglang", "ngram", False, False, None)):
         args = ["predict", "--engine", engine, "--method", method, "--batch", "1,8"]
         args += ["--draft", "llama-3.2-1b"] if method == "draft" else []
         assert main(args) == 0
         assert (said in capsys.readouterr().out) == (method == "draft" and engine == "vllm")
         assert main([*args, "--json"]) == 0
-        assert json.loads(capsys.readouterr().out)["inputs"]["async_scheduling"] == {"off": off, "on": on}
+        name = "async scheduling" if engine.startswith("vllm") else "the overlap scheduler"
+        assert json.loads(capsys.readouterr().out)["inputs"]["async_scheduling"] == {"off": off, "on": on,
+                                                                                      "setting": setting, "name": name}
 
 
 @settings(max_examples=60, deadline=None)
@@ -730,3 +733,48 @@ def test_host_work_never_makes_a_larger_batch_step_faster(b1, extra, per_us, met
     m = StepModel.of(_dep(engine, host_per_seq_s=per_us * 1e-6), spec)
     t = m.price(m.decode(np.array([b1, b1 + extra]), 2048.0, spec)).total
     assert t[1] >= t[0] * (1 - 1e-12)
+
+
+def test_async_scheduling_as_the_user_set_it(capsys):
+    """--async-scheduling off (vLLM's --no-async-scheduling) makes both servers wait for the host work;
+    on is vLLM 0.14's default; vLLM refuses it with a proposer outside EAGLE/MTP (vllm/config/vllm.py
+    0.14.1 raises) and 0.10 with any speculation; V0 and the other engines have no such flag."""
+    import json
+    base = ["predict", "--model", "llama-3.1-8b", "--method", "eagle", "--k", "3", "--batch", "64", "--json"]
+    got = {}
+    for setting in (None, "on", "off"):
+        assert main([*base, *(["--async-scheduling", setting] if setting else [])]) == 0
+        d = json.loads(capsys.readouterr().out)
+        got[setting] = d["points"][0]
+        assert d["inputs"]["async_scheduling"] == {"off": setting != "off", "on": setting != "off",
+                                                   "setting": setting or "on", "name": "async scheduling"}
+    assert got[None] == got["on"]
+    host = 64 * 12.7e-3  # ms: the scheduler's 12.7 us per sequence, now on the critical path of both
+    assert got["off"]["step_ms_off"] == pytest.approx(got["on"]["step_ms_off"] + host, abs=2e-3)
+    assert got["off"]["step_ms_on"] == pytest.approx(got["on"]["step_ms_on"] + host, abs=2e-3)
+    for args, said in ((["--method", "ngram", "--async-scheduling", "on"], "refuses --async-scheduling with ngram"),
+                       (["--engine", "vllm-0.10", "--async-scheduling", "on"], "takes no speculative decoding"),
+                       (["--engine", "vllm-v0", "--async-scheduling", "off"], "is vLLM V1's setting"),
+                       (["--engine", "sglang", "--async-scheduling", "on"], "is vLLM V1's setting"),
+                       (["--async-scheduling", "maybe"], "invalid choice")):
+        r = run_cli("predict", "--batch", "1", *args)
+        assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_tensorrt_llm_overlap_scheduler_hides_its_host_step_until_the_host_is_the_longer():
+    """TensorRT-LLM's overlap scheduler launches step n+1 before step n's host work ends; its host step is
+    45.11 ms at 1536 sequences (PR #10273): 29.4 us each. By hand, Llama-3.2-1B on an H100: at batch 1024
+    the host's 30.1 ms exceeds the GPU's step, so the plain decode takes exactly the host's time; at batch
+    64 (1.9 ms) the GPU's step is longer and hides it; EAGLE-3 (one-model) keeps the overlap, n-gram
+    (not compatible with it) pays all 1.9 ms."""
+    p = load_engine("trtllm")
+    assert p.host_per_seq_us == 29.4 and p.overlaps(None) and p.overlaps("eagle3") and not p.overlaps("ngram")
+    dep = Deployment(model=load_model("llama-3.2-1b"), hardware=H100, tp=1, engine=p)
+    m = StepModel.of(dep)
+    big = m.price(m.decode(np.array([1024.0]), 1024.0))
+    assert float(big.total[0]) == pytest.approx(1024 * 29.4e-6, rel=1e-12)
+    small = m.price(m.decode(np.array([64.0]), 1024.0))
+    assert float(small.term("host_per_seq")[0]) == 0.0
+    ngram = Speculation("ngram", 3, Acceptance.rate(0.6))
+    mn = StepModel.of(dep, ngram)
+    assert float(mn.price(mn.decode(np.array([64.0]), 1024.0, ngram)).term("host_per_seq")[0]) == pytest.approx(64 * 29.4e-6)

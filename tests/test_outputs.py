@@ -219,6 +219,7 @@ VALUES = {
     "confidence_threshold", "confidence_concentration", "tree_nodes", "plan_peak_rps", "plan_slo_tpot_ms",
     "peak_rps", "peak_output_tokens_per_s", "price", "cost_basis", "power_cost", "pue", "years", "verify",
     "retry_replicas", "jobs", "x", "y", "points", "load_axis", "bootstrap", "port", "cuda_graphs", "chunked_prefill",
+    "async_scheduling",
     "gpu_memory_utilization", "cuda_graphs_speculating", "mla_verify", "temperature", "top_p", "top_k",
     "repetition_penalty", "frequency_penalty", "presence_penalty",
     "levels", "half_width", "min_requests", "max_requests", "peak", "client",

@@ -1,6 +1,6 @@
 """Scenarios built from plain values: names or specs, the automatic TP, the memory-fit check, the
 order of acceptance sources and an applied calibration. The CLI and the Python API both build
-their scenarios here (`crossover.scenario`), and `inputs` reports what was resolved.
+their scenarios here (`crossover.scenario`); `api/inputs.py` reports what was resolved.
 """
 
 from __future__ import annotations
@@ -108,6 +108,15 @@ def _deployment(model: Model, hardware: Hardware, tp: int | None, peak: float, c
     dep = Deployment(model=model, hardware=hardware, tp=int(tp), **common)
     memory.check_fits(dep, peak)
     return dep
+
+
+def _on_off(value, said: str, parameter: str) -> bool | None:
+    """A setting given as on / off (the CLI) or a bool (the API); None: not given."""
+    if isinstance(value, str):
+        if value not in ("on", "off"):
+            raise InputError(f"{said} is on or off (got {value!r})", parameter=parameter)
+        return value == "on"
+    return value
 
 
 @api_boundary
@@ -222,19 +231,16 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     if not distilled:
         eff = eff.model_copy(update={"distilled": False})
     profile = load_engine(DEFAULT_ENGINE if engine is None else engine)
-    chunked = o.chunked_prefill
-    if isinstance(chunked, str):  # the CLI's on / off
-        if chunked not in ("on", "off"):
-            raise InputError(f"chunked prefill (--chunked-prefill) is on or off (got {chunked!r})",
-                             parameter="chunked_prefill")
-        chunked = chunked == "on"
+    chunked, overlap = (_on_off(v, flag, name) for v, flag, name in (
+        (o.chunked_prefill, "chunked prefill (--chunked-prefill)", "chunked_prefill"),
+        (o.async_scheduling, "async scheduling (--async-scheduling)", "async_scheduling")))
     if o.mla_verify not in (None, "decode", "prefill"):
         raise InputError(f"MLA verify (--mla-verify) is decode or prefill (got {o.mla_verify!r})", parameter="mla_verify")
     mla = {None: None, "prefill": "always", "decode": "never"}
     profile = profile.configured(o.cuda_graphs, chunked, o.cuda_graphs_speculating,
                                  _sampling(o.temperature, o.top_p, o.top_k, target.vocab_size,
                                            (o.repetition_penalty, o.frequency_penalty, o.presence_penalty)),
-                                 mla[o.mla_verify], o.cuda_graph_max)
+                                 mla[o.mla_verify], o.cuda_graph_max, overlap)
     util = o.gpu_memory_utilization
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not (0 < util <= 1):
         raise InputError(f"GPU memory utilisation (--gpu-memory-utilization) is a share in (0, 1] (got {util!r})",
@@ -264,6 +270,12 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     if draft_tp is not None and spec.method == "ngram":
         raise InputError("draft tp (--draft-tp) is no setting of n-gram speculation: it runs no draft forward",
                          parameter="draft_tp")
+    if overlap and not profile.speculating.overlaps(spec.method):  # vLLM refuses to start
+        kept = (f"it keeps async scheduling for {', '.join(profile.async_methods)} drafts only" if profile.async_methods
+                else "its async scheduling takes no speculative decoding")
+        raise InputError(f"{profile.label} refuses --async-scheduling with {spec.method} speculative decoding: {kept} "
+                         f"(vllm/config/vllm.py VllmConfig.__post_init__; the {profile.name} profile's sources)",
+                         parameter="async_scheduling")
     if spec.method == "draft" and spec.draft is not None and spec.draft is not target:
         given = draft_tp is not None
         problem = tp_problem(spec.draft, hw, int(spec.draft_tp or dep.tp), expert_parallel,
@@ -356,59 +368,3 @@ def _check_finite_steps(sc: Scenario) -> None:
             "these efficiency values give a step time that is not a finite positive number "
             "(--bandwidth-fraction, --flops-fraction, --step-overhead-ms or the calibration's); "
             f"use fractions in [{MIN_FRACTION:g}, 1] and finite overheads")
-
-
-def inputs(sc: Scenario) -> dict[str, Any]:
-    """What a scenario resolved to, as the CLI's `--json` reports it under `inputs`."""
-    dep, spec = sc.deployment, sc.speculation
-    acc, k = spec.acceptance, spec.k
-    return {
-        "model": dep.model.name, "hardware": dep.hardware.name, "tp": dep.tp, "tp_auto": sc.tp_auto, "data_parallel": dep.data_parallel,
-        "weight_dtype": dep.wdtype, "kv_dtype": dep.kv_dtype,
-        "context": int(sc.context) if sc.context == int(sc.context) else sc.context,
-        "prompt_len": sc.prompt_len, "output_len": sc.output_len, "method": spec.method,
-        "draft": spec.draft.name if spec.draft else None, "draft_kv_budget": spec.draft_kv_budget, "k": k,
-        "acceptance_kind": acc.kind,
-        "acceptance": acc.value if acc.kind != "per_position" else list(acc.value),  # type: ignore[arg-type]
-        "match_rate": acc.match_rate, "alpha_equivalent": round(acc.alpha(k), 6), "tau": round(spec.tau, 6),
-        "tree": list(spec.tree) if spec.tree else None,
-        "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
-        "verify_width": spec.verify_width,
-        "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
-        "cuda_graphs": dep.engine.cuda_graphs, "cuda_graphs_speculating": dep.speculating_engine.cuda_graphs,
-        # the largest step each server replays as a graph (0: none), in the engine's graph unit
-        "cuda_graph_max": {"off": dep.engine.capture_limit(False), "on": dep.speculating_engine.capture_limit(True),
-                           "unit": dep.engine.graph_capture_unit},
-        "chunked_prefill": dep.engine.chunked_prefill, "mla_verify_prefill": dep.mla_verify_prefill,
-        "mla_model": dep.model.mla is not None,
-        "mla_triton": dep.mla_triton,
-        # each server's CPU/GPU overlap (vLLM V1's async scheduling): lost with speculation by the
-        # proposers outside the engine's async_methods, whose host work per sequence is then exposed
-        "async_scheduling": {"off": dep.engine.overlaps(None), "on": dep.speculating_engine.overlaps(spec.method)},
-        "gpu_memory_utilization": dep.memory_utilization,
-        "sampling": dep.engine.settings.get("sampling", "greedy"), "sampling_path": dep.engine.sampling,
-        "engine_settings_given": sorted(dep.engine.settings),
-        "cost": dep.cost, "cost_source": _cost_source(dep),
-        "distilled_from": dep.hardware.distilled.source if dep.hardware.distilled and dep.efficiency.distilled else None,
-        "efficiency": _efficiency_in_effect(dep),
-    }
-
-
-def _cost_source(dep: Deployment) -> str:
-    """Where a forward's seconds come from: the measured tables (package, version, framework and
-    table versions) or the analytical roofline."""
-    from ..model.kernels.mode import cost_mode as kernel_cost_mode
-
-    if dep.cost == "kernels":
-        return kernel_cost_mode(dep.engine.framework, dep.hardware.name).source
-    return "analytical roofline (op bytes and FLOPs over achieved bandwidth and FLOP/s)"
-
-
-def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
-    """The efficiency dials with the engine profile's overheads filled in where no override is set."""
-    from ..specs.deployment import ENGINE_OVERHEADS
-
-    out = dep.efficiency.model_dump()
-    for name in ENGINE_OVERHEADS:
-        out[name] = getattr(dep, name)
-    return out

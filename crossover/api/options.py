@@ -106,7 +106,7 @@ SPECULATION = (
 SAMPLING_OPTIONS = ("temperature", "top_p", "top_k", "repetition_penalty", "frequency_penalty", "presence_penalty")
 # the scenario's settings of the servers' launch that measured takes beside the files (a launch file gives them too)
 LAUNCH_SCENARIO = ("weight_dtype", "kv_dtype", "cuda_graphs", "cuda_graphs_speculating", "cuda_graph_max",
-                   "chunked_prefill", "mla_verify", "gpu_memory_utilization")
+                   "chunked_prefill", "async_scheduling", "mla_verify", "gpu_memory_utilization")
 # --- a scenario: model, hardware, deployment, engine, cost mode
 SCENARIO = (
     O("model", f"target model {SPEC_LIBRARY}", d.DEFAULT_MODEL, group="scenario"),
@@ -130,9 +130,10 @@ SCENARIO = (
       "--cuda-graph-max-bs: requests); larger steps run eagerly", default_text="the engine's", metavar="N", group="scenario"),
     O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes: on or off",
       default_text="the engine profile's", choices=("off", "on"), group="scenario"),
+    O("async_scheduling", "whether vLLM V1 schedules the next step while the GPU runs this one (--[no-]async-scheduling; "
+      "kept with speculation for EAGLE-type drafts only)", default_text="the profile's", choices=("off", "on"), group="scenario"),
     O("mla_verify", "how the server's MLA backend runs verify tokens: prefill (vLLM 0.10, CUTLASS or Triton MLA) or "
-      "decode (FlashInfer MLA, FlashMLA, SGLang)", default_text="the engine's on this GPU", choices=("decode", "prefill"),
-      group="scenario"),
+      "decode (FlashInfer MLA, FlashMLA, SGLang)", default_text="the engine's on this GPU", choices=("decode", "prefill"), group="scenario"),
     O("gpu_memory_utilization", "share of each GPU's memory the engine takes (weights, KV cache, activations)",
       d.DEFAULT_GPU_MEMORY_UTILIZATION, group="scenario"),
     O("temperature", "the requests' sampling temperature (> 0: a random draw; acceptance is given apart)",

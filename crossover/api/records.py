@@ -191,6 +191,7 @@ class ScenarioOptions(Record):
     cuda_graphs_speculating: str | None = None  # the speculating server's, where it differs; None: the same
     cuda_graph_max: int | None = None  # the largest graph captured (engine's unit); None: the engine's on the GPU
     chunked_prefill: bool | None = None  # None: the engine's default
+    async_scheduling: bool | None = None  # vLLM V1's async scheduling; None: the engine's default
     mla_verify: str | None = None  # decode or prefill: the server's MLA backend; None: the engine's on the GPU
     gpu_memory_utilization: float = d.DEFAULT_GPU_MEMORY_UTILIZATION
     # the requests' sampling parameters (None: not set; temperature None is greedy, the clients' default)

@@ -36,10 +36,10 @@ class PredictResult:
 
     @property
     def inputs(self) -> dict[str, Any]:
-        """Every input the scenario resolved to (build.inputs), built on first use: predict() itself
+        """Every input the scenario resolved to (api/inputs.py), built on first use: predict() itself
         does not pay for it."""
         if self.resolved is None:
-            from .build import inputs
+            from .inputs import inputs
 
             self.resolved = inputs(self.prediction.scenario)
         return self.resolved

@@ -199,7 +199,8 @@ def sweep_plan(scenario=None, *, sweep: SweepRequest | Mapping[str, Any] | None 
     from ..planning import sweep_commands as cmds
     from ..planning import sweep_plan as sp
     from ..serving.engine import EngineLimits
-    from .build import inputs, scenario as build
+    from .build import scenario as build
+    from .inputs import inputs
 
     req = SweepRequest.of(sweep).checked()
     table = None

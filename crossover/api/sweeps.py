@@ -334,7 +334,8 @@ def calibrate_sweep(on: Paths = None, off: Paths = None, *, files: Paths = None,
     """Fit efficiencies, overheads and (unless the files report tau or one is given) the acceptance
     rate to a measured sweep; the model defaults to the one the files name. `progress(done, total)`
     follows the bootstrap (calibration.calibrate)."""
-    from .build import inputs, scenario
+    from .build import scenario
+    from .inputs import inputs
     from ..analysis.calibration import Observation, calibrate
 
     bootstrap = check_bootstrap(bootstrap)  # before any file is read or refit drawn

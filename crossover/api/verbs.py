@@ -20,7 +20,8 @@ from . import results
 if TYPE_CHECKING:  # each verb imports what only it needs when it runs (a command loads its own verb's stack)
     from ..specs.workload import Workload
 from .build_speculation import acceptance_of, speculation as speculation_of
-from .build import MAX_DATA_PARALLEL, inputs, scenario
+from .build import MAX_DATA_PARALLEL, scenario
+from .inputs import inputs
 from .options import SPECULATION as SPECULATION_OPTIONS
 from .records import SLO, Demand, Pricing, Run, Search, Verification
 from ..defaults import DEFAULT_BATCHES

@@ -19,6 +19,7 @@ def _launch(args: argparse.Namespace) -> dict:
     """The deployment settings measured takes beside the files (a launch configuration gives the rest)."""
     out = {"weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype, "cuda_graphs": args.cuda_graphs,
            "cuda_graphs_speculating": args.cuda_graphs_speculating, "chunked_prefill": args.chunked_prefill,
+           "async_scheduling": args.async_scheduling,
            "mla_verify": args.mla_verify, "expert_parallel": args.expert_parallel or None}
     if args.cuda_graph_max is not None:
         out["cuda_graph_max"] = int(parse_number(args.cuda_graph_max, "--cuda-graph-max", integer=True))
@@ -50,7 +51,7 @@ def cmd_measured(args: argparse.Namespace) -> int:
         if d not in later and not failing:
             print(d.line, file=sys.stderr)
     if args.plot:
-        from ..api.build import inputs
+        from ..api.inputs import inputs
         from ..reporting.plots import plot_measured
 
         plot_measured(res.table, (res.scenario, inputs(res.scenario)) if res.scenario else None, args.plot, res.predicted)

@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from ..api.build_speculation import acceptance_of, speculation
-from ..api.build import inputs, scenario
+from ..api.build import scenario
+from ..api.inputs import inputs
 from ..errors import CrossoverError
 from ..model.speculation import parse_tree
 from .common import number_flag, parse_list, sampling_kwargs, warnings_as_lines
@@ -55,6 +56,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
               force_calibration=bool(getattr(args, "force_calibration", False)),
               engine=getattr(args, "engine", None), cost=getattr(args, "cost", None),
               cuda_graphs=getattr(args, "cuda_graphs", None), chunked_prefill=getattr(args, "chunked_prefill", None),
+              async_scheduling=getattr(args, "async_scheduling", None),
               cuda_graphs_speculating=getattr(args, "cuda_graphs_speculating", None),
               cuda_graph_max=_int(args, "cuda_graph_max", "--cuda-graph-max"),
               mla_verify=getattr(args, "mla_verify", None),

@@ -105,6 +105,8 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
             vllm.append("--enforce-eager")
         elif cap and dep.engine.framework == "vllm":  # the limit given, in the engine's own unit (tokens)
             vllm += ["--max-cudagraph-capture-size", cap]
+        if dep.engine.settings.get("async_scheduling") == "off":  # as given (on: vLLM's default or refused)
+            vllm.append("--no-async-scheduling")
         out["vllm"][arm] = _line(vllm, cfg["vllm"]["static"]["flag"] if arm == "on" else None)
         sgl = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", dep.gpus,
                *(["--dp-size", dp, "--enable-dp-attention"] if dp > 1 else []),

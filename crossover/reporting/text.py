@@ -73,6 +73,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
             both = cap["off"] if cap["off"] == cap["on"] or not cap["on"] else f"{cap['off']} (speculating {cap['on']})"
             values["cuda_graph_max"] = f"up to {both} {cap['unit']}"
         values["chunked_prefill"] = f"chunked prefill {'on' if inputs['chunked_prefill'] else 'off'}"
+        if (inputs.get("async_scheduling") or {}).get("setting"):  # vLLM V1's
+            values["async_scheduling"] = f"async scheduling {inputs['async_scheduling']['setting']}"
         if "sampling" in inputs:
             values["sampling"] = f"sampling {inputs['sampling']}"
         if inputs.get("mla_verify_prefill"):  # the engine's MLA backend here takes one query token per request
@@ -86,10 +88,10 @@ def engine_line(inputs: dict[str, Any]) -> str:
             values["cuda_graphs_speculating"] = f"the speculating server's {inputs['cuda_graphs_speculating']}"
         config = "; " + ", ".join(f"{v} ({'given' if n in given else 'default'})" for n, v in values.items())
     overlap = inputs.get("async_scheduling") or {}
-    if overlap.get("off") and not overlap.get("on"):  # vLLM V1's CPU/GPU overlap, kept by EAGLE-type drafts only
+    if overlap.get("off") and not overlap.get("on"):  # CPU/GPU overlap the speculating server loses
         per = (inputs.get("efficiency") or {}).get("host_per_seq_s")
-        config += (f"; async scheduling off with the {inputs['method']} proposer: the host work it hides without "
-                   f"speculation{f' ({per * 1e6:g} us per running sequence, the scheduler only: a lower bound)' if per else ''} "
+        config += (f"; {overlap.get('name', 'async scheduling')} off with the {inputs['method']} proposer: the host work it hides without "
+                   f"speculation{f' ({per * 1e6:g} us per running sequence, a lower bound)' if per else ''} "
                    "is on the critical path of every speculative step")
     return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}"
 

@@ -28,10 +28,8 @@ CudaGraphs = Literal["full", "piecewise", "none"]
 # Each engine's name for running without CUDA graphs, for the error and the config lines.
 EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtllm": "cuda_graph_config: null",
               "hf": "(never captures)"}
-# The methods with which vLLM V1 keeps its async scheduling (on by default from 0.14): VllmConfig.__post_init__
-# turns it off for any speculative method outside EagleModelTypes (eagle, eagle3 and the MTP types), so the
-# CPU n-gram, suffix, Medusa and draft-model proposers run the scheduler on the critical path
-# (vllm/config/vllm.py and config/speculative.py, 0.14.1 wheel).
+# The methods with which vLLM V1 keeps async scheduling: VllmConfig.__post_init__ turns it off outside
+# EagleModelTypes (vllm/config/vllm.py and config/speculative.py, 0.14.1 wheel).
 ASYNC_SCHEDULING_METHODS = ("eagle", "eagle3", "mtp")
 NgramMiss = Literal["bonus_only", "padded"]
 # Where an MLA model's verify positions take the attention backend's prefill path (EngineProfile.mla_verify_prefill).
@@ -138,15 +136,12 @@ class EngineProfile(Spec):
     # compute capability 9.x, where vLLM 0.14 runs FlashAttention MLA) or "never" (the backend scores the
     # k+1 query tokens of a request as a decode).
     mla_verify_prefill: MlaVerifyPrefill = "never"
-    # Whether the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling,
-    # the default from 0.14), so that the GPU waits only for the host work beyond its own (host_per_seq_us);
-    # a speculative method outside async_methods turns it off for the speculating server.
+    # Host time per running sequence per step (scheduling, input preparation, output processing), and whether
+    # the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling), so that
+    # the GPU waits only for the excess; a method outside async_methods turns that off when speculating.
+    host_per_seq_us: float = Field(default=0.0, ge=0)
     async_scheduling: bool = False
     async_methods: tuple[str, ...] = ASYNC_SCHEDULING_METHODS
-    # Host time per running sequence per step (scheduling, input preparation, output processing): on
-    # the critical path where the server steps synchronously, hidden up to the GPU's time where it
-    # schedules asynchronously. Grows with the batch.
-    host_per_seq_us: float = Field(default=0.0, ge=0)
     # The running-request cap the engine sets for itself when speculation is on and the user set
     # none (SGLang: 48); None: the same cap as without speculation.
     spec_max_running: int | None = Field(default=None, ge=1)
@@ -267,7 +262,7 @@ class EngineProfile(Spec):
                    spec_cuda_graphs: CudaGraphs | None = None,
                    sampling: SamplingParams | None = None,
                    mla_verify_prefill: MlaVerifyPrefill | None = None,
-                   cuda_graph_max: int | None = None) -> "EngineProfile":
+                   cuda_graph_max: int | None = None, async_scheduling: bool | None = None) -> "EngineProfile":
         """This engine as the user configured it (None: the engine's default).
 
         cuda_graphs: 'full' (uniform decode and verify steps replay a full graph with attention
@@ -280,7 +275,9 @@ class EngineProfile(Spec):
         vocabulary entry: sampling_bytes_per_vocab). mla_verify_prefill: where an MLA model's verify
         positions take the attention backend's prefill path, as the backend the server runs (vLLM's
         --attention-backend) decides it. cuda_graph_max: the largest graph captured, in the engine's graph
-        unit (vLLM's --max-cudagraph-capture-size, SGLang's --cuda-graph-max-bs), for both servers."""
+        unit (vLLM's --max-cudagraph-capture-size, SGLang's --cuda-graph-max-bs), for both servers.
+        async_scheduling: whether vLLM V1 schedules the next step while the GPU runs this one
+        (--async-scheduling / --no-async-scheduling), hiding its host work per sequence under the GPU."""
         from ..errors import InputError
 
         update: dict = {}
@@ -328,6 +325,12 @@ class EngineProfile(Spec):
                                  f"{'as configured ' if cuda_graphs else ''}captures none)", parameter="cuda_graph_max")
             update["graph_capture_limit"] = cuda_graph_max
             settings["cuda_graph_max"] = str(cuda_graph_max)
+        if async_scheduling is not None:
+            if not (self.framework == "vllm" and self.verify_layout == "multi_query"):
+                raise InputError(f"async scheduling (--async-scheduling) is vLLM V1's setting (0.10 and later); "
+                                 f"{self.label} has none", parameter="async_scheduling")
+            update["async_scheduling"] = bool(async_scheduling)
+            settings["async_scheduling"] = "on" if async_scheduling else "off"
         if spec_cuda_graphs is not None:
             self.model_copy(update=update).configured(spec_cuda_graphs)  # refused as for both servers
             update["spec_cuda_graphs"] = spec_cuda_graphs
@@ -398,9 +401,7 @@ class EngineProfile(Spec):
     def ngram_lookup_per_token_s(self) -> float:
         return self.ngram_lookup_per_token_ns / 1e9
 
-    @property
-    def host_per_seq_s(self) -> float:
-        return self.host_per_seq_us * 1e-6
+    host_per_seq_s = property(lambda self: self.host_per_seq_us * 1e-6)
 
     def overlaps(self, method: str | None) -> bool:
         """Whether this server overlaps its host work with the GPU: with async scheduling on, without
