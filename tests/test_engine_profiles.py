@@ -737,8 +737,8 @@ def test_host_work_never_makes_a_larger_batch_step_faster(b1, extra, per_us, met
 
 def test_async_scheduling_as_the_user_set_it(capsys):
     """--async-scheduling off (vLLM's --no-async-scheduling) makes both servers wait for the host work;
-    on is vLLM 0.14's default; vLLM refuses it with a proposer outside EAGLE/MTP (vllm/config/vllm.py
-    0.14.1 raises) and 0.10 with any speculation; V0 and the other engines have no such flag."""
+    on is vLLM 0.14's default, which the speculating server keeps for EAGLE-type drafts only (vLLM turns
+    it off for the others, and 0.10 for any speculation); V0 and the other engines have no such flag."""
     import json
     base = ["predict", "--model", "llama-3.1-8b", "--method", "eagle", "--k", "3", "--batch", "64", "--json"]
     got = {}
@@ -752,9 +752,10 @@ def test_async_scheduling_as_the_user_set_it(capsys):
     host = 64 * 12.7e-3  # ms: the scheduler's 12.7 us per sequence, now on the critical path of both
     assert got["off"]["step_ms_off"] == pytest.approx(got["on"]["step_ms_off"] + host, abs=2e-3)
     assert got["off"]["step_ms_on"] == pytest.approx(got["on"]["step_ms_on"] + host, abs=2e-3)
-    for args, said in ((["--method", "ngram", "--async-scheduling", "on"], "refuses --async-scheduling with ngram"),
-                       (["--engine", "vllm-0.10", "--async-scheduling", "on"], "takes no speculative decoding"),
-                       (["--engine", "vllm-v0", "--async-scheduling", "off"], "is vLLM V1's setting"),
+    for args, on in ((["--method", "ngram"], False), (["--engine", "vllm-0.10"], False), ([], True)):
+        assert main(["predict", "--batch", "64", "--json", "--async-scheduling", "on", *args]) == 0
+        assert json.loads(capsys.readouterr().out)["inputs"]["async_scheduling"]["on"] is on
+    for args, said in ((["--engine", "vllm-v0", "--async-scheduling", "off"], "is vLLM V1's setting"),
                        (["--engine", "sglang", "--async-scheduling", "on"], "is vLLM V1's setting"),
                        (["--async-scheduling", "maybe"], "invalid choice")):
         r = run_cli("predict", "--batch", "1", *args)

@@ -488,3 +488,31 @@ def dump(facts: dict[str, Any]) -> str:
 if __name__ == "__main__":
     sys.stdout.write(dump(extract(sys.argv[1:])))
 
+
+
+def test_async_scheduling_comes_from_the_server_without_speculation(tmp_path):
+    """vLLM's --[no-]async-scheduling (0.14.1 arg_utils.py; a BooleanOptionalAction) and the startup log's
+    resolved 'Asynchronous scheduling is enabled/disabled.' (config/vllm.py): the server without
+    speculation's decides; the speculating server's follows its method (vLLM turns it off for n-gram,
+    draft models and Medusa), so a lone n-gram server saying disabled tells nothing of the other; a
+    lone EAGLE server's setting is both servers'."""
+    from crossover.api.launch import launch_keywords
+
+    off = _write(tmp_path, "vllm serve meta-llama/Llama-3.1-8B --no-async-scheduling", "off.sh")
+    on = _write(tmp_path, "vllm serve meta-llama/Llama-3.1-8B --speculative-config "
+                          "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'", "on.sh")
+    assert read_server_args(off).values["async_scheduling"] == (False, "--no-async-scheduling")
+    extra, note = launch_keywords([off, on], {})
+    assert extra["async_scheduling"] is False and "async scheduling False (--no-async-scheduling)" in note.message
+    log = _write(tmp_path, "INFO 12-01 10:00:00 [vllm.py:632] Asynchronous scheduling is disabled.\n"
+                           "(APIServer pid=1) INFO non-default args: {'model': 'meta-llama/Llama-3.1-8B'}\n", "off.log")
+    assert launch_keywords([log, on], {})[0]["async_scheduling"] is False
+    ngram_log = _write(tmp_path, "INFO Asynchronous scheduling is disabled.\nINFO non-default args: {'model': 'm', "
+                                 "'speculative_config': {'method': 'ngram', 'num_speculative_tokens': 3}}\n", "ngram.log")
+    extra, note = launch_keywords([ngram_log], {})
+    assert "async_scheduling" not in extra and "the speculating server's, which vLLM sets by the method" in note.message
+    eagle = _write(tmp_path, "vllm serve m --no-async-scheduling --speculative-config "
+                             "'{\"method\": \"eagle3\", \"model\": \"h\", \"num_speculative_tokens\": 3}'", "eagle.sh")
+    assert launch_keywords([eagle], {})[0]["async_scheduling"] is False
+    with pytest.raises(CrossoverError, match="contradicts the True given"):
+        launch_keywords([off, on], {"async_scheduling": True})

@@ -270,12 +270,6 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     if draft_tp is not None and spec.method == "ngram":
         raise InputError("draft tp (--draft-tp) is no setting of n-gram speculation: it runs no draft forward",
                          parameter="draft_tp")
-    if overlap and not profile.speculating.overlaps(spec.method):  # vLLM refuses to start
-        kept = (f"it keeps async scheduling for {', '.join(profile.async_methods)} drafts only" if profile.async_methods
-                else "its async scheduling takes no speculative decoding")
-        raise InputError(f"{profile.label} refuses --async-scheduling with {spec.method} speculative decoding: {kept} "
-                         f"(vllm/config/vllm.py VllmConfig.__post_init__; the {profile.name} profile's sources)",
-                         parameter="async_scheduling")
     if spec.method == "draft" and spec.draft is not None and spec.draft is not target:
         given = draft_tp is not None
         problem = tp_problem(spec.draft, hw, int(spec.draft_tp or dep.tp), expert_parallel,

@@ -34,6 +34,13 @@ def _library_model(name: Any) -> bool:
     return True
 
 
+def _keeps_async(r) -> bool:
+    """Whether the speculating server's method keeps vLLM's async scheduling (so its setting is both servers')."""
+    from ..specs.engine import ASYNC_SCHEDULING_METHODS
+
+    return r.values.get("method", (None,))[0] in ASYNC_SCHEDULING_METHODS
+
+
 def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, Any]
                     ) -> tuple[dict[str, Any], Diagnostic]:
     """(the scenario keywords the launch files give, beyond what the user gave, and one note saying each
@@ -72,7 +79,7 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
 
     for r in [*off, *on]:
         kw = r.scenario_keywords()
-        for name in (*SHARED, *SPECULATIVE, "cuda_graphs", *SAID_ONLY):
+        for name in (*SHARED, *SPECULATIVE, "cuda_graphs", "async_scheduling", *SAID_ONLY):
             if name not in kw:
                 continue
             value, flag = kw[name], r.values[name][1]
@@ -82,7 +89,10 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
             if name in ("model", "draft") and not _library_model(value):
                 said.setdefault(r.path, []).append(f"{name} {value} ({flag}: no library model; give --{name})")
                 continue
-            if name == "cuda_graphs":  # each server's own mode; one file alone: both servers ran it
+            if name == "async_scheduling" and r in on and (off or not (value or _keeps_async(r))):
+                said.setdefault(r.path, []).append(f"async scheduling {value} ({flag}: the speculating server's, "
+                                                   "which vLLM sets by the method; the other server's decides)")
+            elif name == "cuda_graphs":  # each server's own mode; one file alone: both servers ran it
                 target = "cuda_graphs_speculating" if r in on and off else "cuda_graphs"
                 put(target, value, src, r.path, flag)
             elif name in SAID_ONLY:

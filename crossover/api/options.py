@@ -131,7 +131,7 @@ SCENARIO = (
     O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes: on or off",
       default_text="the engine profile's", choices=("off", "on"), group="scenario"),
     O("async_scheduling", "whether vLLM V1 schedules the next step while the GPU runs this one (--[no-]async-scheduling; "
-      "kept with speculation for EAGLE-type drafts only)", default_text="the profile's", choices=("off", "on"), group="scenario"),
+      "the speculating server keeps it for EAGLE-type drafts only)", default_text="the profile's", choices=("off", "on"), group="scenario"),
     O("mla_verify", "how the server's MLA backend runs verify tokens: prefill (vLLM 0.10, CUTLASS or Triton MLA) or "
       "decode (FlashInfer MLA, FlashMLA, SGLang)", default_text="the engine's on this GPU", choices=("decode", "prefill"), group="scenario"),
     O("gpu_memory_utilization", "share of each GPU's memory the engine takes (weights, KV cache, activations)",

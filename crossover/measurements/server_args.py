@@ -5,14 +5,13 @@
     args.provenance()                     # [{"input": "k", "value": 3, "source": "--speculative-config ..."}, ...]
     crossover_model_name("meta-llama/Llama-3.2-1B-Instruct")  # "llama-3.2-1b"; the id itself when no spec has it
 
-Read, by content: vLLM command lines (`vllm serve`, `-m vllm.entrypoints.openai.api_server`, the vllm/vllm-openai
-image; `-tp -q -sc -cc -O3`, `_` for `-`, `--compilation-config.cudagraph_mode=FULL`, V0's --speculative-model),
-SGLang's (`-m sglang.launch_server`), a bare --speculative-config JSON, startup logs (vLLM's `non-default args:`
-and `Initializing a V1 LLM engine (vX) with config:`, SGLang's `server_args=ServerArgs(...)`). Only unambiguous
-mappings (cuda_graphs: the decode steps' mode): what does not map (a quantization whose width is the checkpoint's,
-an `auto` dtype, vLLM -O1/-O2, an SGLang tree) is in `unmapped` with why, provenance says "engine default" for it
-and what the file leaves out, flags not read are in `ignored`. No such format, or two values of one keyword: one
-FileError line naming the file.
+Read, by content: vLLM command lines (`vllm serve`, `-m vllm.entrypoints.openai.api_server`, the vllm/vllm-openai image;
+`-tp -sc -O3`, `_` for `-`, `--compilation-config.cudagraph_mode=FULL`, V0's --speculative-model), SGLang's (`-m
+sglang.launch_server`), a bare --speculative-config JSON, startup logs (vLLM's `non-default args:` and `Initializing a
+V1 LLM engine (vX) with config:`, `Asynchronous scheduling is`, SGLang's `server_args=ServerArgs(...)`). Only
+unambiguous mappings (cuda_graphs: decode's mode): what does not map (a quantization of the checkpoint's width, an
+`auto` dtype, -O1/-O2, an SGLang tree) is in `unmapped` with why, provenance says "engine default" for it and for what
+the file leaves out; flags not read are `ignored`. No such format, or two values of a keyword: one FileError line.
 """
 
 from __future__ import annotations
@@ -27,9 +26,9 @@ from ..errors import FileError
 from ..files import read_text
 
 ENGINE_DEFAULT = "engine default"
-from .server_flags import (ALIASES, BOOL_FLAGS, DATA_PARALLEL, DTYPES, EXPECTED, GRAPH_MODES, HEAD_METHODS, KEYWORDS,
-                           KV_DTYPES, O_LEVEL, QUANTIZATION, SGLANG_BACKENDS, SGLANG_DIRECT, SGLANG_FLAGS, SGLANG_METHODS,
-                           SGLANG_UNMAPPED, VLLM_DIRECT, VLLM_FLAGS, VLLM_METHODS)
+from .server_flags import (ALIASES, ASYNC_LOG, BOOL_FLAGS, DATA_PARALLEL, DTYPES, EXPECTED, GRAPH_MODES, HEAD_METHODS, KEYWORDS, KV_DTYPES,
+                           O_LEVEL, QUANTIZATION, SGLANG_BACKENDS, SGLANG_DIRECT, SGLANG_FLAGS, SGLANG_METHODS, SGLANG_UNMAPPED,
+                           VLLM_DIRECT, VLLM_FLAGS, VLLM_METHODS)
 
 _VERSION = re.compile(r"vLLM API server version (\S+)|Initializing (?:a V(\d) |an )LLM engine \(v([^)\s]+)\)")
 _CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: (.*)$")
@@ -366,6 +365,8 @@ def _log(found: ServerArgs, text: str) -> ServerArgs:
                 fields = _literal(body) if body.startswith("{") else _fields(body[1:-1])
                 lists[into] += [(k, v, f"line {n} {label}: {k}={v!r}") for k, v in (fields or {}).items() if v is not None]
                 found.engine = found.engine or ("sglang" if into == "resolved" else "vllm")
+        if m := re.search(ASYNC_LOG, line):  # the resolved setting, logged
+            lists["resolved"].append(("async_scheduling", m.group(1) == "enabled", f"line {n}: {m.group(0)}"))
         if m := _CONFIG.search(line):
             for k, v in _fields(m.group(1)).items():
                 if k == "speculative_config" and isinstance(v, str) and "(" in v:  # SpeculativeConfig(method=, model=,

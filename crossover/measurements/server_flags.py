@@ -5,8 +5,9 @@ from __future__ import annotations
 
 KEYWORDS = ("model", "engine", "method", "k", "draft", "tp", "draft_tp", "weight_dtype", "kv_dtype", "cuda_graphs",
             "chunked_prefill", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "expert_parallel", "data_parallel",
-            "cuda_graph_max")
+            "cuda_graph_max", "async_scheduling")
 HEAD_METHODS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # no separate draft model: no `draft` keyword
+ASYNC_LOG = r"Asynchronous scheduling is (enabled|disabled)"  # vLLM 0.14.1 config/vllm.py: the setting resolved
 EXPECTED = "a vLLM or SGLang command line, a --speculative-config JSON object or a server startup log"
 
 # The flags read, by argparse dest (tests check each against the released sources): name -> (keyword, type).
@@ -14,7 +15,7 @@ VLLM_DIRECT = {"model": ("model", str), "model_tag": ("model", str), "tensor_par
                "num_speculative_tokens": ("k", int), "speculative_draft_tensor_parallel_size": ("draft_tp", int),
                "gpu_memory_utilization": ("gpu_memory_utilization", float), "max_num_seqs": ("max_num_seqs", int),
                "max_num_batched_tokens": ("max_num_batched_tokens", int),
-               "max_cudagraph_capture_size": ("cuda_graph_max", int),
+               "max_cudagraph_capture_size": ("cuda_graph_max", int), "async_scheduling": ("async_scheduling", bool),
                "enable_chunked_prefill": ("chunked_prefill", bool), "chunked_prefill_enabled": ("chunked_prefill", bool)}
 VLLM_FLAGS = (*VLLM_DIRECT, "speculative_config", "speculative_model", "enforce_eager", "compilation_config",
               "optimization_level", "kv_cache_dtype", "quantization", "dtype", "enable_expert_parallel",
@@ -33,7 +34,7 @@ ALIASES = {"vllm": {"q": "quantization", "tp": "tensor_parallel_size", "sc": "sp
 BOOL_FLAGS = set("enforce_eager enable_chunked_prefill disable_cuda_graph disable_decode_cuda_graph trust_remote_code "
                  "enable_prefix_caching disable_log_requests disable_log_stats enable_auto_tool_choice disable_radix_cache "
                  "enable_torch_compile enable_piecewise_cuda_graph use_v2_block_manager enable_dp_attention "
-                 "enable_expert_parallel".split())
+                 "enable_expert_parallel async_scheduling".split())
 VLLM_METHODS = {"draft_model": "draft", "eagle": "eagle", "eagle3": "eagle3", "medusa": "medusa", "ngram": "ngram",
                 "mtp": "mtp"}  # and every *_mtp (deepseek_mtp, qwen3_next_mtp, ...)
 SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft", "NGRAM": "ngram"}

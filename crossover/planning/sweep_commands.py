@@ -105,8 +105,11 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
             vllm.append("--enforce-eager")
         elif cap and dep.engine.framework == "vllm":  # the limit given, in the engine's own unit (tokens)
             vllm += ["--max-cudagraph-capture-size", cap]
-        if dep.engine.settings.get("async_scheduling") == "off":  # as given (on: vLLM's default or refused)
+        overlap = dep.engine.settings.get("async_scheduling")  # as given: off on both; on where vLLM keeps it
+        if overlap == "off":
             vllm.append("--no-async-scheduling")
+        elif overlap == "on" and (arm == "off" or dep.speculating_engine.overlaps(spec.method)):
+            vllm.append("--async-scheduling")
         out["vllm"][arm] = _line(vllm, cfg["vllm"]["static"]["flag"] if arm == "on" else None)
         sgl = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", dep.gpus,
                *(["--dp-size", dp, "--enable-dp-attention"] if dp > 1 else []),
