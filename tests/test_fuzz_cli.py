@@ -797,7 +797,7 @@ def test_fuzz_force_never_overwrites_an_input(data):
         how = flag
         if flag == "workload" and rare(draw, 2):  # the lengths file the workload names
             victim = fs.add("page/index.html" if verb == "report" else f"lengths{suffix}", b"100 200 300\n")
-            workload = fs.add("w.yaml", f"name: w\nprompt_len: {{dist: empirical, file: {Path(victim).name}}}\n"
+            workload = fs.add("w.yaml", f"name: w\nprompt_len: {{dist: empirical, file: {Path(victim).relative_to(fs.root)}}}\n"
                              "output_len: {dist: fixed, value: 8}\n".encode())
             how, value = "lengths", [workload]
         elif flag == "engine_metrics":
@@ -863,7 +863,11 @@ def test_fuzz_empty_values_and_other_digits_are_refused(data):
     else:
         i = draw(st.integers(0, len(good) - 1))
         value = good[:i] + draw(NON_ASCII_DIGITS) + good[i + 1:]
-    argv = [verb, *FORCE_BASE.get(verb, []), f"{flag}={value}"]
+    base = list(FORCE_BASE.get(verb, []))
+    if flag == "--request-rate" and "--concurrency" in base:  # the two load axes exclude each other
+        i = base.index("--concurrency")
+        del base[i:i + 2]
+    argv = [verb, *base, f"{flag}={value}"]
     if verb in ("simulate", "plan"):
         argv += ["--workload", "sharegpt"]
     if verb in ("measured", "calibrate"):
