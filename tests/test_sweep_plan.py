@@ -282,6 +282,15 @@ def _tool(words: list[str]) -> tuple[str, str, int]:
     raise AssertionError(f"no documented program runs {' '.join(words[:3])}")
 
 
+def _negated(kind: str, name: str, entry: dict, flag: str) -> bool:
+    """`--no-X` of a vLLM flag `--X` that its release declares with argparse's BooleanOptionalAction
+    (tests/fixtures/server_args/engine_flags.json, extracted from the same wheel)."""
+    if not (kind == "servers" and name == "vllm" and flag.startswith("--no-")):
+        return False
+    flags = json.loads((Path(__file__).parent / "fixtures" / "server_args" / "engine_flags.json").read_text())
+    return "--" + flag[5:] in flags["vllm"][str(entry["version"])]["boolean_optional"]
+
+
 def undocumented(line: str) -> list[str]:
     """The flags (and values of flags with known choices) of a command line its release does not
     document; the speculative config's keys against vLLM 0.14.1's SpeculativeConfig."""
@@ -293,7 +302,7 @@ def undocumented(line: str) -> list[str]:
         if not w.startswith("-"):
             continue
         flag = w.split("=", 1)[0]
-        if flag not in entry["flags"]:
+        if flag not in entry["flags"] and not _negated(kind, name, entry, flag):
             bad.append(flag)
             continue
         value = words[i + 1] if i + 1 < len(words) else None
@@ -317,6 +326,7 @@ CASES = {
     "ngram-fp8-eager": dict(method="ngram", kv_dtype="fp8", cuda_graphs="none", sweep={"levels": 3}),
     "draft-fp8-weights": dict(method="draft", draft="llama-3.2-1b", weight_dtype="fp8", sweep={"levels": 3}),
     "sglang-profile": dict(engine="sglang", sweep={"levels": 3, "draft_model_id": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}),
+    "async-off": dict(method="ngram", async_scheduling="off", sweep={"levels": 3}),
 }
 
 
@@ -332,6 +342,17 @@ def test_every_emitted_flag_is_documented_by_its_release(case):
     for client, rows in d["clients"].items():
         pkg, ver = d["releases"]["clients"][client]["package"], d["releases"]["clients"][client]["version"]
         assert (ARGS["clients"][client]["package"], ARGS["clients"][client]["version"]) == (pkg, ver)
+
+
+def test_async_scheduling_as_given_is_written_into_the_vllm_commands():
+    """--async-scheduling off: both vLLM servers get --no-async-scheduling; on (vLLM 0.10's opt-in): the server
+    without speculation gets --async-scheduling, the n-gram one nothing (vLLM would refuse it there)."""
+    off = _plan("async-off", **CASES["async-off"]).to_dict()["servers"]["vllm"]
+    assert all(" --no-async-scheduling" in off[arm] for arm in ("off", "on"))
+    on = _plan("async-on-0.10", method="ngram", engine="vllm-0.10", async_scheduling="on",
+               sweep={"levels": 3}).to_dict()["servers"]["vllm"]
+    assert on["off"].endswith("--async-scheduling") and "async-scheduling" not in on["on"]
+    assert undocumented(off["off"]) == [] and undocumented(off["off"] + " --no-seed") == ["--no-seed"]
 
 
 def test_the_flag_check_refuses_what_no_release_documents():
