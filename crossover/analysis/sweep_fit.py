@@ -44,7 +44,7 @@ PARAMETERS: dict[str, tuple[str, float, float]] = {
     # Host time per verifying sequence of a speculative step, us (Efficiency.spec_overhead_per_seq_s:
     # the bookkeeping and the attention outside the full CUDA graph that grow with the batch, which is
     # what turns a speculative arm's speedup down with load beyond the kernels; vLLM's profile charges
-    # 20 us, a PIECEWISE step ~40 us per sequence, engines/vllm.yaml). At least 0: no negative time.
+    # none apart, a PIECEWISE step ~40 us per sequence, engines/vllm.yaml). At least 0: no negative time.
     # At most 500: 200 sequences would then add 100 ms to a step, the step bound above.
     "spec_per_seq_us": ("spec_overhead_per_seq_s", 0.0, 500.0),
     # Per sequential draft forward, ms. At least 0. At most 50: half the step bound, as a draft
