@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-# Keys whose values are signed by nature: logarithms of ratios (calibration residuals).
-SIGNED = re.compile(r"(^|[._])(ln|log)(_|$)|ln_ratio|residual")
+# Keys whose values are signed by nature: logarithms of ratios (calibration residuals), and the load fit's
+# slope C2 (a latency that does not grow with load fits C2 <= 0), its ratio and the break-even r* it implies.
+SIGNED = re.compile(r"(^|[._])(ln|log)(_|$)|ln_ratio|residual|load_fit\.(\w+\.c2_ms_per_request|c2_ratio|r_star)")
 
 
 def _no_constant(name):

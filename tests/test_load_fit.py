@@ -47,3 +47,26 @@ def test_too_few_or_saturated_levels_give_no_fit():
     assert flat.c1 == pytest.approx(4 / 3) and flat.c2 == pytest.approx(-1 / 3) and flat.saturation_qps is None
     assert fit_load([1.0, 2.0], [1.0, 0.5]) is None  # 1 / L = 0 + 1 QPS: no zero-load latency
     assert "does not grow with load" in break_even(flat, flat)["why"]
+
+
+def test_simulate_fits_each_arm_of_a_rate_sweep_below_saturation():
+    """`simulate --request-rate` reports the same fit (SweepResult.load_fit): latencies made by hand from
+    C1 = 2 s, C2 = 50 ms/request (off) and C1 = 1 s, C2 = 100 ms/request (on) at 1, 2, 4 req/s are fitted
+    back exactly; a saturated level is left out of its arm's fit; C2(on)/C2(off) = 2, r* = (1 - 0.5) /
+    (2 - 0.5) = 1/3, the break-even rate r* / C2_off = 6.67 req/s; a concurrency sweep has none."""
+    from crossover.reporting.text import load_fit_lines
+    from crossover.serving.sweep import Level, SweepResult
+
+    def lat(c1, c2, q):
+        return 1e3 * c1 / (1 - q * c2)
+
+    levels = [Level(q, {"mean_e2el_ms": lat(2.0, 0.05, q)}, {"mean_e2el_ms": lat(1.0, 0.1, q)}) for q in (1, 2, 4)]
+    levels.append(Level(9.0, {"mean_e2el_ms": 1e6, "saturated": True}, {"mean_e2el_ms": 2e6, "saturated": True}))
+    lf = SweepResult("request_rate", levels).load_fit
+    assert lf["off"]["c1_ms"] == pytest.approx(2000) and lf["off"]["c2_ms_per_request"] == pytest.approx(50)
+    assert lf["on"]["c1_ms"] == pytest.approx(1000) and lf["on"]["c2_ms_per_request"] == pytest.approx(100)
+    assert lf["off"]["levels"] == 3 and lf["c2_ratio"] == pytest.approx(2.0)
+    assert lf["r_star"] == pytest.approx(1 / 3) and lf["qps"] == pytest.approx(20 / 3)
+    assert "C2(on)/C2(off) 2.000; break-even 6.67 req/s" in load_fit_lines(lf)[0]
+    assert SweepResult("concurrency", levels).load_fit is None
+    assert SweepResult("request_rate", levels[:1]).load_fit is None  # one level: no line to fit

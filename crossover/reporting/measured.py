@@ -12,7 +12,7 @@ from ..comparison.compare import PREDICT_RATE_PROMPTS, latency_crossovers, speed
 from ..analysis.crossings import rounded
 from ..analysis.bounds import BoundChecks
 from . import gpus_said
-from .text import clean, latency_lines, other_crossings
+from .text import clean, latency_lines, load_fit_lines, other_crossings
 
 
 def _level_values(table) -> dict[str, list]:
@@ -371,15 +371,7 @@ def diagnosis_lines(d: dict[str, Any], axis: str) -> list[str]:
         lines.append("  re-priced with each setting (at the worst level): " + "; ".join(
             f"{c['cause']} {c['on_expected']:.1f} tok/s ({'explains it' if c['explains'] else 'does not explain it'})"
             for c in tried))
-    lf = d.get("load_fit")
-    if lf:
-        off, on = lf["off"], lf["on"]
-        be = (f"break-even {lf['qps']:.3g} req/s (r* = {lf['r_star']:.3g})" if lf.get("qps") is not None
-              else f"no break-even rate: {lf['why']}")
-        ratio = f"{lf['c2_ratio']:.3f}" if lf.get("c2_ratio") is not None else "-"
-        lines.append(f"  load fit (Kong et al., L = C1 / (1 - QPS C2)): off C1 {off['c1_ms']:.1f} ms, C2 "
-                     f"{off['c2_ms_per_request']:.2f} ms/request; on C1 {on['c1_ms']:.1f} ms, C2 "
-                     f"{on['c2_ms_per_request']:.2f} ms/request; C2(on)/C2(off) {ratio}; {be}")
+    lines += load_fit_lines(d.get("load_fit"))
     for item in d.get("report", []):
         lines.append(f"  report: {item}")
     return lines

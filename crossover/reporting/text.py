@@ -254,6 +254,7 @@ def simulation_dict(res) -> dict[str, Any]:
         "crossings": res.level_crossings.crossings_json(),
         "crossover_side": res.side,
         "latency": _simulated_latency(res),
+        "load_fit": res.load_fit,
     }
 
 
@@ -338,6 +339,7 @@ def simulation_table(res, inputs: dict[str, Any]) -> str:
         lines.append(f"crossover: {what} {res.crossover:.1f} (interpolated between levels; {metric} = 1{band})")
     lines += other_crossings(lc, what)
     lines += latency_lines(_simulated_latency(res), what)
+    lines += [x.strip() for x in load_fit_lines(res.load_fit)]
     return "\n".join(lines)
 
 
@@ -380,6 +382,19 @@ def _where(d: dict[str, Any], axis: str) -> str:
     if d["side"] == "equal":
         return f"no crossover; equal within noise (within {EQUAL_RTOL:.0%})"
     return f"not bracketed; {'lower' if d['side'] == 'on' else 'higher'} with speculation throughout"
+
+
+def load_fit_lines(lf: dict[str, Any] | None) -> list[str]:
+    """Kong et al.'s load fit of a rate sweep's two arms (SweepResult.load_fit, measured's), one line."""
+    if not lf:
+        return []
+    off, on = lf["off"], lf["on"]
+    be = (f"break-even {lf['qps']:.3g} req/s (r* = {lf['r_star']:.3g})" if lf.get("qps") is not None
+          else f"no break-even rate: {lf['why']}")
+    ratio = f"{lf['c2_ratio']:.3f}" if lf.get("c2_ratio") is not None else "-"
+    return [f"  load fit (Kong et al., L = C1 / (1 - QPS C2)): off C1 {off['c1_ms']:.1f} ms, C2 "
+            f"{off['c2_ms_per_request']:.2f} ms/request; on C1 {on['c1_ms']:.1f} ms, C2 "
+            f"{on['c2_ms_per_request']:.2f} ms/request; C2(on)/C2(off) {ratio}; {be}"]
 
 
 def latency_lines(lat: dict[str, dict[str, Any]], axis: str) -> list[str]:

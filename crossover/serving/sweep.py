@@ -61,6 +61,23 @@ class SweepResult:
         return level_crossings([lv.value for lv in self.levels], self.ratios)
 
     @property
+    def load_fit(self) -> dict | None:
+        """Kong et al.'s L(QPS) = C1 / (1 - QPS C2) fitted to each arm's mean end-to-end latency over its
+        levels below saturation (analysis/load_fit.py) and the break-even rate the two imply: a
+        request-rate sweep with two such levels or more per arm; None otherwise."""
+        from ..analysis.load_fit import break_even, fit_load
+
+        if self.axis != "request_rate":
+            return None
+        fits = {}
+        for arm in ("off", "on"):
+            rows = [(lv.value, getattr(lv, arm)) for lv in self.levels if not getattr(lv, arm).get("saturated")]
+            fits[arm] = fit_load([q for q, _ in rows], [m.get("mean_e2el_ms", np.nan) / 1e3 for _, m in rows])
+        if fits["off"] is None or fits["on"] is None:
+            return None
+        return {"off": fits["off"].to_dict(), "on": fits["on"].to_dict(), **break_even(fits["off"], fits["on"])}
+
+    @property
     def crossover_interval(self) -> tuple[float, float | None] | None:
         """Where the crossover lies given each level's 95% throughput intervals (concurrency sweeps):
         from the crossing of the pessimistic ratio (on low / off high; the first level when it is
