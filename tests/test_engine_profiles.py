@@ -779,3 +779,19 @@ def test_tensorrt_llm_overlap_scheduler_hides_its_host_step_until_the_host_is_th
     ngram = Speculation("ngram", 3, Acceptance.rate(0.6))
     mn = StepModel.of(dep, ngram)
     assert float(mn.price(mn.decode(np.array([64.0]), 1024.0, ngram)).term("host_per_seq")[0]) == pytest.approx(64 * 29.4e-6)
+
+
+def test_vllm_v0_run_eagerly_has_no_async_scheduling_setting(capsys):
+    """--enforce-eager makes V0 score drafts with its multi-query scorer, but it stays V0: no async
+    scheduling setting in its inputs or its engine line (EngineProfile.vllm_v1 keys on the graph unit,
+    which configuring leaves alone), and --async-scheduling is refused for it still."""
+    import json
+    eager = load_engine("vllm-v0").configured(cuda_graphs="none")
+    assert eager.verify_layout == "multi_query" and not eager.vllm_v1
+    assert load_engine("vllm").vllm_v1 and load_engine("vllm-0.10").vllm_v1 and not load_engine("sglang").vllm_v1
+    args = ["predict", "--engine", "vllm-v0", "--cuda-graphs", "none", "--batch", "1"]
+    assert main(args) == 0 and "async scheduling" not in capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["inputs"]["async_scheduling"]["setting"] is None
+    r = run_cli(*args, "--async-scheduling", "off")
+    assert r.returncode == 2 and "is vLLM V1's setting" in r.stderr and "Traceback" not in r.stderr

@@ -38,8 +38,7 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         # proposers outside the engine's async_methods, whose host work per sequence is then exposed
         "async_scheduling": {"off": dep.engine.overlaps(None), "on": dep.speculating_engine.overlaps(spec.method),
                              "name": "async scheduling" if dep.engine.framework == "vllm" else "the overlap scheduler",
-                             "setting": (("on" if dep.engine.async_scheduling else "off") if dep.engine.framework == "vllm"
-                                         and dep.engine.verify_layout == "multi_query" else None)},
+                             "setting": ("on" if dep.engine.async_scheduling else "off") if dep.engine.vllm_v1 else None},
         "gpu_memory_utilization": dep.memory_utilization,
         "sampling": dep.engine.settings.get("sampling", "greedy"), "sampling_path": dep.engine.sampling,
         "engine_settings_given": sorted(dep.engine.settings),

@@ -34,11 +34,14 @@ def _library_model(name: Any) -> bool:
     return True
 
 
-def _keeps_async(r) -> bool:
-    """Whether the speculating server's method keeps vLLM's async scheduling (so its setting is both servers')."""
-    from ..specs.engine import ASYNC_SCHEDULING_METHODS
+def _keeps_async(r, given: dict[str, Any]) -> bool:
+    """Whether the speculating server's method keeps the engine's async scheduling (EngineProfile.overlaps:
+    then its setting is both servers'); the engine the user gave, else the file's, else the default."""
+    from ..defaults import DEFAULT_ENGINE
+    from ..specs.loader import load_engine
 
-    return r.values.get("method", (None,))[0] in ASYNC_SCHEDULING_METHODS
+    engine = given.get("engine") or r.values.get("engine", (DEFAULT_ENGINE,))[0]
+    return load_engine(engine).speculating.overlaps(r.values.get("method", (None,))[0])
 
 
 def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, Any]
@@ -89,7 +92,7 @@ def launch_keywords(paths: Sequence[str | Path] | str | Path, given: dict[str, A
             if name in ("model", "draft") and not _library_model(value):
                 said.setdefault(r.path, []).append(f"{name} {value} ({flag}: no library model; give --{name})")
                 continue
-            if name == "async_scheduling" and r in on and (off or not (value or _keeps_async(r))):
+            if name == "async_scheduling" and r in on and (off or not (value or _keeps_async(r, given))):
                 said.setdefault(r.path, []).append(f"async scheduling {value} ({flag}: the speculating server's, "
                                                    "which vLLM sets by the method; the other server's decides)")
             elif name == "cuda_graphs":  # each server's own mode; one file alone: both servers ran it

@@ -217,7 +217,7 @@ def _causes(table, sc: Scenario, usable, worst: dict[str, Any]) -> list[dict[str
     if ran == "sglang" and cap and max(o.load for o in usable) > cap:
         priced("spec_running_cap", f"SGLang's cap of {cap} running requests with speculation on (server_args.py; "
                f"--max-running-requests sets another): above it the speculative arm queues", sc, cap=float(cap))
-    if ran == "vllm" and engine.framework == "vllm" and engine.verify_layout == "multi_query" and engine.full_graphs:
+    if ran == "vllm" and engine.vllm_v1 and engine.full_graphs:
         priced("piecewise_graphs", "PIECEWISE CUDA graphs (compilation_config cudagraph_mode; vLLM before 0.11 "
                "captures PIECEWISE only): attention outside the graph every step, paid per sequence, which "
                "speculation pays over fewer steps", sc.with_engine(engine.configured(cuda_graphs="piecewise")))

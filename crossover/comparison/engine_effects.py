@@ -192,7 +192,7 @@ def _larger_than_model(table: MeasuredTable, sc: Scenario, loads, ratios, predic
     arms pay per step or per sequence, which speculation, taking fewer steps per token, pays less often."""
     spec, engine = sc.speculation, sc.deployment.engine
     causes: list[dict[str, str]] = []
-    if ran_engine(table, sc)["framework"] == "vllm" and engine.framework == "vllm" and engine.full_graphs and engine.verify_layout != "batch_expansion":
+    if ran_engine(table, sc)["framework"] == "vllm" and engine.vllm_v1 and engine.full_graphs:
         p10 = _predicted_with(table, sc, "vllm-0.10")
         causes.append({"effect": "vLLM V1 before 0.11 captured PIECEWISE CUDA graphs only: every step, plain decode "
                                  "too, runs attention outside the graph at a host cost per sequence that speculation, "

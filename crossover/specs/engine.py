@@ -28,8 +28,7 @@ CudaGraphs = Literal["full", "piecewise", "none"]
 # Each engine's name for running without CUDA graphs, for the error and the config lines.
 EAGER_FLAG = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "trtllm": "cuda_graph_config: null",
               "hf": "(never captures)"}
-# The methods with which vLLM V1 keeps async scheduling: VllmConfig.__post_init__ turns it off outside
-# EagleModelTypes (vllm/config/vllm.py and config/speculative.py, 0.14.1 wheel).
+# vLLM V1 keeps async scheduling for these only (VllmConfig.__post_init__, vllm/config/vllm.py 0.14.1 wheel).
 ASYNC_SCHEDULING_METHODS = ("eagle", "eagle3", "mtp")
 NgramMiss = Literal["bonus_only", "padded"]
 # Where an MLA model's verify positions take the attention backend's prefill path (EngineProfile.mla_verify_prefill).
@@ -286,7 +285,7 @@ class EngineProfile(Spec):
             if cuda_graphs not in ("full", "piecewise", "none"):
                 raise InputError(f"cuda graphs (--cuda-graphs) is full, piecewise or none (got {cuda_graphs!r})",
                                  parameter="cuda_graphs")
-            if cuda_graphs == "piecewise" and not (self.framework == "vllm" and self.verify_layout == "multi_query"):
+            if cuda_graphs == "piecewise" and not self.vllm_v1:
                 raise InputError(f"piecewise CUDA graphs are vLLM V1's mode; {self.label} captures whole "
                                  f"forwards or none (--cuda-graphs full or none)", parameter="cuda_graphs")
             if cuda_graphs == "none":
@@ -326,7 +325,7 @@ class EngineProfile(Spec):
             update["graph_capture_limit"] = cuda_graph_max
             settings["cuda_graph_max"] = str(cuda_graph_max)
         if async_scheduling is not None:
-            if not (self.framework == "vllm" and self.verify_layout == "multi_query"):
+            if not self.vllm_v1:
                 raise InputError(f"async scheduling (--async-scheduling) is vLLM V1's setting (0.10 and later); "
                                  f"{self.label} has none", parameter="async_scheduling")
             update["async_scheduling"] = bool(async_scheduling)
@@ -402,6 +401,8 @@ class EngineProfile(Spec):
         return self.ngram_lookup_per_token_ns / 1e9
 
     host_per_seq_s = property(lambda self: self.host_per_seq_us * 1e-6)
+    # vLLM V1 (0.10 on), whose graphs are keyed on tokens; V0's on (expanded) sequences, eager or not
+    vllm_v1 = property(lambda self: self.framework == "vllm" and self.graph_capture_unit == "tokens")
 
     def overlaps(self, method: str | None) -> bool:
         """Whether this server overlaps its host work with the GPU: with async scheduling on, without
