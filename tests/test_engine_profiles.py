@@ -151,7 +151,7 @@ def test_ngram_lookup_is_a_cpu_cost_per_verifying_sequence():
     spec = Speculation("ngram", 4, Acceptance.rate(0.6))
     model = StepModel.of(dep, spec)
     st_ = model.price(model.decode(np.array([10.0, 100.0]), 1000.0, spec))
-    np.testing.assert_allclose(st_.term("proposer_lookup"), [10 * 84e-6, 100 * 84e-6], rtol=1e-12)
+    np.testing.assert_allclose(st_.term("proposer_lookup"), [10 * 166e-6, 100 * 166e-6], rtol=1e-12)
     eagle = StepModel.of(dep, Speculation("eagle", 4, Acceptance.rate(0.6)))
     assert float(eagle.price(eagle.decode(np.array([10.0]), 1000.0, Speculation("eagle", 4, Acceptance.rate(0.6))))
                  .term("proposer_lookup")[0]) == 0.0
