@@ -101,7 +101,7 @@ def test_one_pricing_of_every_term_by_hand():
     want = (verify + 3 * (one_draft + eff.draft_step_overhead_s) + eff.spec_overhead_s
             + b * eff.spec_overhead_per_seq_s + 4 * b * eff.spec_per_position_s + miss + host)
     np.testing.assert_allclose(st.total, want, rtol=1e-12)
-    np.testing.assert_allclose(st.term("host_per_seq"), host, rtol=1e-12)
+    np.testing.assert_allclose(st.term("host_work"), host, rtol=1e-12)
 
 
 def test_the_tabulated_path_is_the_evaluator():

@@ -516,3 +516,18 @@ def test_async_scheduling_comes_from_the_server_without_speculation(tmp_path):
     assert launch_keywords([eagle], {})[0]["async_scheduling"] is False
     with pytest.raises(CrossoverError, match="contradicts the True given"):
         launch_keywords([off, on], {"async_scheduling": True})
+
+
+def test_sglang_disable_overlap_schedule_is_async_scheduling_off(tmp_path):
+    """SGLang's --disable-overlap-schedule (server_args.py, every 0.5.x extracted) turns its overlap scheduler
+    off for the server: crossover's async scheduling off. The resolved ServerArgs log's value is not read:
+    up to 0.5.10 speculation itself sets it True."""
+    from crossover.api.launch import launch_keywords
+
+    off = _write(tmp_path, "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                           "--disable-overlap-schedule", "off.sh")
+    assert read_server_args(off).values["async_scheduling"] == (False, "--disable-overlap-schedule")
+    assert launch_keywords([off], {})[0]["async_scheduling"] is False
+    log = _write(tmp_path, "[2025-01-01] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', "
+                           "disable_overlap_schedule=True, speculative_algorithm='EAGLE3')\n", "on.log")
+    assert "async_scheduling" not in read_server_args(log).values

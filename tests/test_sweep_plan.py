@@ -353,6 +353,8 @@ def test_async_scheduling_as_given_is_written_into_the_vllm_commands():
                sweep={"levels": 3}).to_dict()["servers"]["vllm"]
     assert on["off"].endswith("--async-scheduling") and "async-scheduling" not in on["on"]
     assert undocumented(off["off"]) == [] and undocumented(off["off"] + " --no-seed") == ["--no-seed"]
+    sgl = _plan("async-off", **CASES["async-off"]).to_dict()["servers"]["sglang"]  # its overlap scheduler, off on both
+    assert all(" --disable-overlap-schedule" in sgl[arm] and not undocumented(sgl[arm]) for arm in ("off", "on"))
 
 
 def test_the_flag_check_refuses_what_no_release_documents():

@@ -124,14 +124,16 @@ SCENARIO = (
     O("cuda_graphs", "the engine's CUDA-graph mode: full (uniform steps replay a full graph), piecewise (vLLM V1: "
       "attention outside the graph every step), none (--enforce-eager / --disable-cuda-graph)",
       default_text="the engine profile's", choices=("full", "none", "piecewise"), group="scenario"),
-    O("cuda_graphs_speculating", "the speculating server's CUDA-graph mode where it differs from the other's "
-      "(full, piecewise, none)", default_text="--cuda-graphs", choices=("full", "none", "piecewise"), group="scenario"),
+    O("cuda_graphs_speculating", "the speculating server's CUDA-graph mode where it differs from the other's",
+      default_text="--cuda-graphs", choices=("full", "none", "piecewise"), group="scenario"),
     O("cuda_graph_max", "the largest CUDA graph captured (vLLM V1 --max-cudagraph-capture-size: tokens; SGLang "
       "--cuda-graph-max-bs: requests); larger steps run eagerly", default_text="the engine's", metavar="N", group="scenario"),
-    O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes: on or off",
-      default_text="the engine profile's", choices=("off", "on"), group="scenario"),
-    O("async_scheduling", "whether vLLM V1 schedules the next step while the GPU runs this one (--[no-]async-scheduling; "
-      "the speculating server keeps it for EAGLE-type drafts only)", default_text="the profile's", choices=("off", "on"), group="scenario"),
+    O("chunked_prefill", "whether the engine prefills prompt chunks beside decodes", default_text="the engine profile's",
+      choices=("off", "on"), group="scenario"),
+    O("async_scheduling", "whether the engine schedules the next step while the GPU runs this one: vLLM V1's --[no-]async-"
+      "scheduling (kept while speculating with EAGLE-type drafts only), SGLang's and TensorRT-LLM's overlap scheduler (off: "
+      "--disable-overlap-schedule; SGLang on: spec v2 keeps it while speculating, 0.5.11+)", choices=("off", "on"),
+      default_text="the profile's", group="scenario"),
     O("mla_verify", "how the server's MLA backend runs verify tokens: prefill (vLLM 0.10, CUTLASS or Triton MLA) or "
       "decode (FlashInfer MLA, FlashMLA, SGLang)", default_text="the engine's on this GPU", choices=("decode", "prefill"), group="scenario"),
     O("gpu_memory_utilization", "share of each GPU's memory the engine takes (weights, KV cache, activations)",
@@ -399,8 +401,7 @@ MODELS_IMPORT = (
     O("force", "replace an existing --out file", kind="switch", api=None),
 )
 
-MAX_INPUT = O("max_input_mb", "largest input file read", default_text="512, or CROSSOVER_MAX_INPUT_MB", unit=None,
-              metavar="MB", api=None)
+MAX_INPUT = O("max_input_mb", "largest input file read", default_text="512, or CROSSOVER_MAX_INPUT_MB", metavar="MB", api=None)
 
 
 def by_verb() -> dict[str, tuple[Option, ...]]:
@@ -408,8 +409,7 @@ def by_verb() -> dict[str, tuple[Option, ...]]:
     scenario = (*SCENARIO, *SPECULATION, *EFFICIENCY)
     return {
         "predict": (*scenario, *PREDICT),
-        "simulate": (O("workload", f"workload preset or YAML path ({WORKLOADS})", required=True), *SIMULATE_LOAD,
-                     *scenario, *SIMULATE),
+        "simulate": (O("workload", f"workload preset or YAML path ({WORKLOADS})", required=True), *SIMULATE_LOAD, *scenario, *SIMULATE),
         "policy": (*scenario, *POLICY),
         "report": (*scenario, *REPORT),
         "plan": (*PLAN, *SPECULATION, *PLAN_COSTS),

@@ -89,8 +89,9 @@ ASYNC_OFF_WHY = ("the prediction prices the scheduler's share of that host time 
 
 def async_lost(engine, method: str) -> bool:
     """Whether the speculative arm runs without the async scheduling the other arm has: a profile that
-    schedules asynchronously (vLLM V1 from 0.14) and a method outside its async_methods."""
-    return engine.overlaps(None) and not engine.speculating.overlaps(method)
+    schedules asynchronously (vLLM V1 from 0.14) and a method outside its async_methods. vLLM's only: the
+    cause's text is its (SGLang's lost overlap scheduler is priced in full, host_per_step_us)."""
+    return engine.vllm_v1 and engine.overlaps(None) and not engine.speculating.overlaps(method)
 
 
 MLA_PREFILL_SAID = ("an MLA attention backend that takes one query token per request (every MLA backend of vLLM 0.10; "

@@ -7,7 +7,7 @@
 
 Read, by content: vLLM command lines (`vllm serve`, `-m vllm.entrypoints.openai.api_server`, the vllm/vllm-openai image;
 `-tp -sc -O3`, `_` for `-`, `--compilation-config.cudagraph_mode=FULL`, V0's --speculative-model), SGLang's (`-m
-sglang.launch_server`), a bare --speculative-config JSON, startup logs (vLLM's `non-default args:` and `Initializing a
+sglang.launch_server`; --disable-overlap-schedule as async scheduling off), a bare --speculative-config JSON, startup logs (vLLM's `non-default args:` and `Initializing a
 V1 LLM engine (vX) with config:`, `Asynchronous scheduling is`, SGLang's `server_args=ServerArgs(...)`). Only
 unambiguous mappings (cuda_graphs: decode's mode): what does not map (a quantization of the checkpoint's width, an
 `auto` dtype, -O1/-O2, an SGLang tree) is in `unmapped` with why, provenance says "engine default" for it and for what
@@ -24,12 +24,11 @@ from typing import Any, Sequence
 
 from ..errors import FileError
 from ..files import read_text
-
-ENGINE_DEFAULT = "engine default"
 from .server_flags import (ALIASES, ASYNC_LOG, BOOL_FLAGS, DATA_PARALLEL, DTYPES, EXPECTED, GRAPH_MODES, HEAD_METHODS, KEYWORDS, KV_DTYPES,
                            O_LEVEL, QUANTIZATION, SGLANG_BACKENDS, SGLANG_DIRECT, SGLANG_FLAGS, SGLANG_METHODS, SGLANG_UNMAPPED,
                            VLLM_DIRECT, VLLM_FLAGS, VLLM_METHODS)
 
+ENGINE_DEFAULT = "engine default"
 _VERSION = re.compile(r"vLLM API server version (\S+)|Initializing (?:a V(\d) |an )LLM engine \(v([^)\s]+)\)")
 _CONFIG = re.compile(r"LLM engine \(v[^)]*\) with config: (.*)$")
 _LOG = re.compile(r"non-default args: \{|LLM engine \(v[^)]*\) with config: |server_args=ServerArgs\(|"
@@ -41,8 +40,7 @@ _WORDS = {"True": "true", "False": "false", "None": "null", "inf": "Infinity", "
 _SHELL = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|(\s+)|([^\s'"\\]+)""", re.S)
 _TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[()\[\]{},]|[^'\"()\[\]{},]+")
 _NUMBER = re.compile(r"-\d+(\.\d*)?")
-_STOPS = {"&&", "||", ";", "|", "&"}
-_TRUE = ("true", "1", "yes")
+_STOPS, _TRUE = {"&&", "||", ";", "|", "&"}, ("true", "1", "yes")
 _CAST = {None: lambda v: v, bool: lambda v: str(v).lower() in _TRUE, float: float, int: lambda v: int(str(v)), str: str}
 
 
@@ -281,6 +279,8 @@ def _sglang(found: ServerArgs, items: list[tuple[str, Any, str]], resolved: bool
             found._put("cuda_graphs", SGLANG_BACKENDS[str(value)], src)
         elif name == "chunked_prefill_size":
             found._put("chunked_prefill", float(value) > 0, src)
+        elif name == "disable_overlap_schedule" and not resolved:  # not the log's, which speculation may set
+            found._put("async_scheduling", str(value).lower() not in _TRUE, src)
         elif name in SGLANG_UNMAPPED and not (resolved and name == "cuda_graph_bs"):  # the log's max_bs is its largest
             found._skip(SGLANG_UNMAPPED[name][0], src, SGLANG_UNMAPPED[name][1])
         elif name in ("kv_cache_dtype", "quantization", "dtype"):

@@ -25,7 +25,7 @@ SGLANG_DIRECT = {"model_path": ("model", str), "tp_size": ("tp", int), "max_runn
 SGLANG_FLAGS = (*SGLANG_DIRECT, *"""speculative_algorithm speculative_draft_model_path speculative_num_steps
     speculative_eagle_topk speculative_num_draft_tokens disable_cuda_graph disable_decode_cuda_graph cuda_graph_backend_decode
     cuda_graph_bs chunked_prefill_size max_prefill_tokens kv_cache_dtype quantization dtype ep_size dp_size
-    enable_dp_attention""".split())
+    enable_dp_attention disable_overlap_schedule""".split())
 ALIASES = {"vllm": {"q": "quantization", "tp": "tensor_parallel_size", "sc": "speculative_config", "cc": "compilation_config",
                     "dp": "data_parallel_size", "ep": "enable_expert_parallel"},
            "sglang": {"tp": "tp_size", "tensor_parallel_size": "tp_size", "model": "model_path",
@@ -34,7 +34,7 @@ ALIASES = {"vllm": {"q": "quantization", "tp": "tensor_parallel_size", "sc": "sp
 BOOL_FLAGS = set("enforce_eager enable_chunked_prefill disable_cuda_graph disable_decode_cuda_graph trust_remote_code "
                  "enable_prefix_caching disable_log_requests disable_log_stats enable_auto_tool_choice disable_radix_cache "
                  "enable_torch_compile enable_piecewise_cuda_graph use_v2_block_manager enable_dp_attention "
-                 "enable_expert_parallel async_scheduling".split())
+                 "enable_expert_parallel async_scheduling disable_overlap_schedule".split())
 VLLM_METHODS = {"draft_model": "draft", "eagle": "eagle", "eagle3": "eagle3", "medusa": "medusa", "ngram": "ngram",
                 "mtp": "mtp"}  # and every *_mtp (deepseek_mtp, qwen3_next_mtp, ...)
 SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft", "NGRAM": "ngram"}

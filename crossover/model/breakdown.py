@@ -44,10 +44,11 @@ def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculati
     rank_off, rank_on = (m.busiest_rank(n) if n > 1 else m for m in (model.decode(b, context), mix_on))
     graphs = {"off": replayed(rank_off.target.tokens, 0.0, dep.engine, False),
               "on": replayed(rank_on.target.tokens, rank_on.verifying, dep.speculating_engine, True)}
-    per = dep.host_per_seq_s  # the host work per sequence, and whether each server hides it under the GPU
-    host = None if per <= 0.0 else {
-        "per_seq_us": per * 1e6, "off": {"ms": float(rank_off.target.tokens[0]) * per * 1e3, "overlapped": dep.engine.overlaps(None)},
-        "on": {"ms": float(np.ravel(rank_on.sequences)[0]) * per * 1e3, "overlapped": model.overlap_on}}
+    per, fixed = dep.host_per_seq_s, dep.host_per_step_s  # the host work, and whether each server hides it
+    host = None if per <= 0.0 and fixed <= 0.0 else {
+        "per_seq_us": per * 1e6, "per_step_us": fixed * 1e6,
+        "off": {"ms": (float(rank_off.target.tokens[0]) * per + fixed) * 1e3, "overlapped": dep.engine.overlaps(None)},
+        "on": {"ms": (float(np.ravel(rank_on.sequences)[0]) * per + fixed) * 1e3, "overlapped": model.overlap_on}}
     out = {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms, "graphs": graphs, "host": host,
            "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}
     if n > 1:

@@ -41,7 +41,7 @@ class StepBreakdown:
 
     TERMS = ("target_forward", "step_overhead", "draft_forwards", "draft_step_overhead", "draft_prefill",
              "spec_overhead", "spec_overhead_per_seq", "spec_overhead_per_position", "sampler", "proposer_lookup",
-             "ragged_attention", "mla_verify_prefill", "host_per_seq")
+             "ragged_attention", "mla_verify_prefill", "host_work")
 
     def term(self, name: str) -> np.ndarray:
         """One term's seconds, broadcast to the shape of `total`."""
@@ -263,8 +263,8 @@ class StepModel:
         off_overlap = dep.engine.overlaps(None)
         overlapped = (self.overlap_on if every else off_overlap if not any_draft
                       else np.where(drafting, self.overlap_on, off_overlap))
-        terms["host_per_seq"] = host_seconds(dep, mix, total, overlapped)
-        total = np.asarray(total + terms["host_per_seq"])
+        terms["host_work"] = host_seconds(dep, mix, total, overlapped)
+        total = np.asarray(total + terms["host_work"])
         return StepBreakdown(terms, total, target if detail else None, drafts if detail else [])
 
     # ------------------------------------------------------------------ common mixes

@@ -56,16 +56,17 @@ def mla_prefill_seconds(model, verify_kv, layers: float | None = None, tp: int |
 
 
 def host_seconds(dep, mix: Mix, rest: np.ndarray, overlapped) -> np.ndarray | float:
-    """The engine's host work per running sequence of the step (EngineProfile.host_per_seq_us:
-    scheduling, input preparation, output processing) that the GPU waits for: all of it where the
-    server runs its steps one after the other, what exceeds the `rest` of the step where it prepares
-    the next step while the GPU runs this one (vLLM V1's async scheduling), so that such a step takes
-    max(rest, host). `overlapped` (a bool, or per element) says which."""
-    per = dep.host_per_seq_s
-    if per <= 0.0:
+    """The engine's host work of the step that the GPU waits for: per running sequence
+    (EngineProfile.host_per_seq_us: scheduling, input preparation, output processing) plus per step
+    (host_per_step_us), all of it where the server runs its steps one after the other, what exceeds
+    the `rest` of the step where it prepares the next step while the GPU runs this one (vLLM V1's
+    async scheduling, SGLang's overlap scheduler), so that such a step takes max(rest, host).
+    `overlapped` (a bool, or per element) says which. A step with no sequence has none."""
+    per, fixed = dep.host_per_seq_s, dep.host_per_step_s
+    if per <= 0.0 and fixed <= 0.0:
         return 0.0
     seqs = np.asarray(mix.target.tokens if mix.sequences is None else mix.sequences, float)
-    host = seqs * per
+    host = np.where(seqs > 0.0, seqs * per + fixed, 0.0)
     if overlapped is False:
         return host
     return np.where(overlapped, np.maximum(host - rest, 0.0), host)

@@ -117,6 +117,8 @@ def server_lines(sc: Scenario, limits: EngineLimits, seed: int, port: int,
                "--max-running-requests", seats, "--chunked-prefill-size", limits.max_num_batched_tokens // dp,
                "--mem-fraction-static", f"{dep.memory_utilization:g}", "--random-seed", seed, "--port", port,
                *quant, *(["--kv-cache-dtype", _SGLANG_KV.get(dep.kv_dtype, dep.kv_dtype)] if kv else [])]
+        if overlap == "off":  # the overlap scheduler off on both (on: SGLang 0.5.11+ keeps it while speculating)
+            sgl.append("--disable-overlap-schedule")
         if graphs[arm] == "none":
             sgl.append("--disable-cuda-graph")
         elif cap and dep.engine.framework == "sglang":  # requests

@@ -73,8 +73,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
             both = cap["off"] if cap["off"] == cap["on"] or not cap["on"] else f"{cap['off']} (speculating {cap['on']})"
             values["cuda_graph_max"] = f"up to {both} {cap['unit']}"
         values["chunked_prefill"] = f"chunked prefill {'on' if inputs['chunked_prefill'] else 'off'}"
-        if (inputs.get("async_scheduling") or {}).get("setting"):  # vLLM V1's
-            values["async_scheduling"] = f"async scheduling {inputs['async_scheduling']['setting']}"
+        if (inputs.get("async_scheduling") or {}).get("setting"):  # vLLM V1's, SGLang's, TensorRT-LLM's
+            values["async_scheduling"] = f"{inputs['async_scheduling']['name']} {inputs['async_scheduling']['setting']}"
         if "sampling" in inputs:
             values["sampling"] = f"sampling {inputs['sampling']}"
         if inputs.get("mla_verify_prefill"):  # the engine's MLA backend here takes one query token per request
@@ -89,10 +89,12 @@ def engine_line(inputs: dict[str, Any]) -> str:
         config = "; " + ", ".join(f"{v} ({'given' if n in given else 'default'})" for n, v in values.items())
     overlap = inputs.get("async_scheduling") or {}
     if overlap.get("off") and not overlap.get("on"):  # CPU/GPU overlap the speculating server loses
-        per = (inputs.get("efficiency") or {}).get("host_per_seq_s")
+        eff = inputs.get("efficiency") or {}
+        size = " + ".join(x for x in ((f"{eff['host_per_step_s'] * 1e3:g} ms per step" if eff.get("host_per_step_s") else ""),
+                                      (f"{eff['host_per_seq_s'] * 1e6:g} us per running sequence, a lower bound"
+                                       if eff.get("host_per_seq_s") else "")) if x)
         config += (f"; {overlap.get('name', 'async scheduling')} off with the {inputs['method']} proposer: the host work it hides without "
-                   f"speculation{f' ({per * 1e6:g} us per running sequence, a lower bound)' if per else ''} "
-                   "is on the critical path of every speculative step")
+                   f"speculation{f' ({size})' if size else ''} is on the critical path of every speculative step")
     return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}"
 
 
@@ -109,9 +111,11 @@ def breakdown_table(bd: dict[str, Any]) -> str:
         lines.append("  CUDA graph: " + "; ".join(f"{arm} {_graph_said(g)}" for arm, g in bd["graphs"].items()))
     if bd.get("host"):
         h = bd["host"]
-        said = {True: "hidden under the GPU up to its time (async scheduling)", False: "on the critical path"}
-        lines.append(f"  host work {h['per_seq_us']:g} us per sequence: " + "; ".join(
-            f"{arm} {h[arm]['ms']:.3f} ms {said[h[arm]['overlapped']]}" for arm in ("off", "on")) + " (host_per_seq)")
+        said = {True: "hidden under the GPU up to its time (CPU/GPU overlap)", False: "on the critical path"}
+        size = " + ".join(x for x in ((f"{h['per_seq_us']:g} us per sequence" if h["per_seq_us"] else ""),
+                                      (f"{h.get('per_step_us', 0):g} us per step" if h.get("per_step_us") else "")) if x)
+        lines.append(f"  host work {size}: " + "; ".join(
+            f"{arm} {h[arm]['ms']:.3f} ms {said[h[arm]['overlapped']]}" for arm in ("off", "on")) + " (host_work)")
     lines.append(f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by")
     for r in bd["ops"]:
         off = "-" if r["off_ms"] is None else f"{r['off_ms']:.3f}"

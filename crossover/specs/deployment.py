@@ -38,7 +38,7 @@ MIN_FRACTION = 1e-3
 # same name giving the value in effect).
 ENGINE_OVERHEADS = ("step_overhead_s", "spec_overhead_s", "spec_overhead_per_seq_s", "spec_per_position_s",
                     "draft_step_overhead_s", "eager_layer_s", "ngram_lookup_per_seq_s", "ngram_lookup_per_token_s",
-                    "ragged_per_seq_s", "host_per_seq_s", "sampler_bytes_per_vocab", "verify_bytes_per_vocab", "bonus_bytes_per_vocab")
+                    "ragged_per_seq_s", "host_per_seq_s", "host_per_step_s", "sampler_bytes_per_vocab", "verify_bytes_per_vocab", "bonus_bytes_per_vocab")
 
 
 class Efficiency(Spec):
@@ -90,6 +90,7 @@ class Efficiency(Spec):
     ngram_lookup_per_token_s: float | None = Field(default=None, ge=0)  # and per context token it searches
     ragged_per_seq_s: float | None = Field(default=None, ge=0)  # per sequence of a ragged (piecewise) step
     host_per_seq_s: float | None = Field(default=None, ge=0)  # the engine's host work per running sequence
+    host_per_step_s: float | None = Field(default=None, ge=0)  # and per step, beside it
     # An MLA model's verify tokens through the attention backend's prefill path. None: as the engine's
     # default MLA backend runs them on this GPU (EngineProfile.mla_verify_prefill); the bound: never.
     mla_verify_prefill: bool | None = None
@@ -109,7 +110,7 @@ class Efficiency(Spec):
             bandwidth_fraction=1.0, kv_bandwidth_fraction=1.0, flops_fraction=1.0, interconnect_fraction=1.0,
             allreduce_base_latency_s=0.0, allreduce_hop_latency_s=0.0, layer_overhead_s=0.0, step_overhead_s=0.0, spec_overhead_s=0.0,
             draft_step_overhead_s=0.0, spec_overhead_per_seq_s=0.0, eager_layer_s=0.0, ngram_lookup_per_seq_s=0.0,
-            ngram_lookup_per_token_s=0.0, ragged_per_seq_s=0.0, host_per_seq_s=0.0, spec_per_position_s=0.0, sampler_bytes_per_vocab=0.0,
+            ngram_lookup_per_token_s=0.0, ragged_per_seq_s=0.0, host_per_seq_s=0.0, host_per_step_s=0.0, spec_per_position_s=0.0, sampler_bytes_per_vocab=0.0,
             verify_bytes_per_vocab=0.0, bonus_bytes_per_vocab=0.0, mla_verify_prefill=False, transition="max",
         )
 
@@ -366,6 +367,11 @@ class Deployment(Spec):
     def host_per_seq_s(self) -> float:
         """The engine's host work per running sequence per step (hidden up to the GPU's time where it overlaps)."""
         return self._overhead("host_per_seq_s", self.engine.host_per_seq_s)
+
+    @property
+    def host_per_step_s(self) -> float:
+        """The engine's host work per step beside the per-sequence part (hidden where it overlaps)."""
+        return self._overhead("host_per_step_s", self.engine.host_per_step_s)
 
     def with_efficiency(self, **changes) -> "Deployment":
         """A copy with some efficiency fields changed."""

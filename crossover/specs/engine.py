@@ -135,12 +135,15 @@ class EngineProfile(Spec):
     # compute capability 9.x, where vLLM 0.14 runs FlashAttention MLA) or "never" (the backend scores the
     # k+1 query tokens of a request as a decode).
     mla_verify_prefill: MlaVerifyPrefill = "never"
-    # Host time per running sequence per step (scheduling, input preparation, output processing), and whether
-    # the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling), so that
-    # the GPU waits only for the excess; a method outside async_methods turns that off when speculating.
+    # Host time per running sequence and per step (scheduling, input preparation, output processing), and
+    # whether the engine schedules the next step while the GPU runs this one (vLLM V1's async scheduling,
+    # SGLang's and TensorRT-LLM's overlap scheduler), so that the GPU waits only for the excess; a method
+    # outside async_methods turns that off when speculating.
     host_per_seq_us: float = Field(default=0.0, ge=0)
+    host_per_step_us: float = Field(default=0.0, ge=0)
     async_scheduling: bool = False
     async_methods: tuple[str, ...] = ASYNC_SCHEDULING_METHODS
+    async_methods_given: tuple[str, ...] | None = None  # async_methods where the user turns it on (SGLang's spec v2)
     # The running-request cap the engine sets for itself when speculation is on and the user set
     # none (SGLang: 48); None: the same cap as without speculation.
     spec_max_running: int | None = Field(default=None, ge=1)
@@ -275,8 +278,10 @@ class EngineProfile(Spec):
         positions take the attention backend's prefill path, as the backend the server runs (vLLM's
         --attention-backend) decides it. cuda_graph_max: the largest graph captured, in the engine's graph
         unit (vLLM's --max-cudagraph-capture-size, SGLang's --cuda-graph-max-bs), for both servers.
-        async_scheduling: whether vLLM V1 schedules the next step while the GPU runs this one
-        (--async-scheduling / --no-async-scheduling), hiding its host work per sequence under the GPU."""
+        async_scheduling: whether the engine schedules the next step while the GPU runs this one, hiding
+        its host work under the GPU: vLLM V1's --[no-]async-scheduling, SGLang's and TensorRT-LLM's overlap
+        scheduler (off: --disable-overlap-schedule, disable_overlap_scheduler; SGLang on: spec v2 keeps it
+        while speculating, as 0.5.11+ do for EAGLE-type and standalone drafts and 0.5.14+ for n-gram)."""
         from ..errors import InputError
 
         update: dict = {}
@@ -325,10 +330,13 @@ class EngineProfile(Spec):
             update["graph_capture_limit"] = cuda_graph_max
             settings["cuda_graph_max"] = str(cuda_graph_max)
         if async_scheduling is not None:
-            if not self.vllm_v1:
-                raise InputError(f"async scheduling (--async-scheduling) is vLLM V1's setting (0.10 and later); "
-                                 f"{self.label} has none", parameter="async_scheduling")
+            if not (self.vllm_v1 or self.framework in ("sglang", "trtllm")):
+                raise InputError(f"async scheduling (--async-scheduling) is vLLM V1's setting (0.10 and later) and "
+                                 f"SGLang's and TensorRT-LLM's overlap scheduler; {self.label} has none",
+                                 parameter="async_scheduling")
             update["async_scheduling"] = bool(async_scheduling)
+            if async_scheduling and self.async_methods_given is not None:
+                update["async_methods"] = self.async_methods_given
             settings["async_scheduling"] = "on" if async_scheduling else "off"
         if spec_cuda_graphs is not None:
             self.model_copy(update=update).configured(spec_cuda_graphs)  # refused as for both servers
@@ -368,39 +376,17 @@ class EngineProfile(Spec):
             return "none"
         return "full" if self.full_graphs else "piecewise"
 
-    @property
-    def step_overhead_s(self) -> float:
-        return self.step_overhead_ms / 1e3
-
-    @property
-    def spec_step_overhead_s(self) -> float:
-        return self.spec_step_overhead_ms / 1e3
-
-    @property
-    def spec_per_seq_s(self) -> float:
-        return self.spec_per_seq_us / 1e6
-
-    @property
-    def spec_per_position_s(self) -> float:
-        return self.spec_per_position_us / 1e6
-
-    @property
-    def draft_pass_overhead_s(self) -> float:
-        return self.draft_pass_overhead_ms / 1e3
-
-    @property
-    def eager_layer_s(self) -> float:
-        return self.eager_layer_us / 1e6
-
-    @property
-    def ngram_lookup_per_seq_s(self) -> float:
-        return self.ngram_lookup_per_seq_us / 1e6
-
-    @property
-    def ngram_lookup_per_token_s(self) -> float:
-        return self.ngram_lookup_per_token_ns / 1e9
-
+    step_overhead_s = property(lambda self: self.step_overhead_ms / 1e3)
+    spec_step_overhead_s = property(lambda self: self.spec_step_overhead_ms / 1e3)
+    spec_per_seq_s = property(lambda self: self.spec_per_seq_us / 1e6)
+    spec_per_position_s = property(lambda self: self.spec_per_position_us / 1e6)
+    draft_pass_overhead_s = property(lambda self: self.draft_pass_overhead_ms / 1e3)
+    eager_layer_s = property(lambda self: self.eager_layer_us / 1e6)
+    ngram_lookup_per_seq_s = property(lambda self: self.ngram_lookup_per_seq_us / 1e6)
+    ngram_lookup_per_token_s = property(lambda self: self.ngram_lookup_per_token_ns / 1e9)
+    ragged_per_seq_s = property(lambda self: self.ragged_per_seq_us / 1e6)
     host_per_seq_s = property(lambda self: self.host_per_seq_us * 1e-6)
+    host_per_step_s = property(lambda self: self.host_per_step_us * 1e-6)
     # vLLM V1 (0.10 on), whose graphs are keyed on tokens; V0's on (expanded) sequences, eager or not
     vllm_v1 = property(lambda self: self.framework == "vllm" and self.graph_capture_unit == "tokens")
 
@@ -408,10 +394,6 @@ class EngineProfile(Spec):
         """Whether this server overlaps its host work with the GPU: with async scheduling on, without
         speculation (method None) or with a method that keeps it (async_methods)."""
         return self.async_scheduling and (method is None or method in self.async_methods)
-
-    @property
-    def ragged_per_seq_s(self) -> float:
-        return self.ragged_per_seq_us / 1e6
 
     @property
     def label(self) -> str:
