@@ -35,12 +35,12 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "mla_model": dep.model.mla is not None,
         "mla_triton": dep.mla_triton,
         # each server's CPU/GPU overlap (vLLM V1's async scheduling, SGLang's and TensorRT-LLM's overlap
-        # scheduler): lost with speculation by the
-        # proposers outside the engine's async_methods, whose host work per sequence is then exposed
+        # scheduler): lost with speculation by the proposers outside the engine's async_methods, whose
+        # host work is then exposed
         "async_scheduling": {"off": dep.engine.overlaps(None), "on": dep.speculating_engine.overlaps(spec.method),
                              "name": "async scheduling" if dep.engine.framework == "vllm" else "the overlap scheduler",
                              "setting": ("on" if dep.engine.async_scheduling else "off")
-                             if dep.engine.vllm_v1 or dep.engine.framework in ("sglang", "trtllm") else None},
+                             if dep.engine.overlap_settable else None},
         "gpu_memory_utilization": dep.memory_utilization,
         "sampling": dep.engine.settings.get("sampling", "greedy"), "sampling_path": dep.engine.sampling,
         "engine_settings_given": sorted(dep.engine.settings),

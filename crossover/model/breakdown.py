@@ -9,6 +9,7 @@ import numpy as np
 from .graphs import replayed
 from .speculation import Speculation
 from .step import StepBreakdown, StepModel
+from .step_terms import host_seconds
 
 
 def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculation) -> dict:
@@ -45,10 +46,14 @@ def op_breakdown(model: StepModel, batch: float, context: float, spec: Speculati
     graphs = {"off": replayed(rank_off.target.tokens, 0.0, dep.engine, False),
               "on": replayed(rank_on.target.tokens, rank_on.verifying, dep.speculating_engine, True)}
     per, fixed = dep.host_per_seq_s, dep.host_per_step_s  # the host work, and whether each server hides it
+
+    def work(mix) -> float:  # all of it, hidden or not
+        return float(np.ravel(host_seconds(dep, mix, 0.0, False))[0]) * 1e3
+
     host = None if per <= 0.0 and fixed <= 0.0 else {
         "per_seq_us": per * 1e6, "per_step_us": fixed * 1e6,
-        "off": {"ms": (float(rank_off.target.tokens[0]) * per + fixed) * 1e3, "overlapped": dep.engine.overlaps(None)},
-        "on": {"ms": (float(np.ravel(rank_on.sequences)[0]) * per + fixed) * 1e3, "overlapped": model.overlap_on}}
+        "off": {"ms": work(rank_off), "overlapped": dep.engine.overlaps(None)},
+        "on": {"ms": work(rank_on), "overlapped": model.overlap_on}}
     out = {"batch": float(batch), "context": float(context), "ops": rows, "terms": terms, "graphs": graphs, "host": host,
            "total_off_ms": round(float(off.total[0]) * 1e3, 6), "total_on_ms": round(float(on.total[0]) * 1e3, 6)}
     if n > 1:

@@ -90,12 +90,16 @@ def engine_line(inputs: dict[str, Any]) -> str:
     overlap = inputs.get("async_scheduling") or {}
     if overlap.get("off") and not overlap.get("on"):  # CPU/GPU overlap the speculating server loses
         eff = inputs.get("efficiency") or {}
-        size = " + ".join(x for x in ((f"{eff['host_per_step_s'] * 1e3:g} ms per step" if eff.get("host_per_step_s") else ""),
-                                      (f"{eff['host_per_seq_s'] * 1e6:g} us per running sequence, a lower bound"
-                                       if eff.get("host_per_seq_s") else "")) if x)
+        size = host_size(eff.get("host_per_step_s"), eff.get("host_per_seq_s"), "us per running sequence, a lower bound")
         config += (f"; {overlap.get('name', 'async scheduling')} off with the {inputs['method']} proposer: the host work it hides without "
                    f"speculation{f' ({size})' if size else ''} is on the critical path of every speculative step")
     return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}"
+
+
+def host_size(per_step_s: float | None, per_seq_s: float | None, per_seq: str = "us per sequence") -> str:
+    """The engine's host work as its parts: '0.7 ms per step', '12.7 us per sequence', or both joined by +."""
+    return " + ".join(([f"{per_step_s * 1e3:g} ms per step"] if per_step_s else [])
+                      + ([f"{per_seq_s * 1e6:g} {per_seq}"] if per_seq_s else []))
 
 
 def breakdown_table(bd: dict[str, Any]) -> str:
@@ -112,8 +116,7 @@ def breakdown_table(bd: dict[str, Any]) -> str:
     if bd.get("host"):
         h = bd["host"]
         said = {True: "hidden under the GPU up to its time (CPU/GPU overlap)", False: "on the critical path"}
-        size = " + ".join(x for x in ((f"{h['per_seq_us']:g} us per sequence" if h["per_seq_us"] else ""),
-                                      (f"{h.get('per_step_us', 0):g} us per step" if h.get("per_step_us") else "")) if x)
+        size = host_size(h.get("per_step_us", 0.0) / 1e6, h["per_seq_us"] / 1e6)
         lines.append(f"  host work {size}: " + "; ".join(
             f"{arm} {h[arm]['ms']:.3f} ms {said[h[arm]['overlapped']]}" for arm in ("off", "on")) + " (host_work)")
     lines.append(f"  {'op':<24} {'off':>9} {'on':>9}  {'bound (on)':<10}  priced by")

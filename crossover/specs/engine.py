@@ -330,7 +330,7 @@ class EngineProfile(Spec):
             update["graph_capture_limit"] = cuda_graph_max
             settings["cuda_graph_max"] = str(cuda_graph_max)
         if async_scheduling is not None:
-            if not (self.vllm_v1 or self.framework in ("sglang", "trtllm")):
+            if not self.overlap_settable:
                 raise InputError(f"async scheduling (--async-scheduling) is vLLM V1's setting (0.10 and later) and "
                                  f"SGLang's and TensorRT-LLM's overlap scheduler; {self.label} has none",
                                  parameter="async_scheduling")
@@ -389,6 +389,8 @@ class EngineProfile(Spec):
     host_per_step_s = property(lambda self: self.host_per_step_us * 1e-6)
     # vLLM V1 (0.10 on), whose graphs are keyed on tokens; V0's on (expanded) sequences, eager or not
     vllm_v1 = property(lambda self: self.framework == "vllm" and self.graph_capture_unit == "tokens")
+    # an engine with a CPU/GPU-overlap setting (--async-scheduling): vLLM V1's, SGLang's, TensorRT-LLM's
+    overlap_settable = property(lambda self: self.vllm_v1 or self.framework in ("sglang", "trtllm"))
 
     def overlaps(self, method: str | None) -> bool:
         """Whether this server overlaps its host work with the GPU: with async scheduling on, without
