@@ -99,7 +99,7 @@ def test_the_engine_line_and_inputs_say_so_and_a_bad_value_is_one_line():
                 "--k", "1", "--batch", "64")
     assert r.returncode == 0
     assert "MLA verify through the attention backend's prefill path (default)" in r.stdout
-    assert "the speculating server's piecewise (default)" in r.stdout
+    assert "the speculating server's piecewise (vLLM's fallback from full graphs" in r.stdout
     with pytest.raises(InputError, match="never, always or outside_hopper"):
         load_engine("vllm").configured(mla_verify_prefill="sometimes")
 
@@ -281,3 +281,21 @@ def test_the_engine_line_does_not_claim_an_mla_setting_that_does_not_apply():
     out = run_cli("predict", "--model", "deepseek-v3", "--hardware", "mi300x", "--tp", "8", "--method", "mtp",
                   "--k", "1", "--batch", "1", "--cuda-graphs", "none").stdout
     assert "CUDA graphs none (given)" in out and "Triton MLA" not in out
+
+
+def test_the_piecewise_fallback_is_vllm_v1s_and_overrides_a_given_full_only():
+    """vLLM V1 drops the speculating server to PIECEWISE under an MLA prefill-path verify whatever full
+    mode was set (and says so); a given none stays none. Engines without a piecewise mode keep what they
+    run: --mla-verify prefill on SGLang, TensorRT-LLM or V0 prices the prefill path with their graphs."""
+    kw = dict(model="deepseek-v3", hardware="b200", tp=8, method="mtp", k=1, acceptance=0.8)
+    full = crossover.inputs(crossover.scenario(cuda_graphs_speculating="full", **kw))
+    assert full["cuda_graphs_speculating"] == "piecewise" and full["mla_graph_fallback"] is True
+    none = crossover.inputs(crossover.scenario(cuda_graphs_speculating="none", **kw))
+    assert none["cuda_graphs_speculating"] == "none" and none["mla_graph_fallback"] is False
+    for engine in ("sglang", "sglang-0.4", "trtllm", "vllm-v0"):
+        said = crossover.inputs(crossover.scenario(engine=engine, mla_verify="prefill", **kw))
+        assert said["mla_verify_prefill"] is True and said["mla_graph_fallback"] is False, engine
+        assert said["cuda_graphs_speculating"] == said["cuda_graphs"] == "full", engine
+    r = run_cli("predict", "--model", "deepseek-v3", "--hardware", "b200", "--tp", "8", "--method", "mtp",
+                "--engine", "sglang", "--mla-verify", "prefill", "--batch", "16")
+    assert r.returncode == 0 and "piecewise" not in r.stdout

@@ -89,6 +89,30 @@ def test_the_breakdown_rows_add_up_to_the_step(engine, batch):
         assert on["miss"] == 0.0
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_breakdown_with_the_prefill_share_is_the_rows_step(engine):
+    """With --prompt-len/--output-len the breakdown prices the mean step the table's row prices: at
+    batch 64, y tokens per step, r = 64 y / 200 prompts per step, the steps carrying floor(r) and
+    ceil(r) of them weighted 1 - frac and frac (off y = 1: r = 0.32, 68% / 32%); rows still add up."""
+    kw = dict(model="llama-3.1-8b", hardware="h100-sxm", engine=engine, method="eagle", k=3, acceptance=0.7,
+              prompt_len=1000, output_len=200)
+    r = crossover.predict(crossover.scenario(**kw), batches=[64], breakdown=64)
+    bd, row = r.breakdown, r.to_dict()["points"][0]
+    assert bd["total_off_ms"] == pytest.approx(row["step_ms_off"], abs=1e-4)
+    assert bd["total_on_ms"] == pytest.approx(row["step_ms_on"], abs=1e-4)
+    assert [(s["prompts"], round(s["share"], 9)) for s in bd["prompts"]["off"]] == [(0.0, 0.68), (1.0, 0.32)]
+    tau = r.inputs["tau"]
+    assert sum(s["share"] * s["prompts"] for s in bd["prompts"]["on"]) == pytest.approx(64 * tau / 200, rel=1e-9)
+    for arm in ("off", "on"):
+        rows = sum(x[f"{arm}_ms"] or 0.0 for x in bd["ops"])
+        terms = sum(t[f"{arm}_ms"] for n, t in bd["terms"].items() if n != "target_forward")
+        assert rows + terms == pytest.approx(bd[f"total_{arm}_ms"], abs=1e-5)
+    pure = crossover.predict(crossover.scenario(**{k: v for k, v in kw.items() if "len" not in k}, context=1100),
+                             batches=[64], breakdown=64).breakdown
+    assert "prompts" not in pure and pure["total_off_ms"] < bd["total_off_ms"]
+    assert "prefill share: each arm's mean step" in r.to_text()
+
+
 def test_cuda_graphs_none_runs_v0_eagerly_with_its_multi_query_scorer():
     """--cuda-graphs none on vLLM V0 (--enforce-eager): no captured step, so every forward takes at least
     its layers' launch time (32 x 340 us = 10.88 ms for Llama-3.1-8B), and V0 scores drafts with its MQA

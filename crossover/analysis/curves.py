@@ -10,7 +10,7 @@ import numpy as np
 
 from ..defaults import DEFAULT_BATCHES
 from ..model.scenario import Scenario, memory_limits
-from ..model.step import Mix, StepModel
+from ..model.step import Mix, StepModel, prompts_per_step
 
 Regime = Literal["crosses", "always_faster", "never_faster"]
 
@@ -52,9 +52,7 @@ def _mixed_curves(sc: Scenario, b: np.ndarray, model: StepModel) -> Curves:
     p_len, o_len = float(sc.prompt_len), float(sc.output_len)  # type: ignore[arg-type]
 
     def arm(y: float, speculate: bool) -> tuple[np.ndarray, ...]:
-        r = np.minimum(b * y / o_len, b)
-        lo = np.floor(r)
-        frac = r - lo
+        lo, frac = prompts_per_step(b, y, o_len)
         # steps carrying floor(r) and ceil(r) prompts, priced together in one pass
         n = np.concatenate([lo, lo + 1.0])
         dec = np.maximum(np.concatenate([b, b]) - n, 0.0)

@@ -33,7 +33,7 @@ def inputs(sc: Scenario) -> dict[str, Any]:
                            "unit": dep.engine.graph_capture_unit},
         "chunked_prefill": dep.engine.chunked_prefill, "mla_verify_prefill": dep.mla_verify_prefill,
         "mla_model": dep.model.mla is not None,
-        "mla_triton": dep.mla_triton,
+        "mla_triton": dep.mla_triton, "mla_graph_fallback": dep.mla_graph_fallback,
         # each server's CPU/GPU overlap (vLLM V1's async scheduling, SGLang's and TensorRT-LLM's overlap
         # scheduler): lost with speculation by the proposers outside the engine's async_methods, whose
         # host work is then exposed

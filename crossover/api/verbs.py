@@ -75,7 +75,8 @@ def predict(scenario: Scenario | None = None, *, batches: Sequence[float] = DEFA
         if not (np.isfinite(breakdown) and 0 < breakdown <= batch_ceiling(sc.deployment)):
             raise CrossoverError(f"--breakdown batch {breakdown:g} is no load this deployment could run (0, "
                                  f"{batch_ceiling(sc.deployment)}]")
-        bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), breakdown, sc.context, sc.speculation)
+        bd = op_breakdown(StepModel.of(sc.deployment, sc.speculation), breakdown, sc.context, sc.speculation,
+                          (sc.prompt_len, sc.output_len) if sc.mixed else None)
     if batches is DEFAULT_BATCHES:
         return results.PredictResult(_predict(sc, batches), None, bd, None)
     return results.PredictResult(_predict(sc, arr), None, bd, float(arr.max()))

@@ -366,6 +366,15 @@ class StepModel:
                    sequences=seqs, prompting=1.0 - flat, decode_tokens=dec.tokens)
 
 
+def prompts_per_step(batch, tokens_per_step: float, output_len: float) -> tuple[np.ndarray, np.ndarray]:
+    """At `batch` requests in flight yielding `tokens_per_step` each, r = batch y / output_len finish, and
+    as many prompts are prefilled, per step: floor(r) and the share r - floor(r) of the steps that carry
+    one more (StepModel.with_prompts prices each; analysis.curves and predict --breakdown average them)."""
+    b = np.asarray(batch, float)
+    r = np.minimum(b * tokens_per_step / output_len, b)
+    return np.floor(r), r - np.floor(r)
+
+
 def _layers(ops: CompiledOps | None) -> float:
     return 0.0 if ops is None else float(sum(op.count for op in ops.source_ops if op.kind == "attention"))
 

@@ -27,17 +27,11 @@ def prediction_dict(pred: Prediction) -> dict[str, Any]:
     points = []
     for i, b in enumerate(c.batch):
         points.append({
-            "batch": int(b) if float(b).is_integer() else float(b),
-            "step_ms_off": _num(c.step_off[i] * 1e3),
-            "step_ms_on": _num(c.step_on[i] * 1e3),
-            "draft_ms": _num(c.draft[i] * 1e3),
-            "verify_ms": _num(c.verify[i] * 1e3),
-            "tokens_per_s_off": _num(c.tokens_per_s_off[i], 2),
-            "tokens_per_s_on": _num(on_tps[i], 2),
-            "speedup": _num(pred.speedup[i]),
-            "fits_off": bool(pred.fits_off[i]),
-            "fits_on": bool(pred.fits_on[i]),
-        })
+            "batch": int(b) if float(b).is_integer() else float(b), "step_ms_off": _num(c.step_off[i] * 1e3),
+            "step_ms_on": _num(c.step_on[i] * 1e3), "draft_ms": _num(c.draft[i] * 1e3),
+            "verify_ms": _num(c.verify[i] * 1e3), "tokens_per_s_off": _num(c.tokens_per_s_off[i], 2),
+            "tokens_per_s_on": _num(on_tps[i], 2), "speedup": _num(pred.speedup[i]),
+            "fits_off": bool(pred.fits_off[i]), "fits_on": bool(pred.fits_on[i])})
     cb = pred.crossover_batch
     spec = pred.scenario.speculation
     at = pred.crossover_at_graph_limit
@@ -83,10 +77,13 @@ def engine_line(inputs: dict[str, Any]) -> str:
         elif "mla_verify_prefill" in given:
             values["mla_verify_prefill"] = ("MLA verify as a decode" if inputs.get("mla_model", True) else
                                             f"--mla-verify unused ({inputs['model']} has no MLA attention)")
-        if inputs.get("cuda_graphs_speculating", inputs["cuda_graphs"]) != inputs["cuda_graphs"] \
-                or "cuda_graphs_speculating" in given:
-            values["cuda_graphs_speculating"] = f"the speculating server's {inputs['cuda_graphs_speculating']}"
-        config = "; " + ", ".join(f"{v} ({'given' if n in given else 'default'})" for n, v in values.items())
+        spec = inputs.get("cuda_graphs_speculating", inputs["cuda_graphs"])
+        if spec != inputs["cuda_graphs"] or "cuda_graphs_speculating" in given or inputs.get("mla_graph_fallback"):
+            values["cuda_graphs_speculating"] = f"the speculating server's {spec}"
+        why = {n: "given" if n in given else "default" for n in values}
+        if inputs.get("mla_graph_fallback"):  # vLLM's own downgrade, whatever was set
+            why["cuda_graphs_speculating"] = "vLLM's fallback from full graphs: the MLA backend captures one-token decodes only"
+        config = "; " + ", ".join(f"{v} ({why[n]})" for n, v in values.items())
     overlap = inputs.get("async_scheduling") or {}
     if overlap.get("off") and not overlap.get("on"):  # CPU/GPU overlap the speculating server loses
         eff = inputs.get("efficiency") or {}
@@ -111,6 +108,11 @@ def breakdown_table(bd: dict[str, Any]) -> str:
         lines.append(f"  data parallel: the busiest of {dp['ranks']} ranks, {dp['busiest_rank_sequences']:g} of the "
                      f"{bd['batch']:g} sequences" + ("; the routed experts over every rank's tokens, and allreduce "
                                                       "with the MoE layers' gather and reduce-scatter" if dp["moe"] else ""))
+    if "prompts" in bd:  # the mean step of the prediction's row
+        pr = bd["prompts"]
+        lines.append(f"  prefill share: each arm's mean step over the steps carrying " + ", ".join(" or ".join(
+            f"{s['prompts']:g} ({s['share']:.0%})" for s in pr[arm]) + f" {arm}" for arm in ("off", "on"))
+            + f" of the {pr['prompt_len']:g}-token prompts; graph and host: the commoner step")
     if "graphs" in bd:
         lines.append("  CUDA graph: " + "; ".join(f"{arm} {_graph_said(g)}" for arm, g in bd["graphs"].items()))
     if bd.get("host"):

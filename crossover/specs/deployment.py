@@ -173,10 +173,18 @@ class Deployment(Spec):
         if cached is not None and all(a is b for a, b in zip(cached[0], key)):
             return cached[1]
         eng = self.engine.speculating
-        if self.mla_verify_prefill and eng.full_graphs and eng.graph_capture_limit:
+        if self.mla_graph_fallback:
             eng = eng.model_copy(update={"full_graphs": False})
         self._spec_engine = (key, eng)
         return eng
+
+    @property
+    def mla_graph_fallback(self) -> bool:
+        """vLLM V1 runs the speculating server PIECEWISE where full graphs were set (given or default) and
+        the MLA verify takes the prefill path: the backend captures single-token decodes only (0.14.1
+        gpu_model_runner.py, with a warning; a given FULL too). The other engines have no piecewise mode."""
+        eng = self.engine.speculating
+        return bool(self.mla_verify_prefill and eng.vllm_v1 and eng.full_graphs and eng.graph_capture_limit)
 
     @model_validator(mode="after")
     def _distilled(self) -> "Deployment":
