@@ -824,3 +824,25 @@ def test_sglang_overlap_scheduler_hides_its_host_step_and_spec_v1_exposes_it():
     # the 0.4 profile has no spec v2: on is its default (overlap without speculation only)
     r = run_cli("predict", "--engine", "sglang-0.4", "--method", "eagle", "--batch", "8", "--json", "--async-scheduling", "on")
     assert r.returncode == 0 and json.loads(r.stdout)["inputs"]["async_scheduling"]["on"] is False
+
+
+@pytest.mark.parametrize("engine, method, needle", [
+    ("trtllm", "eagle", "no EAGLE-1 decoding type"), ("trtllm", "medusa", "no medusa decoding type"),
+    ("sglang", "medusa", "SGLang has no medusa algorithm flag"),
+    ("sglang-0.4", "ngram", "NGRAM needs SGLang >= 0.5.3"), ("vllm", "draft", "refuse method draft_model")])
+def test_a_method_the_engines_releases_lack_is_priced_as_asked_and_said(engine, method, needle):
+    """Medusa on SGLang or TensorRT-LLM, EAGLE-1 on TensorRT-LLM, n-gram on SGLang 0.4, a draft model on
+    vLLM 0.11-0.14: predict prices the question and names why no such server runs (the configs' reasons)."""
+    kw = dict(model="llama-3.1-8b", engine=engine, method=method, **({"draft": "llama-3.2-1b"} if method == "draft" else {}))
+    r = crossover.predict(crossover.scenario(**kw), batches=[1, 64])
+    assert needle in r.inputs["method_unsupported"]
+    assert f"note: {r.inputs['method_unsupported']} (priced as asked" in r.to_text()
+
+
+@pytest.mark.parametrize("engine, method", [("sglang", "ngram"), ("sglang", "draft"), ("sglang", "eagle"),
+                                            ("trtllm", "eagle3"), ("trtllm", "ngram"), ("vllm", "medusa"),
+                                            ("vllm-v0", "draft")])
+def test_a_method_the_engine_runs_has_no_such_note(engine, method):
+    kw = dict(model="llama-3.1-8b", engine=engine, method=method, **({"draft": "llama-3.2-1b"} if method == "draft" else {}))
+    r = crossover.predict(crossover.scenario(**kw), batches=[1, 64])
+    assert r.inputs["method_unsupported"] is None and "priced as asked" not in r.to_text()

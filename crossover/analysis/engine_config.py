@@ -50,6 +50,46 @@ _SGL_ALGO = {"draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram
 _SGL_SINCE = {"STANDALONE": "0.5.2", "NGRAM": "0.5.3"}
 
 
+def unserved(engine, method: str) -> str | None:
+    """Why the releases an engine profile covers run no such speculative method, or None where they do:
+    TensorRT-LLM's PyTorch backend's decoding types, SGLang's --speculative-algorithm choices and the
+    release each arrived in, vLLM V1's draft_model (above). predict prices what was asked and says so
+    (inputs.method_unsupported); the configs write none."""
+    if engine.framework == "trtllm" and method not in _TRT_TYPE:
+        return _trt_missing(method)
+    if engine.framework == "sglang":
+        if method not in _SGL_ALGO:
+            return _sgl_missing(method)
+        since = _SGL_SINCE.get(_SGL_ALGO[method])
+        top, need = _release(engine.version.split("-")[-1]), _release(since or "0")
+        if len(top) < 3 and engine.version.endswith("x"):  # '0.5.x': every 0.5 release
+            need = need[:len(top)]
+        if since and top < need:
+            return f"{_SGL_ALGO[method]} needs SGLang >= {since}; this profile is {engine.version}"
+    if engine.name == "vllm" and method == "draft":  # the profile's releases, not the ones after
+        return (f"vLLM {VLLM_STATIC_SINCE.rsplit('.', 1)[0]}-0.14 refuse method draft_model (NotImplementedError in "
+                f"EngineArgs); {_VLLM_METHOD_SINCE['draft']} on runs it")
+    return None
+
+
+def _trt_missing(method: str) -> str:
+    return _TRT_MISSING.get(method, f"TensorRT-LLM's PyTorch backend has no {method} decoding type")
+
+
+def _sgl_missing(method: str) -> str:
+    return f"SGLang has no {method} algorithm flag (--speculative-algorithm takes {', '.join(sorted(set(_SGL_ALGO.values())))})"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading release numbers of a version ('0.4.4.post3' -> (0, 4, 4); '0.5.x' -> (0, 5))."""
+    out = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
 def _checkpoint(pol: Policy, draft_model: str | None) -> tuple[str | None, dict[str, Any] | None]:
     """The id to write for the method's checkpoint, and its placeholder record when none is known.
     A draft named by its crossover name (`--draft llama-3.2-1b`) is written as its HF repository."""
@@ -175,9 +215,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None, priced: bool = T
         out["tensorrt_llm"] = {"title": _TRT_TITLE, "speculative_config": trt, "placeholders": trt_ph, "notes": notes}
     else:
         out["tensorrt_llm"] = {"title": _TRT_TITLE, "speculative_config": None, "placeholders": [],
-                               "notes": [_TRT_MISSING.get(spec.method,
-                                                          f"TensorRT-LLM's PyTorch backend has no {spec.method} "
-                                                          "decoding type")]}
+                               "notes": [_trt_missing(spec.method)]}
 
     # ---- SGLang
     if spec.method in _SGL_ALGO:
@@ -220,7 +258,7 @@ def engine_configs(pol: Policy, draft_model: str | None = None, priced: bool = T
         }
     else:
         out["sglang"] = {"title": "SGLang", "flags": None, "versions": None, "placeholders": [],
-                         "notes": [f"SGLang has no {spec.method} algorithm flag"]}
+                         "notes": [_sgl_missing(spec.method)]}
     if below is None:
         rule = f"speculate (k = {k_first}) at every batch up to {int(pol.batches[-1])}"
     elif never:

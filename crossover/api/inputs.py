@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 def inputs(sc: Scenario) -> dict[str, Any]:
     """What a scenario resolved to, as the CLI's `--json` reports it under `inputs`."""
+    from ..analysis.engine_config import unserved
+
     dep, spec = sc.deployment, sc.speculation
     acc, k = spec.acceptance, spec.k
     return {
@@ -27,6 +29,8 @@ def inputs(sc: Scenario) -> dict[str, Any]:
         "tree_paths": [list(p) for p in spec.tree_paths] if spec.tree_paths else None,
         "verify_width": spec.verify_width,
         "engine": dep.engine.name, "engine_version": dep.engine.label, "verify_layout": dep.engine.verify_layout,
+        # why the engine's releases run no such method (priced anyway, said): analysis/engine_config.py
+        "method_unsupported": unserved(dep.engine, spec.method),
         "cuda_graphs": dep.engine.cuda_graphs, "cuda_graphs_speculating": dep.speculating_engine.cuda_graphs,
         # the largest step each server replays as a graph (0: none), in the engine's graph unit
         "cuda_graph_max": {"off": dep.engine.capture_limit(False), "on": dep.speculating_engine.capture_limit(True),

@@ -90,7 +90,8 @@ def engine_line(inputs: dict[str, Any]) -> str:
         size = host_size(eff.get("host_per_step_s"), eff.get("host_per_seq_s"), "us per running sequence, a lower bound")
         config += (f"; {overlap.get('name', 'async scheduling')} off with the {inputs['method']} proposer: the host work it hides without "
                    f"speculation{f' ({size})' if size else ''} is on the critical path of every speculative step")
-    return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}"
+    unsupported = f"\nnote: {inputs['method_unsupported']} (priced as asked, with this profile's costs)" if inputs.get("method_unsupported") else ""
+    return f"engine: {inputs['engine_version']} ({layout}{config}); cost: {cost}{unsupported}"
 
 
 def host_size(per_step_s: float | None, per_seq_s: float | None, per_seq: str = "us per sequence") -> str:
