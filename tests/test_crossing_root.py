@@ -39,3 +39,22 @@ def test_a_step_in_the_priced_curve_is_located_by_pricing_its_bracket():
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if speedup(sc, [mid])[0] > 1.0 else (lo, mid)
     assert any(abs(r / lo - 1.0) < 2e-3 for r in roots), (roots, lo)
+
+
+def test_the_crossover_is_where_speculation_stops_paying_not_a_rise_below_it():
+    """Mixtral on 2 x H100 with SGLang's n-gram proposer: slower at batch 1 (four verify tokens load more
+    experts than one) and faster from batch 2, then slower again near batch 329. crossover_batch is that
+    fall, the rise is one of the crossings; over 1..64 there is no crossover and the text says why."""
+    import crossover
+
+    sc = crossover.scenario(model="mixtral-8x7b", tp=2, engine="sglang", method="ngram")
+    whole = crossover.predict(sc)
+    ups = [c for c in whole.to_dict()["crossings"] if c["direction"] == "up"]
+    assert ups and ups[0]["batch"] < 4 and whole.crossover_batch > 100
+    assert whole.to_dict()["crossover_batch"] == next(c["batch"] for c in whole.to_dict()["crossings"]
+                                                       if c["direction"] == "down")
+    text = whole.to_text()
+    assert "speculation stops paying off there" in text and "speculation starts paying off there" in text
+    low = crossover.predict(sc, batches=[1, 2, 4, 16, 64])
+    assert low.crossover_batch is None and low.to_dict()["crossings"][0]["direction"] == "up"
+    assert "none in batch 1..64 where speculation stops paying off; it is slower below batch" in low.to_text()

@@ -18,7 +18,7 @@ from ..defaults import ACCEPTANCE_RANGE, MATCH_RATE_RANGE
 from ..model.acceptance import Acceptance
 from ..model.scenario import Scenario
 from ..model.step import StepModel
-from .curves import evaluate, find_crossings
+from .curves import evaluate, find_crossings, stops_paying
 
 SOURCES = {"default": "the default (not measured)", "workload": "the workload file's (not measured on your traffic)"}
 _TOP = 0.99  # the highest acceptance searched: a rate of 1 never rejects
@@ -73,8 +73,8 @@ def flip_point(sc: Scenario, name: str, batch: float, lo: float = 0.0, hi: float
 
 def _crossover(sc: Scenario, batch_max: float) -> float | None:
     model = StepModel.of(sc.deployment, sc.speculation)
-    c = find_crossings(sc, float(batch_max), model)
-    return None if not c else round(float(c[0].batch), 1)
+    down = stops_paying(find_crossings(sc, float(batch_max), model))
+    return None if down is None else round(float(down), 1)
 
 
 def assumptions(sc: Scenario, batch: float, batch_max: float | None = None) -> list[dict[str, Any]]:

@@ -97,6 +97,11 @@ def speedup(sc: Scenario, batch, model: StepModel | None = None) -> np.ndarray:
     return evaluate(sc, batch, model).speedup
 
 
+def stops_paying(crossings: list) -> float | None:
+    """The first batch of `crossings` where the speedup falls through 1 (None: none does)."""
+    return next((c.batch for c in crossings if c.direction == "down"), None)
+
+
 @dataclass
 class Crossing:
     """A batch where speedup passes through 1: 'down' (speculation stops paying) or 'up'."""
@@ -226,8 +231,10 @@ class Prediction:
 
     @property
     def crossover_batch(self) -> float | None:
-        """The first batch where speedup passes through 1 (None when it never does)."""
-        return self.crossings[0].batch if self.crossings else None
+        """The first batch where speculation stops paying off: speedup falls through 1 (None when it never
+        does). A rise through 1 below it (a MoE target whose verify tokens load more experts at batch 1,
+        an off server's graph limit) is one of `crossings`, not the crossover."""
+        return stops_paying(self.crossings)
 
     @property
     def regime(self) -> Regime:

@@ -37,9 +37,9 @@ def build(sc, inputs: dict[str, Any], prediction, prediction_text: str, policy_t
     title = (f"{inputs['model']} on {gpus_said(inputs)}: {inputs['method']} k={inputs['k']}, "
              f"context {inputs['context']:g}")
     cross = prediction.crossover_batch
-    verdict = (f"Speculation stops paying off at batch {cross:.1f}." if cross is not None and
-               prediction.crossings[0].direction == "down" else
-               f"Speculation starts paying off at batch {cross:.1f}." if cross is not None else
+    ups = [c.batch for c in prediction.crossings if c.direction == "up"]
+    verdict = (f"Speculation stops paying off at batch {cross:.1f}." if cross is not None else
+               f"Speculation starts paying off at batch {ups[0]:.1f}." if ups else
                f"No crossover in the batches checked: speculation is {'faster' if prediction.regime == 'always_faster' else 'slower'} throughout.")
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",

@@ -188,14 +188,16 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
     if cap is not None and bmax > cap:
         lines.append(f"engine cap: {inputs['engine_version']} runs at most {cap} requests with speculation unless the "
                      f"running-request limit is set (SGLang: --max-running-requests); batches above {cap} assume it is")
-    if d["crossover_batch"] is None:
+    what = {"down": "stops paying off", "up": "starts paying off"}
+    if not d["crossings"]:
         side = "faster" if d["regime"] == "always_faster" else "slower"
         lines.append(f"crossover: none in batch 1..{bmax:g}; speculation is {side} throughout ({d['regime']})")
+    elif d["crossover_batch"] is None:  # only rises through 1: slower at batch 1, faster above
+        lines.append(f"crossover: none in batch 1..{bmax:g} where speculation stops paying off; it is slower "
+                     f"below batch {d['crossings'][0]['batch']:.1f} and starts paying off there")
     else:
-        first = d["crossings"][0]
-        what = "stops paying off" if first["direction"] == "down" else "starts paying off"
         mem = "" if d["crossover_within_memory"] else " (beyond the memory limit with speculation)"
-        lines.append(f"crossover: batch {d['crossover_batch']:.1f} - speculation {what} there{mem}")
+        lines.append(f"crossover: batch {d['crossover_batch']:.1f} - speculation stops paying off there{mem}")
         g = d["crossover_at_graph_limit"]
         if g is not None:
             step = (f"verify step ({g['width']:g} tokens a request)" if g["server"] == "speculating" else
@@ -204,8 +206,10 @@ def prediction_table(pred: Prediction, inputs: dict[str, Any]) -> str:
                          f"CUDA-graph limit: above it its {step} outgrows the largest graph ({g['limit']} "
                          f"{g['unit']}) and runs attention outside it; a larger capture limit moves it "
                          f"(--cuda-graph-max: vLLM's --max-cudagraph-capture-size, SGLang's --cuda-graph-max-bs)")
-        for extra in d["crossings"][1:]:
-            lines.append(f"           and again at batch {extra['batch']:.1f} ({extra['direction']})")
+    said = d["crossings"][0]["batch"] if d["crossover_batch"] is None and d["crossings"] else d["crossover_batch"]
+    for extra in d["crossings"]:
+        if extra["batch"] != said:
+            lines.append(f"           also at batch {extra['batch']:.1f}: speculation {what[extra['direction']]} there")
     return "\n".join(lines)
 
 
@@ -219,9 +223,7 @@ def spec_listing(specs: list, kind: str) -> str:
             lines.append(f"{s.name:<14} {s.memory_gb:>6g} GB {s.memory_bandwidth_gb_s:>7g} GB/s "
                          f"{s.bf16_dense_tflops:>7g} bf16 TFLOP/s  {s.display_name}")
         else:
-            kind_s = "MoE" if s.moe else "dense"
-            if s.mla:
-                kind_s += "+MLA"
+            kind_s = ("MoE" if s.moe else "dense") + ("+MLA" if s.mla else "")
             lines.append(f"{s.name:<16} {total_params(s) / 1e9:>8.2f} B params {kind_s:<9} {s.display_name}")
     return "\n".join(lines)
 
@@ -246,12 +248,9 @@ def simulation_dict(res) -> dict[str, Any]:
     key = res.axis
     levels = []
     for lv, ratio in zip(res.levels, res.ratios):
-        levels.append({
-            key: int(lv.value) if key == "concurrency" else float(lv.value),
-            "off": {k: clean(v) for k, v in lv.off.items()},
-            "on": {k: clean(v) for k, v in lv.on.items()},
-            "speedup": clean(ratio),
-        })
+        levels.append({key: int(lv.value) if key == "concurrency" else float(lv.value),
+                       "off": {k: clean(v) for k, v in lv.off.items()},
+                       "on": {k: clean(v) for k, v in lv.on.items()}, "speedup": clean(ratio)})
         if lv.policy is not None:
             levels[-1]["policy"] = {k: clean(v) for k, v in lv.policy.items()}
     return {
