@@ -71,4 +71,9 @@ def _efficiency_in_effect(dep: Deployment) -> dict[str, Any]:
     out = dep.efficiency.model_dump()
     for name in ENGINE_OVERHEADS:
         out[name] = getattr(dep, name)
+    hw = dep.hardware  # the fractions in effect: set, distilled, the GPU's measured one or the default
+    out.update(bandwidth_fraction=dep.bandwidth / hw.bandwidth_bytes_s, kv_bandwidth_fraction=dep.kv_bandwidth / hw.bandwidth_bytes_s,
+               flops_fraction=dep.flops / hw.peak_flops(dep.compute_dtype))
+    # where the distilled values in effect come from (None: none applied, e.g. a GPU without kernel tables)
+    out["distilled_source"] = hw.distilled.source if dep.efficiency.distilled_fields else None
     return out

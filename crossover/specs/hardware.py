@@ -158,6 +158,9 @@ class Hardware(Spec):
     tdp_w: PositiveFloat | None = None
     # Fitted to measured kernel tables (validation/distill_kernels.py); absent: nothing changes.
     distilled: Distilled | None = None
+    # A library GPU of the same chip (SMs, L2, memory type) whose distilled block this one takes where it
+    # has none of its own (specs/loader.py; the reason in sources.distilled_from).
+    distilled_from: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     unverified: list[str] = Field(default_factory=list)
     notes: str = ""

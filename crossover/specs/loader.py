@@ -122,7 +122,10 @@ _SPEC_CLASSES: dict[str, type[BaseModel]] = {"hardware": Hardware, "models": Mod
 def _load_file(path: str, cls: type[BaseModel], mtime: float) -> BaseModel:
     data = read_yaml(Path(path))
     data.setdefault("name", Path(path).stem)
-    return parse_spec(data, cls, path)
+    spec = parse_spec(data, cls, path)
+    if isinstance(spec, Hardware) and spec.distilled is None and spec.distilled_from:
+        return _borrowed(spec, Path(path))
+    return spec
 
 
 def load_file(path: Path, kind: Kind, cls: type[BaseModel] | None = None) -> BaseModel:
@@ -133,6 +136,22 @@ def load_file(path: Path, kind: Kind, cls: type[BaseModel] | None = None) -> Bas
     except OSError:
         raise FileError(f"{path}: no such file") from None
     return _load_file(str(path), cls or _SPEC_CLASSES[kind], mtime)
+
+
+def _borrowed(hw: Hardware, path: Path) -> Hardware:
+    """A GPU without kernel tables of its own takes the distilled block of the library GPU with the same
+    chip (Hardware.distilled_from; its reason in sources), so that the two price on the same footing."""
+    if hw.distilled_from == hw.name:
+        raise FileError(f"{path}: distilled_from names this GPU itself")
+    sibling = resolve(hw.distilled_from, "hardware")
+    if not isinstance(sibling, Hardware) or sibling.distilled is None:
+        raise FileError(f"{path}: distilled_from {hw.distilled_from!r} has no distilled block to borrow")
+    why = hw.sources.get("distilled_from", "the same chip")
+    update = {"source": f"borrowed from {sibling.name} ({why}): {sibling.distilled.source}"}
+    if (hw.interconnect, hw.interconnect_gb_s) != (sibling.interconnect, sibling.interconnect_gb_s):
+        update["all_reduce"] = None  # the link's, not the chip's: the ring over this GPU's own links
+    dist = sibling.distilled.model_copy(update=update)
+    return hw.model_copy(update={"distilled": dist})
 
 
 def _flat_file_kind(path: Path) -> str | None:
