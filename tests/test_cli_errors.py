@@ -66,3 +66,35 @@ def test_report_into_an_unwritable_place(tmp_path):
     blocker.write_text("x")
     r = run_cli("report", "--model", "llama-3.1-8b", "--batch", "1,8", "--out", str(blocker / "sub"))
     assert_one_line_error(r, "cannot write")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--batch", "1,,2"], "empty value between commas"),
+    (["--kv-dtype", "int4"], "stores no int4 KV cache"),
+    (["--kv-dtype", "int8", "--engine", "sglang"], "stores no int8 KV cache"),
+    (["--expert-parallel"], "llama-3.1-8b is dense"),
+    (["--force-calibration"], "give --calibration"),
+    (["--allow-vocab-mismatch"], "is for a separate draft model"),
+    (["--method", "draft", "--draft", "llama-3.2-1b", "--draft-tp", "2"], "more GPUs than the target's tp 1"),
+    (["--method", "eagle3", "--draft-vocab", "200000"], "outside 1..128256"),
+    (["--draft-vocab", "16000"], "EAGLE-3's reduced draft vocabulary; eagle has none"),
+    (["--k", "33"], "1..32"),
+])
+def test_a_flag_that_cannot_apply_is_one_line_not_ignored(argv, needle):
+    """Each of these was priced silently before (a fuzz/QA battery): a KV dtype the engine has no setting
+    for, expert parallelism on a dense model, a switch with nothing to switch, a draft TP above the
+    target's, a draft vocabulary above the target's, an empty list value, k past vLLM's 32."""
+    r = run_cli("predict", "--model", "llama-3.1-8b", *argv)
+    assert_one_line_error(r, needle)
+
+
+def test_what_those_flags_do_apply_to_still_runs_and_the_eagle3_vocabulary_is_named_assumed():
+    for argv in (["--kv-dtype", "fp8"], ["--kv-dtype", "int4", "--engine", "hf"], ["--batch", "1,2,"],
+                 ["--kv-dtype", "mxfp4", "--engine", "sglang"], ["--method", "eagle3", "--draft-vocab", "16000"],
+                 ["--model", "mixtral-8x7b", "--tp", "2", "--expert-parallel"]):
+        r = run_cli("predict", "--model", "llama-3.1-8b", *argv)
+        assert r.returncode == 0, (argv, r.stderr)
+    r = run_cli("predict", "--model", "llama-3.1-8b", "--method", "eagle3", "--batch", "1")
+    assert "draft vocab 32000 (the defaults; give" in r.stdout and "--draft-vocab to replace" in r.stdout
+    r = run_cli("predict", "--model", "llama-3.1-8b", "--method", "eagle3", "--draft-vocab", "16000", "--batch", "1")
+    assert "draft vocab" not in r.stdout

@@ -13,14 +13,13 @@ from ..errors import CrossoverError
 from ..specs import load_hardware
 from ..model.acceptance import tau_from_rate
 from ..model.forward import uniform
+from ..model.speculation import MAX_K
 from ..model.step import StepModel
 
 AXES = ("batch", "k", "acceptance", "context", "hardware")
-# Bounds on an axis before anything is allocated: at most MAX_POINTS values, k up to vLLM's
-# MAX_SPEC_LEN (32 drafted tokens, vllm/v1/sample/rejection_sampler.py; the tree depth limit here
-# too); batch and context are checked against the scenario's memory and positions in `grid`.
+# Bounds on an axis before anything is allocated: at most MAX_POINTS values, k up to MAX_K (the
+# speculation's own bound); batch and context are checked against the scenario's memory and positions in `grid`.
 MAX_POINTS = 1000
-MAX_K = 32
 MAX_AXIS_VALUE = 1e9
 
 

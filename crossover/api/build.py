@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..defaults import (
     AUTO_TP,
     DEFAULT_CONTEXT,
+    DEFAULT_DRAFT_VOCAB,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
     MIN_SEQUENCES_FOR_AUTO_TP,
@@ -212,6 +213,7 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     if (prompt_len is None) != (output_len is None):
         raise CrossoverError("give prompt and output lengths together (mean tokens per request)")
     target, hw = load_model(model), load_hardware(hardware)  # a name, a path or the spec itself
+    _check_moot(target, o)
     if context is None:
         context = DEFAULT_CONTEXT if prompt_len is None else prompt_len + output_len / 2.0  # type: ignore[operator]
     elif not (context >= 0 and math.isfinite(context)):
@@ -260,9 +262,14 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
             warnings.warn(note)
     acc = acceptance_of(acceptance=acceptance, tau=tau, per_position=per_position, match_rate=match_rate,
                         method=method, calibrated=calibrated.get("acceptance"), workload=wl)
+    if draft_vocab is None:  # EAGLE-3's default reduced vocabulary, never above the target's own
+        draft_vocab = min(DEFAULT_DRAFT_VOCAB, target.vocab_size)
     spec = speculation(target, method=method, k=k, tree=tree, draft=draft, draft_tp=draft_tp,
                        draft_vocab=draft_vocab, draft_kv_budget=draft_kv_budget, acceptance=acc,
                        allow_vocab_mismatch=allow_vocab_mismatch)
+    if draft_tp is not None and draft_tp > dep.tp:
+        raise InputError(f"draft tp {draft_tp} (--draft-tp) is more GPUs than the target's tp {dep.tp}: the draft runs "
+                         f"on the target's GPUs", parameter="draft_tp")
     if draft_tp is not None and spec.method in ("eagle", "eagle3", "mtp", "medusa") and draft_tp not in (1, dep.tp):
         raise InputError(f"draft tp {draft_tp} (--draft-tp) for a {spec.method} head: engines run it at 1 or at the "
                          f"target's tp {dep.tp} (vLLM: vllm/config/speculative.py _verify_and_get_draft_tp, 0.14.1)",
@@ -279,10 +286,32 @@ def _build(model: str | Model, hardware: str | Hardware, options: dict[str, Any]
     used = tuple((name, value) for name, value, unset in (
         ("context", float(context), o.context is None and prompt_len is None),
         ("k", spec.k, o.k is None and tree is None),
-        ("engine", profile.name, engine is None)) if unset)
+        ("engine", profile.name, engine is None),
+        ("draft_vocab", spec.draft_vocab, spec.method == "eagle3" and o.draft_vocab is None)) if unset)
     sc = Scenario(dep, spec, float(context), prompt_len, output_len, tp_auto=tp is None, defaults_used=used)
     _check_finite_steps(sc)
     return sc
+
+
+def _check_moot(target: Model, o) -> None:
+    """A flag that changes nothing for this question is a one-line error, not silently ignored."""
+    method = o.method
+    if o.expert_parallel and target.moe is None:
+        raise InputError(f"expert parallelism (--expert-parallel) splits a MoE model's experts; {target.name} is dense",
+                         parameter="expert_parallel")
+    if o.force_calibration and o.calibration is None:
+        raise InputError("--force-calibration applies a --calibration fit to another deployment: give --calibration",
+                         parameter="force_calibration")
+    if o.allow_vocab_mismatch and method != "draft":
+        raise InputError(f"--allow-vocab-mismatch is for a separate draft model (--method draft); {method} proposes "
+                         f"the target's own token ids", parameter="allow_vocab_mismatch")
+    if o.draft_vocab is not None:
+        if method != "eagle3":
+            raise InputError(f"--draft-vocab is EAGLE-3's reduced draft vocabulary; {method} has none",
+                             parameter="draft_vocab")
+        if not 1 <= o.draft_vocab <= target.vocab_size:
+            raise InputError(f"--draft-vocab {o.draft_vocab} is outside 1..{target.vocab_size}: a draft head's "
+                             f"vocabulary is a subset of the target's", parameter="draft_vocab")
 
 
 def _data_parallel(dp) -> int:

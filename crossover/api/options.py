@@ -89,7 +89,7 @@ SPECULATION = (
     O("allow_vocab_mismatch", "let a draft with another vocabulary than the target's through (engines refuse it)",
       kind="switch", group="speculation"),
     O("draft_tp", "draft model TP", default_text="the target's", group="speculation"),
-    O("draft_vocab", "eagle3 reduced draft vocabulary", d.DEFAULT_DRAFT_VOCAB, group="speculation"),
+    O("draft_vocab", "eagle3 reduced draft vocabulary", d.DEFAULT_DRAFT_VOCAB, passed=False, group="speculation"),
     O("k", "draft tokens per step", d.DEFAULT_K, passed=False, group="speculation"),
     O("acceptance", "i.i.d. per-token acceptance rate in [0, 1)", d.DEFAULT_ACCEPTANCE, passed=False,
       note="else a calibration's or the workload's, when given", group="speculation", exclusive="acceptance"),

@@ -168,7 +168,7 @@ class ScenarioOptions(Record):
     match_rate: float | None = None  # n-gram: None: the workload's, else DEFAULT_NGRAM_MATCH_RATE
     draft: Any = None  # a model name, spec or "self"
     draft_tp: int | None = None
-    draft_vocab: int = d.DEFAULT_DRAFT_VOCAB
+    draft_vocab: int | None = None  # eagle3: None: DEFAULT_DRAFT_VOCAB, at most the target's vocabulary
     draft_kv_budget: int | None = None
     tree: Any = None
     context: float | None = None  # None: DEFAULT_CONTEXT, or prompt + output / 2 with lengths

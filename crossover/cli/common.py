@@ -100,9 +100,12 @@ def check_values(args: argparse.Namespace, free: Sequence[str] = ()) -> None:
 def parse_list(text: str, what: str, *, integer: bool = False) -> list[float]:
     """'1,2,4' or '1..64' (every integer) or a mix; each > 0."""
     items: list[float] = []
-    for part in (p.strip() for p in text.split(",")):
+    parts = [p.strip() for p in text.split(",")]
+    if parts and not parts[-1]:  # a trailing comma ends the list
+        parts.pop()
+    for part in parts:
         if not part:
-            continue
+            raise CrossoverError(f"{what} {text!r} has an empty value between commas; give e.g. 1,8,64 or 1..64")
         if ".." in part:
             a, b = part.split("..", 1)
             lo = int(parse_number(a, what, integer=True))

@@ -20,7 +20,9 @@ from ..specs.deployment import Deployment
 from ..specs.model import Model
 
 Method = Literal["draft", "eagle", "eagle3", "medusa", "ngram", "mtp"]
-MAX_K = 128  # draft tokens per step; engines use a handful (a larger k only sizes arrays by it)
+# Draft tokens per step: vLLM V1 verifies at most MAX_SPEC_LEN = 32 per request (0.14.1
+# v1/sample/rejection_sampler.py); engines use a handful. The tree depth limit too; every verb takes this one.
+MAX_K = 32
 
 METHODS: tuple[str, ...] = ("draft", "eagle", "eagle3", "medusa", "ngram", "mtp")
 
@@ -71,8 +73,8 @@ def parse_tree(text: str) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...]
             raise CrossoverError(
                 f"tree {text!r}: node paths are a JSON list of rank lists, e.g. [[0],[1],[0,0]]") from None
         widths = _check_paths(paths)
-        if len(widths) > 32:
-            raise CrossoverError(f"tree {text!r}: depth 1..32")
+        if len(widths) > MAX_K:
+            raise CrossoverError(f"tree {text!r}: depth 1..{MAX_K}")
         return None, paths
     try:
         if "x" in t:
@@ -83,8 +85,8 @@ def parse_tree(text: str) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...]
     except ValueError:
         raise CrossoverError(f"tree {text!r}: write DEPTHxBRANCHING (e.g. 3x4), nodes per depth (e.g. 4,4,2), "
                              f"node paths (e.g. [[0],[1],[0,0]]) or a preset ({', '.join(TREE_PRESETS)})") from None
-    if not widths or any(w < 1 for w in widths) or len(widths) > 32:
-        raise CrossoverError(f"tree {text!r}: depth 1..32 and at least one node per depth")
+    if not widths or any(w < 1 for w in widths) or len(widths) > MAX_K:
+        raise CrossoverError(f"tree {text!r}: depth 1..{MAX_K} and at least one node per depth")
     return widths, None
 
 

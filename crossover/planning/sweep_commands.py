@@ -32,7 +32,8 @@ CLIENTS = ("vllm-bench", "guidellm", "aiperf")
 CLIENT_RELEASES = {"vllm-bench": ("vllm", "0.14.1"), "guidellm": ("guidellm", "0.6.1"), "aiperf": ("aiperf", "0.4.0")}
 SERVER_RELEASES = {"vllm": ("vllm", "0.14.1"), "sglang": ("sglang", "0.5.11")}
 HOST = "127.0.0.1"
-_SGLANG_KV = {"fp8": "fp8_e4m3"}  # SGLang's --kv-cache-dtype names
+# SGLang's --kv-cache-dtype names (engines/sglang.yaml kv_dtypes: nvfp4 from the 0.5.23 choices, fp4_e2m1 = mxfp4 in 0.5.10's)
+_SGLANG_KV = {"fp8": "fp8_e4m3", "fp4": "nvfp4", "mxfp4": "fp4_e2m1"}
 
 
 def fixed_k_policy(sc: Scenario, batch_max: int) -> Policy:

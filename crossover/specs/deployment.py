@@ -240,6 +240,10 @@ class Deployment(Spec):
         for label, dt in (("weight", self.weight_dtype), ("kv", self.kv_dtype), ("activation", self.activation_dtype)):
             if dt is not None and dt not in DTYPE_BYTES:
                 raise CrossoverError(f"unknown {label} dtype {dt!r}; expected one of {', '.join(DTYPE_BYTES)}")
+        kinds = self.engine.kv_dtypes
+        if kinds is not None and self.kv_dtype not in kinds:
+            raise CrossoverError(f"{self.engine.label} stores no {self.kv_dtype} KV cache (its --kv-cache-dtype: "
+                                 f"{', '.join(kinds)}; engines/{self.engine.name}.yaml kv_dtypes)")
         return self
 
     @property

@@ -144,6 +144,7 @@ class EngineProfile(Spec):
     async_scheduling: bool = False
     async_methods: tuple[str, ...] = ASYNC_SCHEDULING_METHODS
     async_methods_given: tuple[str, ...] | None = None  # async_methods where the user turns it on (SGLang's spec v2)
+    kv_dtypes: tuple[str, ...] | None = None  # the KV-cache dtypes its --kv-cache-dtype stores (None: not checked)
     # The running-request cap the engine sets for itself when speculation is on and the user set
     # none (SGLang: 48); None: the same cap as without speculation.
     spec_max_running: int | None = Field(default=None, ge=1)

@@ -14,14 +14,13 @@ from .. import defaults
 from ..api import build
 from ..errors import CrossoverError
 from ..specs.loader import available
-from ..model.speculation import METHODS
+from ..model.speculation import MAX_K, METHODS
 from ..model.step import COST_MODES
 
 Query = Mapping[str, str]
 
 # Bounds of the page's own inputs (the library checks the physics; these only keep a request small).
 MAX_BATCH_POINTS = 96
-MAX_K = 32
 MAX_LEVELS = 16
 MAX_NUM_PROMPTS = 5000
 
