@@ -33,8 +33,8 @@ def test_the_users_question_from_the_issue_flips_near_0_35():
     assert res.to_dict()["assumed"] == res.assumed
     # the other defaults the answer took are named too, on one line
     assert {x["input"]: x["value"] for x in res.assumed if x["input"] != "acceptance"} == {
-        "context": 2048.0, "engine": "vllm"}
-    assert "assumed: context 2048, engine vllm (the defaults; give --context, --engine to replace them)" in text
+        "context": 2048.0, "engine": "vllm", "draft_vocab": 32000}
+    assert "assumed: context 2048, engine vllm, draft vocab 32000 (the defaults; give --context, --engine, --draft-vocab to replace them)" in text
 
 
 def test_a_given_acceptance_is_no_assumption(tmp_path):

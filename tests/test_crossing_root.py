@@ -58,3 +58,20 @@ def test_the_crossover_is_where_speculation_stops_paying_not_a_rise_below_it():
     low = crossover.predict(sc, batches=[1, 2, 4, 16, 64])
     assert low.crossover_batch is None and low.to_dict()["crossings"][0]["direction"] == "up"
     assert "none in batch 1..64 where speculation stops paying off; it is slower below batch" in low.to_text()
+
+
+def test_a_crossover_on_a_captured_graph_size_is_named_as_the_padding():
+    """SGLang captures graphs at listed request counts (…, 24, 32, 40, …) and pads a step to the next:
+    Llama-3.1-8B with EAGLE k = 5 at acceptance 0.5 crosses at batch 32 because above it both servers
+    replay the 40-request graph. The JSON names the edge; a smooth crossing (vLLM V1, whose token-size
+    padding is not priced) names none."""
+    import crossover
+
+    r = crossover.predict(crossover.scenario(model="llama-3.1-8b", engine="sglang", acceptance=0.5, k=5))
+    d = r.to_dict()
+    assert d["crossover_batch"] == pytest.approx(32.0, abs=0.01)
+    assert d["crossover_at_graph_size"] == {"server": "speculating", "batch": pytest.approx(32.0, abs=0.01),
+                                            "size": 32.0, "next": 40.0, "unit": "requests"}
+    assert "replays the 32-request graph up to it and pads to the 40-request one above" in r.to_text()
+    smooth = crossover.predict(crossover.scenario(model="llama-3.1-8b", acceptance=0.5, k=5)).to_dict()
+    assert smooth["crossover_batch"] is not None and smooth["crossover_at_graph_size"] is None

@@ -54,7 +54,7 @@ def test_simulate_fits_each_arm_of_a_rate_sweep_below_saturation():
     C1 = 2 s, C2 = 50 ms/request (off) and C1 = 1 s, C2 = 100 ms/request (on) at 1, 2, 4 req/s are fitted
     back exactly; a saturated level is left out of its arm's fit; C2(on)/C2(off) = 2, r* = (1 - 0.5) /
     (2 - 0.5) = 1/3, the break-even rate r* / C2_off = 6.67 req/s; a concurrency sweep has none."""
-    from crossover.reporting.text import load_fit_lines
+    from crossover.reporting.serving import load_fit_lines
     from crossover.serving.sweep import Level, SweepResult
 
     def lat(c1, c2, q):

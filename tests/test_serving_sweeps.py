@@ -8,7 +8,7 @@ import pytest
 from conftest import run_cli
 from crossover.model.scenario import Scenario
 from crossover.errors import CrossoverError
-from crossover.reporting.text import simulation_dict, simulation_table
+from crossover.reporting.serving import simulation_dict, simulation_table
 from crossover.serving.engine import EngineLimits, kv_capacity_tokens
 from crossover.serving.metrics import summarize
 from crossover.serving.simulator import Arm, simulate

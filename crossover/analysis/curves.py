@@ -278,6 +278,31 @@ class Prediction:
         return None
 
 
+    @property
+    def crossover_at_graph_size(self) -> dict | None:
+        """Where the crossover is the edge between two captured CUDA-graph sizes (not a graph limit): a
+        server's step replays the `size` graph up to `batch` and pads to the `next` one above it, so the
+        padding, not a smooth trend, carries the speedup through 1 (where both servers pad alike it is flat
+        between sizes). `server`, `batch`, `size`, `next`, `unit`; None elsewhere."""
+        from ..model.graphs import graph_key
+
+        cb = self.crossover_batch
+        if cb is None or self.crossover_at_graph_limit is not None:
+            return None
+        dep, spec = self.scenario.deployment, self.scenario.speculation
+        b = np.array([cb * (1 - 1e-3), cb * (1 + 1e-3)]) / dep.data_parallel  # a rank's, either side of it
+        for server, engine, width in (("speculating", dep.speculating_engine, spec.verify_width), ("plain", dep.engine, 1.0)):
+            speculating = server == "speculating"
+            if engine.captured(speculating) is None:
+                continue
+            key = graph_key(b * width, b if speculating else np.zeros(2), engine)
+            lo, hi = engine.padded_key(key, speculating)
+            if hi > lo and key[1] <= engine.capture_limit(speculating):
+                return {"server": server, "batch": float(cb), "size": float(lo), "next": float(hi),
+                        "unit": engine.graph_capture_unit}
+        return None
+
+
 def predict(sc: Scenario, batches=DEFAULT_BATCHES) -> Prediction:
     """Curves at `batches`, the crossover root on [1, max(batches)], and the memory limits."""
     b = np.asarray(batches, float)

@@ -8,13 +8,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..reporting.policy import policy_dict, policy_extras_dict, policy_text
-from ..reporting.text import (
-    breakdown_table,
-    prediction_dict,
-    prediction_table,
-    simulation_dict,
-    simulation_table,
-)
+from ..reporting.serving import simulation_dict, simulation_table
+from ..reporting.text import breakdown_table, prediction_dict, prediction_table
 from ..reporting.plan import plan_dict, plan_table
 
 from ..reporting.assumptions import assumed_lines

@@ -11,7 +11,7 @@ from ..defaults import DEFAULT_BATCHES
 from ..errors import CrossoverError
 from ..files import write_atomic
 from ..model.memory import batch_ceiling, check_batches
-from ..reporting.text import simulation_rows
+from ..reporting.serving import simulation_rows
 from .common import parse_lengths, parse_number, parse_list, print_result, warnings_as_lines
 from .outputs import wrote
 from .progress import progress_line

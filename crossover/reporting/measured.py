@@ -12,7 +12,7 @@ from ..comparison.compare import PREDICT_RATE_PROMPTS, latency_crossovers, speed
 from ..analysis.crossings import rounded
 from ..analysis.bounds import BoundChecks
 from . import gpus_said
-from .text import clean, latency_lines, load_fit_lines, other_crossings
+from .serving import clean, latency_lines, load_fit_lines, other_crossings
 
 
 def _level_values(table) -> dict[str, list]:
