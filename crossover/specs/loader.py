@@ -148,8 +148,12 @@ def _borrowed(hw: Hardware, path: Path) -> Hardware:
         raise FileError(f"{path}: distilled_from {hw.distilled_from!r} has no distilled block to borrow")
     why = hw.sources.get("distilled_from", "the same chip")
     update = {"source": f"borrowed from {sibling.name} ({why}): {sibling.distilled.source}"}
-    if (hw.interconnect, hw.interconnect_gb_s) != (sibling.interconnect, sibling.interconnect_gb_s):
-        update["all_reduce"] = None  # the link's, not the chip's: the ring over this GPU's own links
+    # The all-reduce fit is the measured box's links, not the chip's: kept only over the same links, and
+    # never over PCIe, where each server's switches and P2P paths decide it (L40S's host-path fit does not
+    # hold on MagicDec's 8 x L40 box); NVLink boards of one generation are one design. Else the ring over
+    # this GPU's own links.
+    if hw.is_pcie or (hw.interconnect, hw.interconnect_gb_s) != (sibling.interconnect, sibling.interconnect_gb_s):
+        update["all_reduce"] = None
     dist = sibling.distilled.model_copy(update=update)
     return hw.model_copy(update={"distilled": dist})
 
