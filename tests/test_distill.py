@@ -25,7 +25,7 @@ from crossover.model.kernels.formulas import (
     resident_seconds,
     resident_share,
 )
-from crossover.specs import load_hardware
+from crossover.specs import Deployment, load_hardware, load_model
 from crossover.specs.hardware import Distilled, DistilledOp
 
 BW = 1e12  # 1 TB/s: bytes / BW in microseconds are bytes / 1e6
@@ -248,6 +248,30 @@ def test_decode_sized_call_floors_feed_the_layer_overhead():
     f = d.efficiency_fields(15e-6)
     assert f["layer_overhead_s"] == pytest.approx(15e-6 + 29e-6)
     assert f["bandwidth_fraction"] == 0.8 and f["kv_bandwidth_fraction"] == 0.9
+
+
+def test_the_gqa_relayout_floor_is_paid_only_where_a_gpu_holds_grouped_kv_heads():
+    """decode_attention_seconds pays gqa_copy_us only where a GPU's query heads share a KV head and it holds
+    more than one: the layer overhead follows the same condition, per GPU. Hand values: 4 x 2 + 10 + 4 =
+    22 us with the relayout, 18 without."""
+    from crossover.specs.hardware import Distilled, DistilledOp
+
+    d = Distilled(source="test", gemm_bf16=DistilledOp(floor_us=2.0),
+                  decode_attention=DistilledOp(floor_us=10.0, gqa_copy_us=4.0))
+    assert d.efficiency_fields(0.0)["layer_overhead_s"] == pytest.approx(22e-6)
+    assert d.efficiency_fields(0.0, gqa=False)["layer_overhead_s"] == pytest.approx(18e-6)
+    h100 = load_hardware("h100-sxm")
+    a = h100.distilled.decode_attention.gqa_copy_us
+    assert a > 0
+
+    def floors(model, tp):
+        return Deployment(model=load_model(model), hardware=h100, tp=tp).efficiency.kernel_floors_s
+
+    # Llama-3.1-8B: 32 query / 8 KV heads: grouped at TP 1 and 4 (2 KV heads per GPU), one KV head at TP 8
+    assert floors("llama-3.1-8b", 1) == pytest.approx(floors("llama-3.1-8b", 8) + a * 1e-6)
+    assert floors("llama-3.1-8b", 4) == pytest.approx(floors("llama-3.1-8b", 1))
+    # Llama-2-7B is MHA (32 and 32): no relayout at any TP
+    assert floors("llama-2-7b-32k", 1) == pytest.approx(floors("llama-3.1-8b", 8))
 
 
 def test_every_distilled_yaml_block_loads_with_its_chip_facts():

@@ -82,7 +82,8 @@ class Distilled(Spec):
     moe_bf16: DistilledOp | None = None
     all_reduce: DistilledOp | None = None
 
-    def efficiency_fields(self, layer_overhead_s: float, gemms_per_layer: int = 4) -> dict[str, float]:
+    def efficiency_fields(self, layer_overhead_s: float, gemms_per_layer: int = 4,
+                          gqa: bool = True) -> dict[str, float]:
         """The distilled values the roofline's existing `Efficiency` dials can take, by field name
         (`dep.with_efficiency(**hw.distilled.efficiency_fields(dep.efficiency.layer_overhead_s))`;
         Deployment applies them by default): weight streaming and FLOP fractions and the transition
@@ -91,12 +92,14 @@ class Distilled(Spec):
         attention; a dense GQA layer runs 4: QKV, output, gate+up, down) added to the given per-layer
         overhead (kernel gaps). A serving step's calls are decode-sized: a GEMM's floor counts its
         split-K reduction (few output tiles, long k) and an attention call's its split-KV combine
-        (context past one KV block) and GQA query relayout (batch > 1). Output-tile, per-block,
+        (context past one KV block) and GQA query relayout (batch > 1; `gqa`: only where a GPU's query
+        heads share a KV head and it holds more than one KV head, decode_attention_seconds' condition,
+        so an MHA model or one KV head per GPU pays none). Output-tile, per-block,
         L2-resident and per-row terms have no dial and are left out."""
         out: dict[str, float] = {}
         g, a, c = self.gemm_bf16, self.decode_attention, self.all_reduce
         g_floor = ((g.floor_us or 0.0) + (g.split_k_us or 0.0)) if g is not None else 0.0
-        a_floor = ((a.floor_us or 0.0) + (a.split_kv_us or 0.0) + (a.gqa_copy_us or 0.0)) if a is not None else 0.0
+        a_floor = ((a.floor_us or 0.0) + (a.split_kv_us or 0.0) + (gqa and a.gqa_copy_us or 0.0)) if a is not None else 0.0
         floors = gemms_per_layer * g_floor + a_floor
         out["layer_overhead_s"] = layer_overhead_s + floors * 1e-6
         if g is not None:
