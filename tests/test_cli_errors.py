@@ -72,6 +72,9 @@ def test_report_into_an_unwritable_place(tmp_path):
     (["--batch", "1,,2"], "empty value between commas"),
     (["--kv-dtype", "int4"], "stores no int4 KV cache"),
     (["--kv-dtype", "int8", "--engine", "sglang"], "stores no int8 KV cache"),
+    (["--kv-dtype", "fp4", "--engine", "vllm-0.10"], "stores no fp4 KV cache"),
+    (["--kv-dtype", "int8", "--engine", "vllm-v0"], "stores no int8 KV cache"),
+    (["--kv-dtype", "mxfp4", "--engine", "sglang-0.4"], "stores no mxfp4 KV cache"),
     (["--expert-parallel"], "llama-3.1-8b is dense"),
     (["--force-calibration"], "give --calibration"),
     (["--allow-vocab-mismatch"], "is for a separate draft model"),
@@ -89,7 +92,7 @@ def test_a_flag_that_cannot_apply_is_one_line_not_ignored(argv, needle):
 
 
 def test_what_those_flags_do_apply_to_still_runs_and_the_eagle3_vocabulary_is_named_assumed():
-    for argv in (["--kv-dtype", "fp8"], ["--kv-dtype", "int4", "--engine", "hf"], ["--batch", "1,2,"],
+    for argv in (["--kv-dtype", "fp8"], ["--kv-dtype", "fp8", "--engine", "sglang-0.4"], ["--kv-dtype", "int4", "--engine", "hf"], ["--batch", "1,2,"],
                  ["--kv-dtype", "mxfp4", "--engine", "sglang"], ["--method", "eagle3", "--draft-vocab", "16000"],
                  ["--model", "mixtral-8x7b", "--tp", "2", "--expert-parallel"]):
         r = run_cli("predict", "--model", "llama-3.1-8b", *argv)
