@@ -272,6 +272,11 @@ def test_the_gqa_relayout_floor_is_paid_only_where_a_gpu_holds_grouped_kv_heads(
     assert floors("llama-3.1-8b", 4) == pytest.approx(floors("llama-3.1-8b", 1))
     # Llama-2-7B is MHA (32 and 32): no relayout at any TP
     assert floors("llama-2-7b-32k", 1) == pytest.approx(floors("llama-3.1-8b", 8))
+    # MLA: none, even where its nominal KV heads are fewer than its query heads
+    v3 = load_model("deepseek-v3")
+    grouped = v3.model_copy(update={"num_key_value_heads": 32})  # 4 per GPU at TP 8
+    mla = [Deployment(model=m, hardware=h100, tp=8, weight_dtype="fp8").efficiency.kernel_floors_s for m in (v3, grouped)]
+    assert mla[0] == pytest.approx(mla[1]) == pytest.approx(floors("llama-3.1-8b", 8))
 
 
 def test_every_distilled_yaml_block_loads_with_its_chip_facts():

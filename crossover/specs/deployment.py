@@ -194,9 +194,12 @@ class Deployment(Spec):
         eff, dist = self.efficiency, self.hardware.distilled
         if dist is None or not eff.distilled:
             return self
-        m = self.model  # per GPU, as the kernel tables' calls: the query heads and the KV heads it holds
+        # Per GPU, as the kernel tables' calls: the query heads and the KV heads it holds (ops.kv_share's
+        # replication below one per GPU). MLA attends in its latent space, a KV cache every head shares: no
+        # relayout whatever its nominal KV heads (the kernels mode prices its attention without one).
+        m = self.model
         heads, kv_heads = m.num_attention_heads / self.tp, max(m.num_key_value_heads / self.tp, 1.0)
-        fields = dist.efficiency_fields(eff.layer_overhead_s, gqa=heads > kv_heads > 1)
+        fields = dist.efficiency_fields(eff.layer_overhead_s, gqa=m.mla is None and heads > kv_heads > 1)
         # The transition exponent stays the model's: chosen on the published speedups that isolate the
         # knee (roofline.py); the op-level fit's sharper knee (p ~2) made those worse.
         update = {k: v for k, v in fields.items() if k not in eff.model_fields_set and k != "transition_p"}

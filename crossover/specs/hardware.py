@@ -99,7 +99,9 @@ class Distilled(Spec):
         out: dict[str, float] = {}
         g, a, c = self.gemm_bf16, self.decode_attention, self.all_reduce
         g_floor = ((g.floor_us or 0.0) + (g.split_k_us or 0.0)) if g is not None else 0.0
-        a_floor = ((a.floor_us or 0.0) + (a.split_kv_us or 0.0) + (gqa and a.gqa_copy_us or 0.0)) if a is not None else 0.0
+        a_floor = 0.0
+        if a is not None:
+            a_floor = (a.floor_us or 0.0) + (a.split_kv_us or 0.0) + ((a.gqa_copy_us or 0.0) if gqa else 0.0)
         floors = gemms_per_layer * g_floor + a_floor
         out["layer_overhead_s"] = layer_overhead_s + floors * 1e-6
         if g is not None:
